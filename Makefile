@@ -1,0 +1,49 @@
+# Ferry developer entry points.
+#   make run    create .venv if needed, install Ferry into it, run `ferry serve`
+#   make test   install the test extras (once per pyproject.toml version), run the whole suite
+# Override on the command line: make run FERRY_ARGS="--fsync always", make test PYTEST_ARGS="-x tests/gateway".
+
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+FERRY_ARGS ?=
+PYTEST_ARGS ?= -q
+
+# Stamps are keyed on pyproject.toml's content (not its mtime), so a checkout
+# that only touches the file does not reinstall, and any dependency change does.
+PYPROJECT_KEY := $(shell cksum pyproject.toml | cut -d' ' -f1)
+RUN_STAMP := $(VENV)/.stamp-run-$(PYPROJECT_KEY)
+TEST_STAMP := $(VENV)/.stamp-test-$(PYPROJECT_KEY)
+
+.PHONY: run test install install-test clean-venv help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make run    - start the gateway (all listeners, ./data) in .venv"
+	@echo "make test   - run the test suite in .venv"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): | $(BIN)/python
+	$(BIN)/pip install -e .
+	@rm -f $(VENV)/.stamp-run-*
+	@touch $@
+
+# The test extras include every runtime dependency, so they satisfy `run` too.
+$(TEST_STAMP): | $(BIN)/python
+	$(BIN)/pip install -e '.[test]'
+	@rm -f $(VENV)/.stamp-test-* $(VENV)/.stamp-run-*
+	@touch $@ $(RUN_STAMP)
+
+install: $(RUN_STAMP)
+install-test: $(TEST_STAMP)
+
+run: $(RUN_STAMP)
+	$(BIN)/ferry serve $(FERRY_ARGS)
+
+test: $(TEST_STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,411 @@
+"""Users, passwords and personal access tokens of the metadata store.
+
+Theory of operation
+-------------------
+Mixed into :class:`core.metadata.Metadata` (its own module to keep each file
+small); it shares the store's :class:`core.metadb.MetaDb` (``self._db``) and
+clock (``self._clock``, µs).
+
+* Passwords are hashed with argon2id (argon2-cffi ``PasswordHasher``); only
+  the PHC-format hash is stored. A successful login whose hash was made with
+  older parameters stores a fresh hash (``check_needs_rehash``).
+* ``authenticate`` answers :class:`InvalidCredentials` for an unknown user and
+  for a wrong password alike, and verifies a dummy hash for an unknown user so
+  the two take the same time. The status is checked *after* the password:
+  Iggy checks it first (``login_user_with_credentials`` in apache/iggy
+  ``core/server/src/shard/system/users.rs``), which tells anyone without the
+  password that the account exists.
+* Personal access tokens (PATs) are 50 random bytes, URL-safe base64 (67
+  characters; Iggy's are base64 of 50 random bytes too, protocols/iggy.md
+  section 5.9). The raw token is returned once; the store keeps its SHA-256,
+  which suffices for a 400-bit random secret (no salt or slow hash needed:
+  nothing to brute-force), and looks it up by that hash.
+* The root user (id 0) cannot be deleted, deactivated, or given other
+  permissions (Iggy's CannotDeleteUser / CannotChangePermissions).
+
+Hashing costs tens of milliseconds of CPU. The store's lock is never held
+while hashing, so ``authenticate``, ``create_user`` and ``change_password``
+can run in a worker thread (``trio.to_thread.run_sync``) without stalling the
+trio thread's metadata calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from .errors import (
+    CannotChangePermissions,
+    CannotDeleteUser,
+    InvalidArgument,
+    InvalidCredentials,
+    InvalidPassword,
+    InvalidToken,
+    InvalidTokenName,
+    InvalidUsername,
+    PermissionDenied,
+    TokenAlreadyExists,
+    TokenExpired,
+    TokenLimitReached,
+    TokenNotFound,
+    UserAlreadyExists,
+    UserInactive,
+    UserNotFound,
+)
+from .metadb import MAX_ID, MAX_INT64, Ident, check_ident, check_int, check_name, lowest_free_id
+from .permissions import ROOT_USER_ID, Action, Permissions, allowed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .metadb import MetaDb
+
+# Iggy's limits, apache/iggy core/common/src/commands/users/defaults.rs
+# (also protocols/iggy.md sections 4.2 and 4.3), counted in bytes.
+MIN_USERNAME_BYTES, MAX_USERNAME_BYTES = 3, 50
+MIN_PASSWORD_BYTES, MAX_PASSWORD_BYTES = 3, 100
+MIN_TOKEN_NAME_BYTES, MAX_TOKEN_NAME_BYTES = 3, 30
+# LoginWithPersonalAccessToken accepts 1..100 bytes (MAX_PAT_LENGTH); longer
+# input cannot be one of ours, so it is refused before hashing.
+MAX_TOKEN_BYTES = 100
+# Iggy server.toml `[personal_access_token] max_tokens_per_user = 100`
+# (protocols/iggy.md section 8).
+MAX_TOKENS_PER_USER = 100
+# 50 random bytes, as Iggy's tokens (protocols/iggy.md section 5.9).
+TOKEN_RANDOM_BYTES = 50
+
+ACTIVE, INACTIVE = "active", "inactive"
+USER_STATUSES = (ACTIVE, INACTIVE)  # Iggy UserStatus 1 / 2 (protocols/iggy.md 3.6)
+
+_USER_COLUMNS = "id, username, status, created_at, permissions"
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    """A user as Iggy's GetUser reports it; never carries the password hash."""
+
+    id: int
+    username: str
+    status: str  # "active" | "inactive"
+    created_at: int  # µs
+    permissions: Permissions | None
+
+    @property
+    def is_root(self) -> bool:
+        return self.id == ROOT_USER_ID
+
+    @property
+    def active(self) -> bool:
+        return self.status == ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A personal access token's public part (Iggy's GetPersonalAccessTokens)."""
+
+    user_id: int
+    name: str
+    created_at: int  # µs
+    expiry_at: int | None  # µs since the epoch; None = never expires
+
+    def expired(self, now_us: int) -> bool:
+        return self.expiry_at is not None and self.expiry_at <= now_us
+
+
+class UserStore:
+    """Users, permissions and PATs (a mixin over ``self._db`` and ``self._clock``)."""
+
+    _db: "MetaDb"
+    _clock: Callable[[], int]
+
+    def _init_auth(self, hasher: PasswordHasher | None) -> None:
+        self._hasher = hasher or PasswordHasher()
+        self._dummy_hash: str | None = None
+
+    # -- users -------------------------------------------------------------------
+    def create_user(
+        self,
+        username: str,
+        password: str,
+        status: str = ACTIVE,
+        permissions: Permissions | None = None,
+        *,
+        user_id: int | None = None,
+    ) -> UserInfo:
+        """Create a user; the lowest free id from 1 (0 is root's) unless ``user_id`` is given.
+
+        Raises InvalidUsername, InvalidPassword, InvalidArgument (status, id,
+        permissions) or UserAlreadyExists (``field`` = "name" or "id")."""
+        check_name(username, "user", InvalidUsername, MIN_USERNAME_BYTES, MAX_USERNAME_BYTES)
+        _check_password(password)
+        _check_status(status)
+        perms_json = _perms_json(permissions)
+        if user_id is not None:
+            check_int(user_id, "user id", 0, MAX_ID)
+        pw_hash = self._hasher.hash(password)  # outside the lock: slow on purpose
+        with self._db.transaction() as conn:
+            if conn.execute("SELECT 1 FROM users WHERE username = ?", (username,)).fetchone():
+                raise UserAlreadyExists(f"user {username!r} already exists", field="name")
+            if user_id is None:  # id 0 stays reserved for root (ensure_root)
+                user_id = lowest_free_id(conn, "users", first=ROOT_USER_ID + 1)
+            elif conn.execute("SELECT 1 FROM users WHERE id = ?", (user_id,)).fetchone():
+                raise UserAlreadyExists(f"user id {user_id} already exists", field="id")
+            conn.execute(
+                "INSERT INTO users (id, username, password_hash, status, created_at, permissions)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (user_id, username, pw_hash, status, self._clock(), perms_json),
+            )
+        return self.get_user(user_id)
+
+    def ensure_root(self, username: str, password: str) -> UserInfo:
+        """Create the root user (id 0, every permission) unless it exists.
+
+        An existing root keeps its name and password (as Iggy, which reads
+        IGGY_ROOT_USERNAME/PASSWORD only on first start)."""
+        row = self._db.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (ROOT_USER_ID,))
+        if row is not None:
+            return _user(row)
+        return self.create_user(username, password, ACTIVE, Permissions.root(), user_id=ROOT_USER_ID)
+
+    def get_user(self, user: Ident) -> UserInfo:
+        """The user by id or username; raises UserNotFound."""
+        return _user(self._user_row(user, _USER_COLUMNS))
+
+    def list_users(self) -> list[UserInfo]:
+        return [_user(r) for r in self._db.all(f"SELECT {_USER_COLUMNS} FROM users ORDER BY id")]
+
+    def update_user(self, user: Ident, *, username: str | None = None, status: str | None = None) -> UserInfo:
+        """Rename and/or (de)activate a user. Raises UserNotFound, UserAlreadyExists,
+        InvalidUsername, InvalidArgument, PermissionDenied (deactivating root)."""
+        if username is not None:
+            check_name(username, "user", InvalidUsername, MIN_USERNAME_BYTES, MAX_USERNAME_BYTES)
+        if status is not None:
+            _check_status(status)
+        with self._db.transaction() as conn:
+            uid = self._user_row(user, "id", conn)[0]
+            if username is not None:
+                taken = conn.execute("SELECT id FROM users WHERE username = ?", (username,)).fetchone()
+                if taken is not None and taken[0] != uid:
+                    raise UserAlreadyExists(f"user {username!r} already exists", field="name")
+                conn.execute("UPDATE users SET username = ? WHERE id = ?", (username, uid))
+            if status is not None:
+                if uid == ROOT_USER_ID and status != ACTIVE:
+                    raise PermissionDenied("the root user cannot be deactivated")
+                conn.execute("UPDATE users SET status = ? WHERE id = ?", (status, uid))
+        return self.get_user(uid)
+
+    def update_permissions(self, user: Ident, permissions: Permissions | None) -> UserInfo:
+        """Replace a user's permissions (``None`` = none). Raises UserNotFound,
+        CannotChangePermissions (root)."""
+        perms_json = _perms_json(permissions)
+        with self._db.transaction() as conn:
+            uid = self._user_row(user, "id", conn)[0]
+            if uid == ROOT_USER_ID:
+                raise CannotChangePermissions("the root user's permissions cannot be changed")
+            conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (perms_json, uid))
+        return self.get_user(uid)
+
+    def change_password(self, user: Ident, current_password: str, new_password: str) -> None:
+        """Raises UserNotFound, InvalidCredentials (wrong current), InvalidPassword."""
+        _check_password(new_password)
+        uid, old_hash = self._user_row(user, "id, password_hash")
+        if not self._verify(old_hash, current_password):
+            raise InvalidCredentials("invalid credentials")
+        new_hash = self._hasher.hash(new_password)
+        with self._db.transaction() as conn:
+            # Compare-and-set: a change that raced ours wins, and we report it.
+            cur = conn.execute(
+                "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, uid, old_hash)
+            )
+            if cur.rowcount != 1:
+                raise InvalidCredentials("the password changed meanwhile")
+
+    def delete_user(self, user: Ident) -> None:
+        """Delete a user and its tokens. Raises UserNotFound, CannotDeleteUser (root)."""
+        with self._db.transaction() as conn:
+            uid = self._user_row(user, "id", conn)[0]
+            if uid == ROOT_USER_ID:
+                raise CannotDeleteUser("the root user cannot be deleted")
+            conn.execute("DELETE FROM users WHERE id = ?", (uid,))
+
+    def authenticate(self, username: Ident, password: str) -> UserInfo:
+        """The user whose credentials these are.
+
+        Raises InvalidCredentials (unknown user or wrong password, the same
+        error), UserInactive (right password, inactive user)."""
+        try:
+            row = self._user_row(username, f"{_USER_COLUMNS}, password_hash")
+        except (UserNotFound, InvalidArgument):
+            row = None
+        pw_hash = row[-1] if row is not None else self._dummy()
+        if not self._verify(pw_hash, password) or row is None:
+            raise InvalidCredentials("invalid credentials")
+        info = _user(row[:-1])
+        if not info.active:
+            raise UserInactive(f"user {info.username!r} is inactive")
+        if self._hasher.check_needs_rehash(pw_hash):
+            self._rehash(info.id, pw_hash, password)
+        return info
+
+    def can(self, user: UserInfo | int, action: Action | str, stream_id: int | None = None,
+            topic_id: int | None = None) -> bool:
+        """May ``user`` (a UserInfo, or an id read fresh from the store) do ``action``?
+
+        Evaluated as Iggy's permissioner does (core.permissions); root may do
+        everything, an inactive user nothing. Raises InvalidArgument for an
+        unknown action or a missing stream/topic id, UserNotFound for an id."""
+        info = user if isinstance(user, UserInfo) else self.get_user(check_int(user, "user id", 0, MAX_ID))
+        return allowed(info.permissions, action, stream_id, topic_id, is_root=info.is_root, active=info.active)
+
+    # -- personal access tokens ------------------------------------------------------
+    def create_pat(self, user_id: int, name: str, expiry_us: int | None = None) -> str:
+        """Create a token named ``name`` for the user, valid for ``expiry_us`` µs
+        (``None`` = never expires); returns the raw token, which is not stored.
+
+        Expired tokens of the user are dropped first. Raises UserNotFound,
+        InvalidTokenName, InvalidArgument, TokenAlreadyExists, TokenLimitReached."""
+        check_name(name, "personal access token", InvalidTokenName, MIN_TOKEN_NAME_BYTES, MAX_TOKEN_NAME_BYTES)
+        if expiry_us is not None:
+            check_int(expiry_us, "token expiry (µs)", 1, MAX_INT64)
+        raw = secrets.token_urlsafe(TOKEN_RANDOM_BYTES)
+        now = self._clock()
+        expiry_at = None if expiry_us is None else min(now + expiry_us, MAX_INT64)
+        with self._db.transaction() as conn:
+            uid = self._user_row(user_id, "id", conn)[0]
+            conn.execute("DELETE FROM personal_access_tokens WHERE user_id = ? AND expiry_at <= ?", (uid, now))
+            if conn.execute("SELECT 1 FROM personal_access_tokens WHERE user_id = ? AND name = ?",
+                            (uid, name)).fetchone():
+                raise TokenAlreadyExists(f"personal access token {name!r} already exists")
+            count = conn.execute("SELECT COUNT(*) FROM personal_access_tokens WHERE user_id = ?", (uid,)).fetchone()[0]
+            if count >= MAX_TOKENS_PER_USER:
+                raise TokenLimitReached(f"user already has {count} personal access tokens")
+            conn.execute(
+                "INSERT INTO personal_access_tokens (user_id, name, token_hash, created_at, expiry_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (uid, name, _token_hash(raw), now, expiry_at),
+            )
+        return raw
+
+    def list_pats(self, user_id: int) -> list[TokenInfo]:
+        """The user's tokens by name (expired ones too, until dropped). Raises UserNotFound."""
+        uid = self._user_row(user_id, "id")[0]
+        rows = self._db.all(
+            "SELECT user_id, name, created_at, expiry_at FROM personal_access_tokens WHERE user_id = ? ORDER BY name",
+            (uid,),
+        )
+        return [TokenInfo(*r) for r in rows]
+
+    def delete_pat(self, user_id: int, name: str) -> None:
+        """Raises UserNotFound, TokenNotFound."""
+        with self._db.transaction() as conn:
+            uid = self._user_row(user_id, "id", conn)[0]
+            cur = conn.execute("DELETE FROM personal_access_tokens WHERE user_id = ? AND name = ?", (uid, name))
+            if cur.rowcount == 0:
+                raise TokenNotFound(f"personal access token {name!r} not found")
+
+    def delete_expired_pats(self) -> int:
+        """Drop every expired token (Iggy runs a periodic cleaner); returns how many."""
+        with self._db.transaction() as conn:
+            cur = conn.execute("DELETE FROM personal_access_tokens WHERE expiry_at <= ?", (self._clock(),))
+            return cur.rowcount
+
+    def login_with_pat(self, token: str) -> UserInfo:
+        """The user owning ``token``. Raises InvalidToken (unknown), TokenExpired,
+        UserInactive."""
+        if not isinstance(token, str) or not 1 <= len(token.encode("utf-8", "replace")) <= MAX_TOKEN_BYTES:
+            raise InvalidToken("invalid personal access token")
+        row = self._db.one(
+            "SELECT user_id, expiry_at FROM personal_access_tokens WHERE token_hash = ?", (_token_hash(token),)
+        )
+        if row is None:
+            raise InvalidToken("invalid personal access token")
+        if row[1] is not None and row[1] <= self._clock():
+            raise TokenExpired("personal access token expired")
+        info = self.get_user(row[0])
+        if not info.active:
+            raise UserInactive(f"user {info.username!r} is inactive")
+        return info
+
+    # -- helpers ---------------------------------------------------------------------
+    def _user_row(self, user: Ident, columns: str, conn=None) -> tuple:
+        ident = check_ident(user, "user")
+        where = "username" if isinstance(ident, str) else "id"
+        sql = f"SELECT {columns} FROM users WHERE {where} = ?"
+        row = (conn.execute(sql, (ident,)).fetchone() if conn is not None else self._db.one(sql, (ident,)))
+        if row is None:
+            raise UserNotFound(f"user {ident!r} not found", field="name" if isinstance(ident, str) else "id")
+        return row
+
+    def _verify(self, pw_hash: str, password: object) -> bool:
+        if not isinstance(password, str):
+            return False
+        try:
+            return self._hasher.verify(pw_hash, password)
+        except (VerificationError, InvalidHashError):
+            return False
+
+    def _dummy(self) -> str:
+        if self._dummy_hash is None:
+            self._dummy_hash = self._hasher.hash(secrets.token_hex(16))
+        return self._dummy_hash
+
+    def _rehash(self, uid: int, old_hash: str, password: str) -> None:
+        new_hash = self._hasher.hash(password)
+        with self._db.transaction() as conn:
+            conn.execute(
+                "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, uid, old_hash)
+            )
+
+    def _forget_grants(self, conn, stream_id: int, topic_id: int | None = None) -> None:
+        """Inside a delete transaction: drop grants on a stream (or one topic).
+
+        Ids are reused (lowest free id), so a grant left behind would silently
+        apply to the next stream or topic that gets the same id."""
+        for uid, text in conn.execute("SELECT id, permissions FROM users WHERE permissions IS NOT NULL").fetchall():
+            perms = Permissions.from_json(text)
+            new = perms.without_stream(stream_id) if topic_id is None else perms.without_topic(stream_id, topic_id)
+            if new is not perms:
+                conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (new.to_json(), uid))
+
+
+def _user(row: tuple) -> UserInfo:
+    uid, username, status, created_at, perms = row
+    return UserInfo(uid, username, status, created_at, None if perms is None else Permissions.from_json(perms))
+
+
+def _check_password(password: object) -> None:
+    if not isinstance(password, str):
+        raise InvalidPassword("password must be a string")
+    size = len(password.encode("utf-8", "replace"))
+    if not MIN_PASSWORD_BYTES <= size <= MAX_PASSWORD_BYTES:
+        raise InvalidPassword(f"password must be {MIN_PASSWORD_BYTES}..{MAX_PASSWORD_BYTES} bytes, got {size}")
+
+
+def _check_status(status: object) -> None:
+    if status not in USER_STATUSES:
+        raise InvalidArgument(f"user status must be one of {USER_STATUSES}, got {status!r}")
+
+
+def _perms_json(permissions: object) -> str | None:
+    if permissions is None:
+        return None
+    if not isinstance(permissions, Permissions):
+        raise InvalidArgument("permissions must be a Permissions value or None")
+    return permissions.to_json()
+
+
+def _token_hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+__all__ = [
+    "ACTIVE",
+    "INACTIVE",
+    "MAX_TOKENS_PER_USER",
+    "TokenInfo",
+    "UserInfo",
+    "UserStore",
+]

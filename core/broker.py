@@ -1,0 +1,416 @@
+"""The broker: the single owner of Ferry's state.
+
+Theory of operation
+-------------------
+Adapters call the broker synchronously from the trio thread. It ties
+together the metadata store (``core.metadata``, SQLite), one
+:class:`core.log.Partition` per partition (the durable log), the live hub
+(subject subscriptions and wake-ups, ``core.live``) and the addressing rule
+(``core.addressing``). Nothing here blocks on fsync: appends land in each
+partition's pending buffer and ``core.flusher`` (the one trio task in core)
+makes them durable and fires the ``on_durable`` callbacks.
+
+Consistency between metadata and the partition directories: creation commits
+the metadata first and then creates the directories (opening a partition
+creates it); deletion commits the metadata first and then removes the
+directories. At start-up directories no metadata row names are removed, so a
+crash between the two steps never leaves half a stream.
+
+Layout under ``data_dir``::
+
+    metadata.sqlite
+    streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/...
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import xxhash
+
+from .addressing import Addressing, Binding
+from .consumers import ConsumerOps
+from .errors import InvalidArgument, PartitionNotFound, ShuttingDown
+from .live import Delivery, LiveHub
+from .log import AppendInput, AppendResult, LogConfig, Partition
+from .message import Headers, Message, now_us
+from .metadata import Ident, Metadata, StreamInfo, TopicInfo
+
+log = logging.getLogger("ferry.broker")
+
+METADATA_FILE = "metadata.sqlite"
+
+OnDurable = Callable[[AppendResult | BaseException], None]
+AppendListener = Callable[["TopicInfo", int, AppendResult, Sequence[AppendInput]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    log: LogConfig = field(default_factory=LogConfig)
+    bindings: tuple[Binding, ...] = ()
+    root_username: str = "iggy"
+    root_password: str = "iggy"
+    # How often the retention task checks topics with an expiry or a size cap.
+    retention_interval_s: float = 30.0
+
+
+class Broker(ConsumerOps):
+    """Synchronous facade over metadata, log, live delivery and addressing.
+
+    Stream and topic arguments are an int id (canonical, 0-based) or a name.
+    """
+
+    def __init__(self, data_dir: Path, cfg: BrokerConfig, meta: Metadata) -> None:
+        self.data_dir = data_dir
+        self.cfg = cfg
+        self.meta = meta
+        self.live = LiveHub()
+        self.addressing = Addressing(list(cfg.bindings))
+        self.draining = False
+        self.closed = False
+        self._partitions: dict[tuple[int, int, int], Partition] = {}
+        self._round_robin: dict[tuple[int, int], int] = {}
+        self._append_listeners: list[AppendListener] = []
+        self._wake_flusher: Callable[[], None] = lambda: None
+        ConsumerOps.__init__(self)
+
+    # -- lifecycle ---------------------------------------------------------
+    @classmethod
+    def open(cls, data_dir: Path | str, cfg: BrokerConfig | None = None) -> "Broker":
+        """Open (creating if needed) the data directory and recover every partition."""
+        data_dir = Path(data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = cfg or BrokerConfig()
+        meta = Metadata(data_dir / METADATA_FILE)
+        meta.ensure_root(cfg.root_username, cfg.root_password)
+        broker = cls(data_dir, cfg, meta)
+        broker._recover()
+        return broker
+
+    def _recover(self) -> None:
+        wanted: set[Path] = set()
+        for stream in self.meta.list_streams():
+            wanted.add(self._stream_dir(stream.id))
+            for topic in self.meta.list_topics(stream.id):
+                wanted.add(self._topic_dir(stream.id, topic.id))
+                for pid in range(topic.partitions_count):
+                    self._open_partition(stream.id, topic.id, pid)
+        self._remove_orphans(wanted)
+
+    def _remove_orphans(self, wanted: set[Path]) -> None:
+        root = self.data_dir / "streams"
+        if not root.is_dir():
+            return
+        for sdir in root.iterdir():
+            if sdir not in wanted:
+                log.warning("removing stream directory with no metadata", extra={"path": str(sdir)})
+                shutil.rmtree(sdir, ignore_errors=True)
+                continue
+            tdirs = sdir / "topics"
+            for tdir in tdirs.iterdir() if tdirs.is_dir() else ():
+                if tdir not in wanted:
+                    log.warning("removing topic directory with no metadata", extra={"path": str(tdir)})
+                    shutil.rmtree(tdir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Flush and fsync every partition, then close files and the metadata store."""
+        if self.closed:
+            return
+        self.closed = True
+        self.live.wake_all()
+        for part in self._partitions.values():
+            try:
+                part.flush()
+            finally:
+                part.close()
+        self._partitions.clear()
+        self.meta.close()
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_flusher_wakeup(self, wake: Callable[[], None]) -> None:
+        """Called by ``core.flusher``: ``wake()`` is invoked whenever a partition has pending data."""
+        self._wake_flusher = wake
+        for part in self._partitions.values():
+            part.set_wakeup(wake)
+
+    def partitions(self) -> Iterable[Partition]:
+        return self._partitions.values()
+
+    def flush(self) -> None:
+        for part in self._partitions.values():
+            part.flush()
+
+    # -- paths -----------------------------------------------------------
+    def _stream_dir(self, sid: int) -> Path:
+        return self.data_dir / "streams" / str(sid)
+
+    def _topic_dir(self, sid: int, tid: int) -> Path:
+        return self._stream_dir(sid) / "topics" / str(tid)
+
+    def _open_partition(self, sid: int, tid: int, pid: int) -> Partition:
+        path = self._topic_dir(sid, tid) / "partitions" / str(pid)
+        part = Partition.open(path, pid, self.cfg.log)
+        part.set_wakeup(self._wake_flusher)
+        self._partitions[(sid, tid, pid)] = part
+        return part
+
+    def _close_topic_partitions(self, sid: int, tid: int) -> None:
+        for key in [k for k in self._partitions if k[0] == sid and k[1] == tid]:
+            self._partitions.pop(key).close()
+            self.live.wake(key)
+
+    # -- streams -----------------------------------------------------------
+    def create_stream(self, name: str, stream_id: int | None = None) -> StreamInfo:
+        return self.meta.create_stream(name, stream_id)
+
+    def get_stream(self, stream: Ident) -> StreamInfo:
+        return self.meta.get_stream(stream)
+
+    def list_streams(self) -> list[StreamInfo]:
+        return self.meta.list_streams()
+
+    def update_stream(self, stream: Ident, name: str) -> StreamInfo:
+        return self.meta.update_stream(stream, name)
+
+    def delete_stream(self, stream: Ident) -> None:
+        info = self.meta.get_stream(stream)
+        topics = self.meta.list_topics(info.id)
+        self.meta.delete_stream(info.id)
+        for topic in topics:
+            self._close_topic_partitions(info.id, topic.id)
+            self._forget_topic(info.id, topic.id)
+        shutil.rmtree(self._stream_dir(info.id), ignore_errors=True)
+
+    def purge_stream(self, stream: Ident) -> None:
+        info = self.meta.get_stream(stream)
+        for topic in self.meta.list_topics(info.id):
+            self.purge_topic(info.id, topic.id)
+
+    # -- topics ------------------------------------------------------------
+    def create_topic(
+        self,
+        stream: Ident,
+        name: str,
+        partitions: int = 1,
+        *,
+        topic_id: int | None = None,
+        message_expiry: int = 0,
+        max_topic_size: int = 0,
+        compression: str = "none",
+        replication_factor: int = 1,
+    ) -> TopicInfo:
+        sinfo = self.meta.get_stream(stream)
+        topic = self.meta.create_topic(
+            sinfo.id,
+            name,
+            partitions,
+            topic_id=topic_id,
+            message_expiry=message_expiry,
+            max_topic_size=max_topic_size,
+            compression=compression,
+            replication_factor=replication_factor,
+        )
+        for pid in range(topic.partitions_count):
+            self._open_partition(sinfo.id, topic.id, pid)
+        return topic
+
+    def get_topic(self, stream: Ident, topic: Ident) -> TopicInfo:
+        return self.meta.get_topic(stream, topic)
+
+    def list_topics(self, stream: Ident) -> list[TopicInfo]:
+        return self.meta.list_topics(stream)
+
+    def update_topic(self, stream: Ident, topic: Ident, **changes: object) -> TopicInfo:
+        return self.meta.update_topic(stream, topic, **changes)
+
+    def delete_topic(self, stream: Ident, topic: Ident) -> None:
+        info = self.meta.get_topic(stream, topic)
+        self.meta.delete_topic(info.stream_id, info.id)
+        self._close_topic_partitions(info.stream_id, info.id)
+        self._forget_topic(info.stream_id, info.id)
+        shutil.rmtree(self._topic_dir(info.stream_id, info.id), ignore_errors=True)
+
+    def purge_topic(self, stream: Ident, topic: Ident) -> None:
+        info = self.meta.get_topic(stream, topic)
+        for pid in range(info.partitions_count):
+            self._partitions[(info.stream_id, info.id, pid)].purge()
+        self.meta.delete_topic_offsets(info.stream_id, info.id)
+
+    def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
+        info = self.meta.get_topic(stream, topic)
+        new_ids = self.meta.add_partitions(info.stream_id, info.id, count)
+        for pid in new_ids:
+            self._open_partition(info.stream_id, info.id, pid)
+        self._topic_partitions_changed(info.stream_id, info.id)
+        return new_ids
+
+    def delete_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
+        info = self.meta.get_topic(stream, topic)
+        removed = self.meta.delete_partitions(info.stream_id, info.id, count)
+        for pid in removed:
+            key = (info.stream_id, info.id, pid)
+            part = self._partitions.pop(key, None)
+            if part is not None:
+                part.delete()
+            self.live.wake(key)
+        self._topic_partitions_changed(info.stream_id, info.id)
+        return removed
+
+    def partition(self, stream: Ident, topic: Ident, partition_id: int) -> Partition:
+        info = self.meta.get_topic(stream, topic)
+        return self._partition(info, partition_id)
+
+    def _partition(self, info: TopicInfo, partition_id: int) -> Partition:
+        part = self._partitions.get((info.stream_id, info.id, partition_id))
+        if part is None:
+            raise PartitionNotFound(
+                f"partition {partition_id} not found in topic {info.name!r}",
+                partition_id=partition_id,
+            )
+        return part
+
+    # -- append ------------------------------------------------------------
+    def add_append_listener(self, listener: AppendListener) -> Callable[[], None]:
+        """``listener(topic, partition_id, result, items)`` runs after every append, any protocol."""
+        self._append_listeners.append(listener)
+        return lambda: self._append_listeners.remove(listener)
+
+    def choose_partition(self, info: TopicInfo, partition: int | None, key: bytes | None) -> int:
+        """Explicit id, else ``XXH32(key) % n`` (Iggy's messages_key rule,
+        iggy-middle.md section 5), else per-topic round robin from 0 (balanced)."""
+        n = info.partitions_count
+        if n <= 0:
+            raise PartitionNotFound(f"topic {info.name!r} has no partitions")
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise PartitionNotFound(f"partition {partition} not found in topic {info.name!r}")
+            return partition
+        if key is not None:
+            return xxhash.xxh32_intdigest(key) % n
+        rr_key = (info.stream_id, info.id)
+        pid = self._round_robin.get(rr_key, 0) % n
+        self._round_robin[rr_key] = pid + 1
+        return pid
+
+    def append(
+        self,
+        stream: Ident,
+        topic: Ident,
+        items: Sequence[AppendInput],
+        *,
+        partition: int | None = None,
+        key: bytes | None = None,
+        producer: tuple[str, int] | None = None,
+        on_durable: OnDurable | None = None,
+        live_subject: str | None = None,
+        origin: str = "",
+        native: object = None,
+    ) -> AppendResult:
+        """Append ``items`` to one partition of a topic.
+
+        Returns at once (records are readable immediately); ``on_durable`` fires
+        from the flusher once the records are durable under the fsync policy.
+        Live subscribers of the topic's subject get the records now.
+        """
+        if self.draining or self.closed:
+            raise ShuttingDown("the broker is shutting down")
+        if not items:
+            raise InvalidArgument("no messages to append")
+        info = self.meta.get_topic(stream, topic)
+        pid = self.choose_partition(info, partition, key)
+        part = self._partitions[(info.stream_id, info.id, pid)]
+        result = part.append(items, producer=producer, on_durable=on_durable)
+        if result.duplicate:
+            return result
+        key3 = (info.stream_id, info.id, pid)
+        self.live.wake(key3)
+        for listener in self._append_listeners:
+            listener(info, pid, result, items)
+        self._deliver_live(info, pid, result, items, live_subject, origin, native)
+        return result
+
+    def _deliver_live(self, info, pid, result, items, live_subject, origin, native) -> None:
+        subject = live_subject or self.addressing.live_subject_for(self._stream_name(info), info.name)
+        if subject is None or not self.live.has_interest(subject):
+            return
+        for i, item in enumerate(items):
+            self.live.publish(
+                Delivery(
+                    subject=subject,
+                    payload=item.payload,
+                    headers=item.headers,
+                    origin=origin,
+                    native=native if len(items) == 1 else None,
+                    stream_id=info.stream_id,
+                    topic_id=info.id,
+                    partition_id=pid,
+                    offset=result.base_offset + i,
+                    timestamp=result.timestamp,
+                    id=item.id,
+                )
+            )
+
+    def _stream_name(self, info: TopicInfo) -> str:
+        return self.meta.get_stream(info.stream_id).name
+
+    def publish(self, delivery: Delivery):
+        """Offer a message that is not stored (plain core NATS) to live subscribers."""
+        return self.live.publish(delivery)
+
+    def topic_for_subject(self, subject: str) -> TopicInfo | None:
+        """The stored topic a NATS subject is captured by, if any (core.addressing)."""
+        found = self.addressing.topic_for_subject(subject, self._topic_exists)
+        if found is None:
+            return None
+        stream, topic = found
+        return self.meta.get_topic(stream, topic)
+
+    def _topic_exists(self, stream: str, topic: str) -> bool:
+        try:
+            self.meta.get_topic(stream, topic)
+        except Exception:  # noqa: BLE001 - any lookup failure means "not captured"
+            return False
+        return True
+
+    # -- reads -------------------------------------------------------------
+    def read(self, stream: Ident, topic: Ident, partition: int, offset: int, count: int, max_bytes: int | None = None):
+        """Raw read: a ``core.log`` ReadBatch of stored record bytes."""
+        info = self.meta.get_topic(stream, topic)
+        return self._partition(info, partition).read(offset, count, max_bytes)
+
+    def read_messages(self, stream: Ident, topic: Ident, partition: int, offset: int, count: int) -> list[Message]:
+        """Decoded read: canonical :class:`Message` objects (headers parsed)."""
+        batch = self.read(stream, topic, partition, offset, count)
+        return [Message.from_record(rv) for rv in batch.records()]
+
+    def wait_for_append(self, stream_id: int, topic_id: int, partition_id: int, wake: Callable[[], None]):
+        """One-shot ``wake()`` after the next append to that partition; returns a cancel function."""
+        return self.live.add_waiter((stream_id, topic_id, partition_id), wake)
+
+    # -- retention -----------------------------------------------------------
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Apply each topic's message expiry and size cap; returns segments removed."""
+        now = now_us() if now is None else now
+        removed = 0
+        for stream in self.meta.list_streams():
+            for topic in self.meta.list_topics(stream.id):
+                if not topic.message_expiry and not topic.max_topic_size:
+                    continue
+                per_part = topic.max_topic_size // max(topic.partitions_count, 1) if topic.max_topic_size else 0
+                for pid in range(topic.partitions_count):
+                    part = self._partitions.get((stream.id, topic.id, pid))
+                    if part is not None:
+                        removed += part.enforce_retention(now, topic.message_expiry, per_part)
+        return removed
+
+
+__all__ = ["Broker", "BrokerConfig", "Delivery", "Headers"]

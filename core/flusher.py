@@ -1,0 +1,145 @@
+"""The flusher: the one trio task in core, making appended records durable.
+
+Theory of operation
+-------------------
+Partitions call a plain ``wake()`` (no trio in the rest of core) when they
+turn dirty; it sets a ``trio.Event``. Each wake-up starts a *round*: every
+partition reporting ``needs_flush`` fires its ready acks and hands over one
+``FlushJob`` -- all its pending appends, coalesced into one batch -- whose
+``os.write`` + ``fdatasync`` run in a worker thread (``trio.to_thread``), the
+partitions of a round side by side. When a job returns, its partition fires
+the ``on_durable`` callbacks, in append order, from this task.
+
+Policies (``LogConfig.fsync``):
+- ``always``: a round starts as soon as something is pending; appends made
+  while an fsync runs wait for it and share the next one.
+- ``batch`` (default): rounds start at most every ``fsync_interval_ms``, so
+  one fsync carries everything appended in that window; acks still wait for it.
+- ``never``: like ``always`` but without fdatasync; acks follow the write(2).
+
+A job's thread call and the commit that follows are shielded from
+cancellation: a round that started always ends with every callback fired, so
+shutdown never half-acks. What is still pending when the task is cancelled is
+written by ``Partition.flush()``/``close()`` (the broker's close does that).
+
+``run_broker_tasks`` bundles what a broker needs in the background: this
+flusher and the periodic retention sweep (``Broker.enforce_retention``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Protocol
+
+import trio
+
+from .log.config import FSYNC_BATCH, LogConfig
+from .log.partition import Partition
+from .log.registry import LogRegistry
+
+log = logging.getLogger("ferry.flusher")
+
+
+class _Wakeup:
+    """The ``wake()`` callable partitions get: sets the current round's event."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+
+    def __call__(self) -> None:
+        self.event.set()
+
+    def rearm(self) -> None:
+        if self.event.is_set():
+            self.event = trio.Event()
+
+
+def _nothing() -> None:
+    return None
+
+
+class BrokerLike(LogRegistry, Protocol):
+    """What :func:`run_broker_tasks` needs of ``core.broker.Broker``."""
+
+    cfg: object  # BrokerConfig: .log (LogConfig) and .retention_interval_s
+
+    def enforce_retention(self, now: int | None = None) -> int: ...
+
+
+async def run_broker_tasks(broker: BrokerLike, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    """Run the flusher and the retention sweep for ``broker`` until cancelled.
+    Supports ``nursery.start``: ``started()`` (no value) once the flusher's hook is installed."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_flusher, broker, broker.cfg.log)
+        nursery.start_soon(run_retention, broker, broker.cfg.retention_interval_s)
+        task_status.started()
+
+
+async def run_retention(broker: BrokerLike, interval_s: float) -> None:
+    """Apply every topic's expiry and size cap each ``interval_s`` seconds."""
+    while True:
+        await trio.sleep(interval_s)
+        try:
+            removed = broker.enforce_retention()
+        except Exception:  # noqa: BLE001 - a failed sweep is retried next interval, never fatal
+            log.exception("retention sweep failed")
+            continue
+        if removed:
+            log.info("retention removed %d segments", removed)
+
+
+async def run_flusher(
+    registry: LogRegistry, cfg: LogConfig, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Flush dirty partitions of ``registry`` forever, under ``cfg.fsync``.
+
+    Supports ``nursery.start``: ``started()`` is called (with no value) once the
+    wake-up hook is installed, so appends made after ``start`` returns are seen.
+    Runs until cancelled; uninstalls its hook on the way out."""
+    wakeup = _Wakeup()
+    registry.set_flusher_wakeup(wakeup)
+    interval = cfg.fsync_interval_ms / 1000 if cfg.fsync == FSYNC_BATCH else 0.0
+    fsync = cfg.fsyncs
+    task_status.started()
+    try:
+        last_round = -math.inf
+        while True:
+            await wakeup.event.wait()
+            if interval:
+                await trio.sleep_until(last_round + interval)
+            last_round = trio.current_time()
+            wakeup.rearm()  # wakes from now on start the next round
+            await flush_round(registry, fsync)
+    finally:
+        registry.set_flusher_wakeup(_nothing)
+
+
+async def flush_round(registry: LogRegistry, fsync: bool) -> None:
+    """One round: flush every partition that needs it, concurrently."""
+    dirty = [part for part in registry.partitions() if part.needs_flush]
+    if len(dirty) == 1:
+        await _flush_partition(dirty[0], fsync)
+    elif dirty:
+        async with trio.open_nursery() as nursery:
+            for part in dirty:
+                nursery.start_soon(_flush_partition, part, fsync)
+
+
+async def _flush_partition(part: Partition, fsync: bool) -> None:
+    try:
+        part.fire_ready_acks()
+        job = part.begin_flush(fsync)
+    except Exception:  # noqa: BLE001 - a bug in one partition must not stop the others
+        log.exception("preparing a flush of %r failed", part)
+        return
+    if job is None:
+        return
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(job.run)  # job.run never raises; errors go to its callbacks
+        try:
+            part.complete_flush(job)
+        except Exception:  # noqa: BLE001
+            log.exception("completing a flush of %r failed", part)

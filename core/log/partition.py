@@ -1,0 +1,570 @@
+"""A partition of the durable log: segments, pending appends, group commit.
+
+Theory of operation
+-------------------
+``append`` is synchronous and never touches the disk: it assigns offsets and
+one append timestamp (never below the previous one), encodes the records
+(``core.record``), keeps them in a :class:`PendingCall` where reads see them at
+once, and calls the flusher's ``wake()`` when the partition turns dirty.
+
+The flusher (``core/flusher.py``, the one trio task in core) runs rounds: for
+each dirty partition ``begin_flush`` takes the pending calls (up to what fits
+the active segment) and prepares one batch; the job's ``run`` does one
+``os.write`` and one ``fdatasync`` in a worker thread; ``complete_flush`` then
+commits the index entries and fires each call's ``on_durable`` with its
+:class:`AppendResult`, in append order. A failed write fails every pending
+call with :class:`StorageError` and leaves the partition read-only: nothing is
+acked that is not durable. ``flush()`` does the same synchronously.
+
+State lives in the trio thread; the worker thread only sees a ``FlushJob``.
+Storage format and the durability promise: docs/storage.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import CorruptSegment, InvalidArgument, PartitionNotFound, PayloadTooLarge, StorageError
+from ..message import now_us, uuid7
+from ..record import encode_record
+from .batch import BATCH_HEADER_SIZE, FLAG_SNAPSHOT, batch_head, check_producer_id, encode_producers
+from .config import MAX_APPEND_BYTES, MAX_BATCH_BYTES, LogConfig
+from .index import T_MAXTS, TIME_ENTRY
+from .pending import FlushJob, PendingCall, index_entries, written_producers
+from .reads import PartitionReads
+from .recovery import open_sealed, recover_active
+from .segment import LOG_SUFFIX, NAME_DIGITS, Segment, fsync_dir
+
+log = logging.getLogger("ferry.log")
+
+_SEQ_MIN, _SEQ_MAX = -(1 << 63), (1 << 63) - 1  # producer sequences are stored as i64
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInput:
+    """What an adapter hands the core, one per message."""
+
+    payload: bytes
+    headers: bytes = b""  # Headers.encode() output, already validated
+    id: int = 0  # 0 = the core assigns a UUIDv7
+    origin_timestamp: int = 0  # µs; 0 = use the append timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where one ``append`` call's records went. For a duplicate (the producer
+    sequence was already stored) nothing was written: ``count`` is 0 and
+    ``base_offset`` is the partition's next offset at that moment."""
+
+    partition_id: int
+    base_offset: int
+    count: int
+    timestamp: int  # append time (µs) given to every record of the call
+    duplicate: bool = False
+
+
+OnDurable = Callable[[AppendResult | BaseException], None]
+
+# A frozen dataclass's __init__ goes through object.__setattr__ once per field
+# (about 1 µs on a small VM, a fifth of an append); the hot path fills the slots
+# through their descriptors instead: same object, equal and immutable as usual.
+_S_PID, _S_BASE, _S_COUNT, _S_TS, _S_DUP = (
+    AppendResult.__dict__[name].__set__
+    for name in ("partition_id", "base_offset", "count", "timestamp", "duplicate")
+)
+
+
+def _fast_result(partition_id: int, base_offset: int, count: int, timestamp: int) -> AppendResult:
+    result = object.__new__(AppendResult)
+    _S_PID(result, partition_id)
+    _S_BASE(result, base_offset)
+    _S_COUNT(result, count)
+    _S_TS(result, timestamp)
+    _S_DUP(result, False)
+    return result
+
+
+def _nothing() -> None:
+    return None
+
+
+def _remember(table: dict[str, int], pid: str, seq: int, limit: int) -> None:
+    """Record ``pid -> seq``, most recent last; forget the least recent past ``limit``."""
+    table.pop(pid, None)
+    table[pid] = seq
+    if len(table) > limit:
+        del table[next(iter(table))]
+
+
+def _fire(callback: Callable[[object], None], arg: object) -> None:
+    try:
+        callback(arg)
+    except Exception:  # noqa: BLE001 - one bad callback must not stop the others
+        log.exception("on_durable callback failed")
+
+
+class Partition(PartitionReads):
+    """One partition directory; see the module docstring. Synchronous, trio-thread only."""
+
+    def __init__(self, path: Path, partition_id: int, cfg: LogConfig, clock: Callable[[], int]) -> None:
+        self.path = path
+        self.partition_id = partition_id
+        self.cfg = cfg
+        self._clock = clock
+        self._segments: list[Segment] = []
+        self._calls: list[PendingCall] = []
+        self._ready: list[tuple[OnDurable, AppendResult]] = []  # duplicate acks with nothing ahead
+        self._inflight: FlushJob | None = None
+        self._next_offset = 0
+        self._byte_end = 0
+        self._last_ts = 0
+        self._pending_bytes = 0
+        self._pending_records = 0
+        self._producers: dict[str, int] = {}  # includes pending appends
+        self._durable_producers: dict[str, int] = {}  # as of the last batch written
+        self._wake: Callable[[], None] = _nothing
+        self._signalled = False
+        self._failed: StorageError | None = None
+        self._closed = False
+        self.fsync_count = 0  # fdatasyncs of batches (tests and metrics)
+        self.write_count = 0  # batches written
+        self.torn_bytes = 0  # bytes cut off the tail at open
+
+    # -- open / recovery -----------------------------------------------------
+    @classmethod
+    def open(
+        cls, path: Path | str, partition_id: int, cfg: LogConfig, *, clock: Callable[[], int] | None = None
+    ) -> "Partition":
+        """Open (creating if needed) a partition directory and recover it: torn
+        tail cut, indexes rebuilt where needed, sealed segments that fail their
+        checks quarantined, dedup table replayed. ``clock`` returns µs (tests).
+        Raises StorageError when the directory cannot be read or written."""
+        part = cls(Path(path), partition_id, cfg, clock or now_us)
+        try:
+            part.path.mkdir(parents=True, exist_ok=True)
+            part._recover()
+        except OSError as exc:
+            part._close_files()
+            raise StorageError(f"cannot open partition at {part.path}: {exc}", errno=exc.errno) from exc
+        return part
+
+    def _recover(self) -> None:
+        bases = sorted(
+            int(p.stem) for p in self.path.glob("*" + LOG_SUFFIX) if len(p.stem) == NAME_DIGITS and p.stem.isdigit()
+        )
+        active, producers = self._recover_active(bases)  # pops the bases it consumed
+        try:
+            for base in bases:
+                seg = Segment(self.path, base)
+                try:
+                    open_sealed(seg)
+                except CorruptSegment as exc:
+                    self._quarantine(seg, exc)
+                    continue
+                except BaseException:
+                    seg.close()
+                    raise
+                self._segments.append(seg)
+        except BaseException:
+            active.close()
+            raise
+        if not active.count and self._segments:
+            active.start_byte = active.end_byte = self._segments[-1].end_byte
+        self._segments.append(active)
+        self._next_offset = active.next_offset
+        self._byte_end = active.end_byte
+        self._last_ts = max((s.times.last()[T_MAXTS] for s in self._segments if s.times.count), default=0)
+        self._durable_producers = producers
+        self._producers = dict(producers)
+
+    def _recover_active(self, bases: list[int]) -> tuple[Segment, dict[str, int]]:
+        """Recover the last segment; one left empty by a crashed roll is removed
+        and the one before it becomes active again."""
+        while bases:
+            seg = Segment(self.path, bases.pop())
+            try:
+                producers, torn = recover_active(seg, self.cfg.max_producers)
+            except BaseException:
+                seg.close()
+                raise
+            self.torn_bytes += torn
+            if seg.count or not bases:
+                return seg, producers
+            log.warning("removing empty segment %s (a roll that never got its first batch)", seg.path(LOG_SUFFIX))
+            seg.remove()
+        seg = Segment.create(self.path, 0, 0)
+        if self.cfg.fsyncs:
+            fsync_dir(self.path)
+        return seg, {}
+
+    # -- wiring ------------------------------------------------------------------
+    def set_wakeup(self, wake: Callable[[], None]) -> None:
+        """Install the flusher's ``wake()``, called each time the partition turns dirty."""
+        self._wake = wake
+        self._signalled = False
+        if self.needs_flush:
+            self._signal()
+
+    def _signal(self) -> None:
+        if not self._signalled:
+            self._signalled = True
+            self._wake()
+
+    # -- state -------------------------------------------------------------------
+    @property
+    def pending_bytes(self) -> int:
+        """Record bytes appended but not yet written (in-flight writes included)."""
+        return self._pending_bytes
+
+    @property
+    def over_limit(self) -> bool:
+        """True while ``pending_bytes`` exceeds ``cfg.max_pending_bytes``: appends
+        still succeed, but drivers should stop reading from their peers until
+        it clears (backpressure; nothing is dropped)."""
+        return self._pending_bytes > self.cfg.max_pending_bytes
+
+    @property
+    def needs_flush(self) -> bool:
+        """Something for the flusher: pending calls (and no write in flight), or acks to fire."""
+        return bool(self._ready) or (bool(self._calls) and self._inflight is None and self._failed is None)
+
+    @property
+    def durable_next_offset(self) -> int:
+        """The offset just past the last record written to disk (and fsynced,
+        unless the policy is ``never``): readers wanting only durable data stay below it."""
+        return self._segments[-1].next_offset
+
+    @property
+    def failed(self) -> StorageError | None:
+        """The write error that made the partition read-only, if any."""
+        return self._failed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes held: segment files plus pending record bytes."""
+        return sum(s.size for s in self._segments) + self._pending_bytes
+
+    @property
+    def record_count(self) -> int:
+        return sum(s.index.count for s in self._segments) + self._pending_records
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def producer_sequence(self, producer_id: str) -> int | None:
+        """The last sequence stored (or pending) for a producer, None if unknown."""
+        return self._producers.get(producer_id)
+
+    # -- append --------------------------------------------------------------------
+    def append(
+        self,
+        items: Sequence[AppendInput],
+        *,
+        producer: tuple[str, int] | None = None,
+        on_durable: OnDurable | None = None,
+    ) -> AppendResult:
+        """Append ``items`` as consecutive records; readable at once.
+
+        ``producer=(id, seq)``: when ``seq`` is not above the last one stored for
+        ``id`` nothing is written and the result has ``duplicate=True``.
+        ``on_durable`` later gets the result once the records are durable under
+        the fsync policy (a duplicate's once everything before it is), or the
+        StorageError if the write failed. Raises InvalidArgument (no items, bad
+        producer or field), PayloadTooLarge, StorageError (partition failed or closed)."""
+        if self._failed is not None or self._closed:
+            raise self._unwritable()
+        if not items:
+            raise InvalidArgument("no messages to append")
+        if producer is not None and self._is_duplicate(producer):
+            return self._duplicate(on_durable)
+        ts = self._clock()
+        if ts < self._last_ts:  # the wall clock stepped back: keep time monotonic
+            ts = self._last_ts
+        base = self._next_offset
+        if len(items) == 1:  # the common case, without the loop's overhead
+            item = items[0]
+            payload = item.payload
+            records = [encode_record(item.id or uuid7(), base, ts, item.origin_timestamp or ts, item.headers, payload)]
+            nbytes = len(records[0])
+            events = 8 + len(payload)
+        else:
+            records = [
+                encode_record(item.id or uuid7(), off, ts, item.origin_timestamp or ts, item.headers, item.payload)
+                for off, item in enumerate(items, base)
+            ]
+            nbytes = sum(map(len, records))
+            events = 8 * len(records) + sum(len(item.payload) for item in items)
+            if nbytes > MAX_APPEND_BYTES:
+                raise PayloadTooLarge(f"one append of {nbytes} bytes exceeds {MAX_APPEND_BYTES}")
+        n = len(records)
+        result = _fast_result(self.partition_id, base, n, ts)
+        byte_pos = self._byte_end
+        self._byte_end = byte_end = byte_pos + events
+        self._calls.append(PendingCall(base, ts, byte_pos, byte_end, records, nbytes, producer, on_durable, result))
+        self._next_offset = base + n
+        self._last_ts = ts
+        self._pending_bytes += nbytes
+        self._pending_records += n
+        if producer is not None:
+            _remember(self._producers, producer[0], producer[1], self.cfg.max_producers)
+        if not self._signalled:
+            self._signalled = True
+            self._wake()
+        return result
+
+    def _is_duplicate(self, producer: tuple[str, int]) -> bool:
+        pid, seq = producer
+        check_producer_id(pid)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not _SEQ_MIN <= seq <= _SEQ_MAX:
+            raise InvalidArgument(f"producer sequence must be an i64, got {seq!r}")
+        last = self._producers.get(pid)
+        return last is not None and seq <= last
+
+    def _duplicate(self, on_durable: OnDurable | None) -> AppendResult:
+        result = AppendResult(self.partition_id, self._next_offset, 0, self._last_ts, duplicate=True)
+        if on_durable is not None:
+            if self._calls:  # ack after the last pending call, which may hold the original
+                last = self._calls[-1]
+                if last.followers is None:
+                    last.followers = []
+                last.followers.append((on_durable, result))
+            else:
+                self._ready.append((on_durable, result))
+                self._signal()
+        return result
+
+    def _unwritable(self) -> StorageError:
+        if self._failed is not None:
+            return StorageError(f"partition {self.partition_id} is read-only after a write failure: {self._failed}")
+        return StorageError(f"partition {self.partition_id} is closed")
+
+    # -- flushing --------------------------------------------------------------------
+    def fire_ready_acks(self) -> None:
+        """Fire the acks of duplicates that had nothing pending ahead of them."""
+        if self._ready:
+            ready, self._ready = self._ready, []
+            for callback, result in ready:
+                _fire(callback, result)
+        if not self._calls:
+            self._signalled = False
+
+    def begin_flush(self, fsync: bool = True) -> FlushJob | None:
+        """Take pending calls into a :class:`FlushJob` (None if there is nothing
+        to write, a write is in flight, or the partition failed). Rolls to a new
+        segment first when the batch would not fit the active one."""
+        calls = self._calls
+        if self._inflight is not None or not calls or self._failed is not None or self._closed:
+            return None
+        active = self._segments[-1]
+        first = calls[0]
+        seg_bytes = self.cfg.segment_bytes
+        roll = active.size > 0 and active.size + BATCH_HEADER_SIZE + first.nbytes > seg_bytes
+        seg_size = 0 if roll else active.size
+        cap = min(seg_bytes - seg_size, MAX_BATCH_BYTES) - BATCH_HEADER_SIZE
+        n, total = 1, first.nbytes
+        while n < len(calls) and total + calls[n].nbytes <= cap:
+            total += calls[n].nbytes
+            n += 1
+        taken = calls[:n]
+        job = FlushJob()
+        job.ncalls, job.records_len, job.fsync = n, total, fsync
+        job.producers = written_producers(taken)
+        flags, entries = 0, job.producers
+        if roll:
+            # The first batch of a segment carries the whole table, so recovery only
+            # ever replays the active segment (docs/storage.md, "Producer dedup").
+            table = dict(self._durable_producers)
+            for pid, seq in job.producers:
+                _remember(table, pid, seq, self.cfg.max_producers)
+            flags, entries = FLAG_SNAPSHOT, list(table.items())
+        blob, nprod = encode_producers(entries)
+        job.index_data = index_entries(taken, seg_size + BATCH_HEADER_SIZE + len(blob))
+        job.end_byte = taken[-1].byte_end
+        seg_base = first.base_offset if roll else active.base_offset
+        job.nrecords = count = sum(c.count for c in taken)
+        last_ts = taken[-1].timestamp
+        job.time_data = TIME_ENTRY.pack(last_ts, seg_size, first.base_offset - seg_base, count)
+        job.head = batch_head(
+            base_offset=first.base_offset, base_byte_pos=first.byte_pos, max_timestamp=last_ts, count=count,
+            producers=blob, producer_count=nprod, flags=flags, records_len=total,
+        )  # fmt: skip
+        job.batch_len = len(job.head) + total
+        job.chunks = [record for call in taken for record in call.records]
+        if roll:
+            job.sealing, job.directory = active, self.path
+            job.new_base, job.new_start_byte = first.base_offset, first.byte_pos
+        else:
+            job.segment = active
+        self._inflight = job
+        self._signalled = n < len(calls)
+        if self._signalled:  # a backlog larger than one batch: ask for another round
+            self._wake()
+        return job
+
+    def complete_flush(self, job: FlushJob) -> None:
+        """Apply a finished job (trio thread): commit the batch and fire its
+        callbacks in order, or fail the partition. Idempotent."""
+        if job.completed:
+            return
+        job.completed = True
+        if self._inflight is job:
+            self._inflight = None
+        taken = self._calls[: job.ncalls]
+        del self._calls[: job.ncalls]
+        self._pending_bytes -= job.records_len
+        self._pending_records -= job.nrecords
+        if job.error is not None:
+            self._fail(job, taken)
+            return
+        if job.sealing is not None:
+            try:
+                job.sealing.seal()
+            except OSError:  # still readable through its in-memory tables
+                log.exception("could not map the indexes of sealed segment %s", job.sealing.path(LOG_SUFFIX))
+            self._segments.append(job.new_segment)
+        job.target.commit(job.batch_len, job.index_data, job.time_data, job.end_byte)
+        for pid, seq in job.producers:
+            _remember(self._durable_producers, pid, seq, self.cfg.max_producers)
+        self.write_count += 1
+        self.fsync_count += job.fsync
+        for call in taken:
+            self._ack(call, call.result)
+
+    def _ack(self, call: PendingCall, outcome: object) -> None:
+        if call.callback is not None:
+            _fire(call.callback, outcome)
+        for callback, result in call.followers or ():
+            _fire(callback, outcome if isinstance(outcome, BaseException) else result)
+
+    def _fail(self, job: FlushJob, taken: list[PendingCall]) -> None:
+        cause = job.error
+        err = StorageError(f"writing partition {self.partition_id} at {self.path} failed: {cause}",
+                           errno=getattr(cause, "errno", None))  # fmt: skip
+        err.__cause__ = cause
+        self._failed = err
+        log.error("partition %d at %s is read-only: %s", self.partition_id, self.path, cause)
+        try:  # best effort: drop a partial batch now; recovery would cut it anyway
+            if job.new_segment is not None:
+                job.new_segment.remove()
+            elif job.target is not None and job.target.fd >= 0:
+                os.ftruncate(job.target.fd, job.target.size)
+        except OSError:
+            log.warning("could not cut the failed write in %s", self.path)
+        rest, self._calls = self._calls, []
+        active = self._segments[-1]
+        self._next_offset, self._byte_end = active.next_offset, active.end_byte
+        self._pending_bytes = self._pending_records = 0
+        self._producers = dict(self._durable_producers)
+        for call in taken + rest:
+            self._ack(call, err)
+
+    def _settle(self) -> None:
+        """Wait for a write in flight (blocking) and apply it."""
+        job = self._inflight
+        if job is not None:
+            job.wait()
+            self.complete_flush(job)
+
+    def flush(self, fsync: bool = True) -> None:
+        """Write (and with ``fsync``, fdatasync) everything pending now, firing
+        the callbacks; for the CLI and shutdown. Waits for a write the flusher
+        has in flight. Raises StorageError if a write fails."""
+        if self._closed:
+            return
+        self._settle()
+        self.fire_ready_acks()
+        while (job := self.begin_flush(fsync)) is not None:
+            job.run()
+            self.complete_flush(job)
+            if job.error is not None:
+                raise self._failed
+        self._signalled = False
+
+    # -- retention and lifecycle ------------------------------------------------------
+    def enforce_retention(self, now_us: int, max_age_us: int, max_bytes: int) -> int:
+        """Delete whole sealed segments, oldest first: those whose newest record
+        is more than ``max_age_us`` old, then more while the partition is over
+        ``max_bytes`` (0 disables either rule). The active segment is never
+        deleted. Returns the number of segments removed."""
+        if max_age_us < 0 or max_bytes < 0:
+            raise InvalidArgument("retention limits must be >= 0 (0 = no limit)")
+        removed = 0
+        disk = sum(s.size for s in self._segments)
+        while len(self._segments) > 1:
+            seg = self._segments[0]
+            expired = max_age_us > 0 and (not seg.times.count or now_us - seg.times.last()[T_MAXTS] > max_age_us)
+            if not (expired or (max_bytes > 0 and disk > max_bytes)):
+                break
+            disk -= seg.size
+            self._remove_segment(seg)
+            removed += 1
+        return removed
+
+    def _remove_segment(self, seg: Segment) -> None:
+        self._segments.remove(seg)
+        try:
+            seg.remove()
+        except OSError as exc:
+            raise StorageError(f"cannot delete segment {seg.path(LOG_SUFFIX)}: {exc}", errno=exc.errno) from exc
+
+    def purge(self) -> None:
+        """Flush, then delete every record: offsets, byte positions and the dedup
+        table start again from 0 (as Iggy's purge does)."""
+        self.flush()
+        try:
+            for seg in list(self._segments):
+                self._remove_segment(seg)
+            self._segments = [Segment.create(self.path, 0, 0)]
+            if self.cfg.fsyncs:
+                fsync_dir(self.path)
+        except OSError as exc:
+            raise StorageError(f"cannot purge partition at {self.path}: {exc}", errno=exc.errno) from exc
+        self._next_offset = self._byte_end = 0
+        self._producers, self._durable_producers = {}, {}
+
+    def close(self) -> None:
+        """Flush pending appends (with fsync) and close every file. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self._failed is None:
+                self.flush()
+        finally:
+            self._closed = True
+            self._close_files()
+
+    def _close_files(self) -> None:
+        for seg in self._segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Drop pending appends (their callbacks get PartitionNotFound), close,
+        and remove the partition directory."""
+        self._settle()
+        gone = PartitionNotFound(f"partition {self.partition_id} was deleted", partition_id=self.partition_id)
+        calls, self._calls = self._calls, []
+        ready, self._ready = self._ready, []
+        for call in calls:
+            self._ack(call, gone)
+        for callback, _result in ready:
+            _fire(callback, gone)
+        self._pending_bytes = self._pending_records = 0
+        self._closed = True
+        self._close_files()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Partition {self.partition_id} at {self.path}: offsets {self.first_offset}..{self._next_offset}, "
+            f"{len(self._segments)} segments, {self._pending_bytes} pending bytes>"
+        )

@@ -1,0 +1,335 @@
+"""SQLite plumbing for the metadata store: connection, schema, migrations, transactions.
+
+Theory of operation
+-------------------
+One SQLite file (``metadata.sqlite``) holds every piece of metadata. The
+connection runs in WAL mode with ``synchronous=FULL``: in WAL mode FULL syncs
+the write-ahead log on every commit, so a commit that returned survives a
+crash or a power cut (https://www.sqlite.org/pragma.html#pragma_synchronous,
+https://www.sqlite.org/wal.html). ``foreign_keys=ON`` makes the cascades of
+the schema below real: deleting a stream removes its topics, partitions,
+consumer groups and stored offsets in the same statement, hence in the same
+transaction.
+
+Every change runs in :meth:`MetaDb.transaction` (``BEGIN IMMEDIATE`` ...
+``COMMIT``). A crash or an exception before ``COMMIT`` leaves the file as it
+was before ``BEGIN``: there is no half-created stream or topic to clean up.
+
+The connection is in autocommit mode (``isolation_level=None``) so that
+Python's sqlite3 module never opens or commits transactions behind our back;
+a single statement outside :meth:`transaction` (the offset UPSERT) is its own
+transaction.
+
+Migrations: ``schema_version`` holds one integer. :data:`MIGRATIONS` lists
+every step from an empty file; on open, the steps above the stored version run
+in order, each in its own transaction together with the version bump. A file
+written by a newer Ferry (version above the last step) is refused rather than
+misread.
+
+Locking: every statement runs under one ``threading.RLock``. The broker calls
+the store from the trio thread, but password hashing (argon2, tens of
+milliseconds) is meant to run in a worker thread (``trio.to_thread``), and
+those calls touch the connection too; the lock keeps their transactions from
+interleaving with the trio thread's. The connection is opened with
+``check_same_thread=False`` for the same reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from .errors import InvalidArgument, InvalidName, StorageError
+
+log = logging.getLogger("ferry.metadata")
+
+Ident = int | str
+
+# Names of streams, topics and consumer groups: Iggy stores them behind a u8
+# length prefix (Str8, protocols/iggy.md section 4.4; create_topic.rs checks
+# `name.len() > MAX_NAME_LENGTH` with MAX_NAME_LENGTH = 255), counted in bytes.
+MIN_NAME_BYTES = 1
+MAX_NAME_BYTES = 255
+
+# Ids are u32 on every Iggy wire. The seed-era dialect numbers from 1
+# (wire = canonical + 1, docs/internals.md), so the largest canonical id every
+# dialect can carry is 2**32 - 2.
+MAX_ID = 2**32 - 2
+
+# SQLite INTEGER is a signed 64-bit value; offsets, sizes and durations are
+# stored as such. No real partition gets near 2**63 records.
+MAX_INT64 = 2**63 - 1
+
+# How long a second opener of the same file waits for our write lock before
+# SQLite reports "database is locked" (only tools such as `sqlite3` on the
+# live file ever compete with the broker's own connection).
+BUSY_TIMEOUT_MS = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``apply`` is a SQL script or a callable given the connection."""
+
+    version: int
+    about: str
+    apply: str | Callable[[sqlite3.Connection], None]
+
+
+_SCHEMA_V1 = """
+CREATE TABLE settings (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE streams (
+    id         INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+
+CREATE TABLE topics (
+    stream_id          INTEGER NOT NULL REFERENCES streams(id) ON DELETE CASCADE,
+    id                 INTEGER NOT NULL,
+    name               TEXT NOT NULL,
+    created_at         INTEGER NOT NULL,
+    message_expiry     INTEGER NOT NULL,
+    max_topic_size     INTEGER NOT NULL,
+    compression        TEXT NOT NULL,
+    replication_factor INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, id),
+    UNIQUE (stream_id, name)
+) WITHOUT ROWID;
+
+CREATE TABLE partitions (
+    stream_id  INTEGER NOT NULL,
+    topic_id   INTEGER NOT NULL,
+    id         INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, id),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE consumer_groups (
+    stream_id INTEGER NOT NULL,
+    topic_id  INTEGER NOT NULL,
+    id        INTEGER NOT NULL,
+    name      TEXT NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, id),
+    UNIQUE (stream_id, topic_id, name),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE consumer_offsets (
+    stream_id     INTEGER NOT NULL,
+    topic_id      INTEGER NOT NULL,
+    partition_id  INTEGER NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('consumer', 'group')),
+    consumer_id   INTEGER NOT NULL,
+    stored_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, partition_id, kind, consumer_id),
+    FOREIGN KEY (stream_id, topic_id, partition_id)
+        REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE users (
+    id            INTEGER PRIMARY KEY,
+    username      TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('active', 'inactive')),
+    created_at    INTEGER NOT NULL,
+    permissions   TEXT
+);
+
+CREATE TABLE personal_access_tokens (
+    user_id    INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name       TEXT NOT NULL,
+    token_hash BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    expiry_at  INTEGER,
+    PRIMARY KEY (user_id, name)
+) WITHOUT ROWID;
+"""
+
+# Every schema step from an empty file, in order. Add a step; never edit one
+# that has shipped.
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _SCHEMA_V1),)
+
+
+class MetaDb:
+    """The SQLite connection, its lock, transactions and migrations."""
+
+    def __init__(self, path: Path | str, *, synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        self.lock = threading.RLock()
+        try:
+            self.conn = _connect(self.path, synchronous)
+        except sqlite3.Error as err:
+            raise StorageError(f"cannot open metadata store {self.path}: {err}") from err
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    # -- statements --------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
+        with self.lock:
+            conn = self.conn
+            _run(conn, "BEGIN IMMEDIATE")
+            try:
+                yield conn
+                _run(conn, "COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        """One statement as its own transaction (autocommit); returns the rows changed."""
+        with self.lock:
+            return _run(self.conn, sql, params).rowcount
+
+    def one(self, sql: str, params: Sequence[object] = ()) -> tuple | None:
+        """The first row of a read, or ``None``."""
+        with self.lock:
+            return _run(self.conn, sql, params).fetchone()
+
+    def all(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        with self.lock:
+            return _run(self.conn, sql, params).fetchall()
+
+    # -- migrations ----------------------------------------------------------
+    def schema_version(self) -> int:
+        row = self.one("SELECT version FROM schema_version")
+        return int(row[0]) if row else 0
+
+    def migrate(self, migrations: Sequence[Migration] | None = None) -> int:
+        """Run the steps above the stored version (default :data:`MIGRATIONS`,
+        read at call time); returns the version reached."""
+        migrations = MIGRATIONS if migrations is None else migrations
+        with self.lock:
+            with self.transaction() as conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                if conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 0:
+                    conn.execute("INSERT INTO schema_version (version) VALUES (0)")
+            current = self.schema_version()
+            latest = migrations[-1].version if migrations else 0
+            if current > latest:
+                raise StorageError(
+                    f"metadata store {self.path} has schema version {current}; "
+                    f"this build knows up to {latest} (was it written by a newer Ferry?)"
+                )
+            for step in migrations:
+                if step.version > current:
+                    self._apply(step)
+                    current = step.version
+            return current
+
+    def _apply(self, step: Migration) -> None:
+        log.info("migrating metadata store", extra={"version": step.version, "about": step.about})
+        try:
+            with self.transaction() as conn:
+                if isinstance(step.apply, str):
+                    for statement in _statements(step.apply):
+                        conn.execute(statement)
+                else:
+                    step.apply(conn)
+                conn.execute("UPDATE schema_version SET version = ?", (step.version,))
+        except sqlite3.Error as err:
+            raise StorageError(f"metadata migration {step.version} ({step.about}) failed: {err}") from err
+
+
+def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal":  # e.g. a filesystem without shared memory
+        log.warning("metadata store is not in WAL mode", extra={"mode": mode})
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _run(conn: sqlite3.Connection, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+    """Execute one statement; the disk's refusals become :class:`StorageError`."""
+    try:
+        return conn.execute(sql, params)
+    except sqlite3.OperationalError as err:
+        raise StorageError(f"metadata store: {err}") from err
+
+
+def _statements(script: str) -> list[str]:
+    # The schema scripts hold no ';' inside literals, so a split is exact.
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+# -- input checks shared by the store's modules -------------------------------------
+def check_name(name: object, what: str, error: type[InvalidName] = InvalidName,
+               lo: int = MIN_NAME_BYTES, hi: int = MAX_NAME_BYTES) -> str:
+    """``name`` as given if it is a str of ``lo..hi`` UTF-8 bytes, else ``error``."""
+    if not isinstance(name, str):
+        raise error(f"{what} name must be a string, got {type(name).__name__}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise error(f"{what} name is not valid UTF-8") from None
+    if not lo <= size <= hi:
+        raise error(f"{what} name must be {lo}..{hi} bytes of UTF-8, got {size}", size=size)
+    return name
+
+
+def check_int(value: object, what: str, lo: int = 0, hi: int = MAX_INT64) -> int:
+    """``value`` if it is an int (not a bool) within ``lo..hi``, else InvalidArgument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{what} must be within {lo}..{hi}, got {value}")
+    return value
+
+
+def check_ident(ident: object, what: str) -> Ident:
+    """An id (int within 0..MAX_ID) or a name (str); anything else is InvalidArgument."""
+    if isinstance(ident, str):
+        return ident
+    return check_int(ident, f"{what} id", 0, MAX_ID)
+
+
+def lowest_free_id(conn: sqlite3.Connection, table: str, scope: Sequence[str] = (),
+                   values: Sequence[object] = (), first: int = 0) -> int:
+    """The smallest id >= ``first`` not used in ``table`` within ``scope``
+    (Iggy 0.6+ slab reuse). ``table`` and ``scope`` are module constants, never
+    caller input."""
+    where = "".join(f" AND {col} = ?" for col in scope)
+    if conn.execute(f"SELECT 1 FROM {table} WHERE id = ?{where}", (first, *values)).fetchone() is None:
+        return first
+    sql = (
+        f"SELECT MIN(a.id) + 1 FROM {table} a WHERE a.id >= ?"
+        + "".join(f" AND a.{col} = ?" for col in scope)
+        + f" AND NOT EXISTS (SELECT 1 FROM {table} b WHERE b.id = a.id + 1"
+        + "".join(f" AND b.{col} = a.{col}" for col in scope)
+        + ")"
+    )
+    found = int(conn.execute(sql, (first, *values)).fetchone()[0])
+    if found > MAX_ID:
+        raise InvalidArgument(f"no free id left in {table}")
+    return found
+
+
+__all__ = [
+    "Ident",
+    "MAX_ID",
+    "MAX_NAME_BYTES",
+    "MIGRATIONS",
+    "MetaDb",
+    "Migration",
+    "check_ident",
+    "check_int",
+    "check_name",
+    "lowest_free_id",
+]

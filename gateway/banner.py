@@ -1,0 +1,72 @@
+"""The start-up banner: what a person starting ``ferry serve`` needs to see.
+
+Printed once every enabled listener is bound, so the ports shown are the real
+ones (port 0 in the config shows the port the OS picked). The last line is
+``ready``: scripts and tests wait for it.
+"""
+
+from __future__ import annotations
+
+from typing import Collection, Mapping
+
+from .config import Config, ListenerConfig, env_name
+
+READY_LINE = "ready"
+_NAME_WIDTH = 20
+
+
+def format_address(host: str, port: int, transport: str) -> str:
+    """``0.0.0.0:4222/tcp``; IPv6 hosts in brackets (RFC 3986 section 3.2.2)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}/{transport}"
+
+
+def _fsync_text(cfg: Config) -> str:
+    policy = cfg.log.fsync
+    if policy == "batch":
+        return f"batch (group commit every {cfg.log.fsync_interval_ms:g} ms)"
+    if policy == "always":
+        return "always (every append is fsynced before it is acknowledged)"
+    return "never (acknowledged after write(2); the OS decides when data reaches disk)"
+
+
+def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Collection[str]) -> str:
+    if not lc.enabled:
+        status = "disabled"
+    elif lc.name not in available:
+        status = "not available in this build"
+    else:
+        status = format_address(lc.host, ports[lc.name], lc.transport)
+    return f"    {lc.name:<{_NAME_WIDTH}} {status}"
+
+
+def credential_warning(cfg: Config) -> str | None:
+    """The warning shown while the root user keeps the default password, else None."""
+    if not cfg.auth.uses_default_password:
+        return None
+    var = env_name(("auth", "root_password"))
+    return (
+        f"WARNING: the root user {cfg.auth.root_username!r} uses the default password; "
+        f"set [auth] root_password or {var} before exposing this server"
+    )
+
+
+def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[str], version: str) -> str:
+    """The banner text. ``ports`` maps each started listener to its bound
+    port; ``available`` names the listeners this build implements."""
+    lines = [
+        f"Ferry {version}: multi-protocol message gateway",
+        f"  config       {cfg.source if cfg.source else '(defaults, environment and flags)'}",
+        f"  data dir     {cfg.server.data_dir.absolute()}",
+        f"  fsync        {_fsync_text(cfg)}",
+        "  listeners",
+    ]
+    lines.extend(_listener_line(lc, ports, available) for lc in cfg.listeners)
+    warning = credential_warning(cfg)
+    if warning:
+        lines.append(warning)
+    lines.append(READY_LINE)
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["READY_LINE", "credential_warning", "format_address", "format_banner"]

@@ -1,0 +1,287 @@
+"""The ``ferry`` command line: ``serve``, ``version`` and the admin commands.
+
+Exit codes: 0 success; 1 a command failed (unknown stream, bad header, a
+crash); 2 the process could not start as asked (bad configuration, data
+directory held by another process, a listener port taken, bad usage);
+130 interrupted before it could shut down cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from core.errors import FerryError
+
+from . import version
+from .config import ConfigError, env_name, load_config
+from .lock import DataDirLocked
+from .registry import ListenerStartError, Registry, RegistryError, default_registry
+
+EXIT_FAILED = 1
+EXIT_CANNOT_START = 2  # bad config, data dir held by another process, a port taken
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
+FSYNC_CHOICES = "always|batch|never (aliases: default = batch, none = never)"
+
+
+# -- parser ------------------------------------------------------------------
+class _VersionAction(argparse.Action):
+    """``--version``, reading the version only when asked (see gateway.version)."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"ferry {version()}")
+        parser.exit()
+
+
+def _listener_flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}-port"
+
+
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="TOML config file (default: $FERRY_CONFIG, else none)")
+    p.add_argument("--data", metavar="DIR", help="data directory (server.data_dir, default ./data)")
+
+
+def _add_serve(sub, registry: Registry) -> None:
+    p = sub.add_parser("serve", help="run the gateway (all listeners on their default ports)",
+                       description="Run the gateway until SIGINT or SIGTERM. Flags override "
+                                   "FERRY_* environment variables, which override the config file.")
+    _add_config_options(p)
+    p.add_argument("--host", help="address every listener binds (server.host, default 0.0.0.0)")
+    p.add_argument("--fsync", metavar="POLICY", help=f"log.fsync: {FSYNC_CHOICES}")
+    p.add_argument("--grace-seconds", metavar="S", help="server.grace_seconds: shutdown grace period")
+    p.add_argument("--log-level", metavar="LEVEL", help="server.log_level: debug|info|warning|error|critical")
+    p.add_argument("--log-format", metavar="FMT", help="server.log_format: text|json")
+    p.add_argument("--only", metavar="NAME[,NAME]", help="enable only these listeners (disable the rest)")
+    p.add_argument("--disable", metavar="NAME", action="append", default=[], help="disable a listener (repeatable)")
+    ports = p.add_argument_group("listener ports (0 picks a free port)")
+    for name, kl in registry.known().items():
+        ports.add_argument(_listener_flag(name), dest=f"port_{name}", metavar="N",
+                           help=f"listeners.{name}.port (default {kl.default_port}/{kl.transport}; "
+                                f"{env_name(('listeners', name, 'port'))})")
+    p.set_defaults(func=cmd_serve)
+
+
+def _add_admin(sub) -> None:
+    stream = sub.add_parser("stream", help="create, list and delete streams (embedded data dir)")
+    ssub = stream.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
+    p = ssub.add_parser("create", help="create a stream")
+    p.add_argument("name")
+    p.add_argument("--id", type=int, dest="stream_id", help="explicit 0-based id (default: next free)")
+    p = ssub.add_parser("list", help="list streams")
+    p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
+    p = ssub.add_parser("delete", help="delete a stream and everything in it")
+    p.add_argument("stream", help="name or id")
+    for p in ssub.choices.values():
+        _add_config_options(p)
+        p.set_defaults(func=cmd_stream)
+
+    topic = sub.add_parser("topic", help="create, list and delete topics (embedded data dir)")
+    tsub = topic.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
+    p = tsub.add_parser("create", help="create a topic in a stream")
+    p.add_argument("stream", help="name or id")
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, default=1, help="partition count (default 1)")
+    p.add_argument("--id", type=int, dest="topic_id", help="explicit 0-based id (default: next free)")
+    p.add_argument("--message-expiry", metavar="DURATION", help="delete messages older than this (90s, 2h, 7d)")
+    p.add_argument("--max-size", metavar="SIZE", help="cap the topic's size (bytes, or like 512MiB)")
+    p = tsub.add_parser("list", help="list a stream's topics")
+    p.add_argument("stream", help="name or id")
+    p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
+    p = tsub.add_parser("delete", help="delete a topic and its messages")
+    p.add_argument("stream", help="name or id")
+    p.add_argument("topic", help="name or id")
+    for p in tsub.choices.values():
+        _add_config_options(p)
+        p.set_defaults(func=cmd_topic)
+
+    p = sub.add_parser("produce", help="append one message (or stdin) to a topic")
+    p.add_argument("address", metavar="STREAM/TOPIC")
+    p.add_argument("message", nargs="?", default="-", help="the payload; - (default) reads stdin")
+    p.add_argument("--header", action="append", default=[], metavar="K=V",
+                   help="a string header, or K:KIND=V with KIND int64, bool, float64, raw (base64), ...")
+    p.add_argument("--key", help="partition key: XXH32(key) %% partitions picks the partition")
+    p.add_argument("--partition", type=int, help="explicit partition id")
+    p.add_argument("--lines", action="store_true", help="with -, one message per line of stdin")
+    _add_config_options(p)
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("tail", help="print a topic's messages (offset, timestamp, headers, payload)")
+    p.add_argument("address", metavar="STREAM/TOPIC")
+    p.add_argument("--from", dest="start", default="first", metavar="first|last|OFFSET",
+                   help="where to start in each partition (default first)")
+    p.add_argument("--partition", type=int, help="only this partition (default: all)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new messages until Ctrl-C")
+    p.add_argument("--json", action="store_true", help="one JSON object per message")
+    _add_config_options(p)
+    p.set_defaults(func=cmd_tail)
+
+
+def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
+    registry = registry or default_registry()
+    parser = argparse.ArgumentParser(prog="ferry", description="Ferry: one durable log, many protocols.")
+    parser.add_argument("--version", action=_VersionAction)
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{serve,version,stream,topic,produce,tail}")
+    _add_serve(sub, registry)
+    p = sub.add_parser("version", help="print the version")
+    p.set_defaults(func=lambda args: print(f"ferry {version()}") or 0)
+    _add_admin(sub)
+    return parser
+
+
+# -- flags -> config ---------------------------------------------------------
+def serve_flags(args: argparse.Namespace, registry: Registry) -> dict:
+    """The serve flags given, as ``{key path: (text, flag)}`` for load_config."""
+    flags: dict = {}
+    simple = [("data", ("server", "data_dir"), "--data"), ("host", ("server", "host"), "--host"),
+              ("fsync", ("log", "fsync"), "--fsync"),
+              ("grace_seconds", ("server", "grace_seconds"), "--grace-seconds"),
+              ("log_level", ("server", "log_level"), "--log-level"),
+              ("log_format", ("server", "log_format"), "--log-format")]
+    for attr, path, flag in simple:
+        if getattr(args, attr, None) is not None:
+            flags[path] = (getattr(args, attr), flag)
+    known = registry.known()
+    if args.only is not None:
+        wanted = {n.strip() for n in args.only.split(",") if n.strip()}
+        _check_names(wanted, known, "--only")
+        for name in known:
+            flags[("listeners", name, "enabled")] = ("true" if name in wanted else "false", "--only")
+    _check_names(set(args.disable), known, "--disable")
+    for name in args.disable:
+        flags[("listeners", name, "enabled")] = ("false", "--disable")
+    for name in known:
+        value = getattr(args, f"port_{name}", None)
+        if value is not None:
+            flags[("listeners", name, "port")] = (value, _listener_flag(name))
+    return flags
+
+
+def _check_names(names: set[str], known, flag: str) -> None:
+    for name in sorted(names - set(known)):
+        raise ConfigError(f"{flag} {name}: unknown listener; known listeners: {', '.join(known)}",
+                          key=flag, value=name)
+
+
+def admin_config(args: argparse.Namespace):
+    flags = {("server", "data_dir"): (args.data, "--data")} if args.data is not None else {}
+    return load_config(args.config, flags=flags)
+
+
+# -- commands ----------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    registry = default_registry()
+    cfg = load_config(args.config, flags=serve_flags(args, registry), registry=registry)
+    import trio  # after the config checks: a bad config fails fast, without loading trio
+
+    from . import logs
+    from .server import serve_until_signalled
+
+    logs.configure(cfg.server.log_level, cfg.server.log_format)
+    return trio.run(serve_until_signalled, cfg)
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    from . import admin
+
+    cfg = admin_config(args)
+    if args.action == "create":
+        admin.stream_create(cfg, args.name, args.stream_id, sys.stdout)
+    elif args.action == "list":
+        admin.stream_list(cfg, args.json, sys.stdout)
+    else:
+        admin.stream_delete(cfg, args.stream, sys.stdout)
+    return 0
+
+
+def cmd_topic(args: argparse.Namespace) -> int:
+    from . import admin
+
+    cfg = admin_config(args)
+    if args.action == "create":
+        admin.topic_create(cfg, args.stream, args.name, partitions=args.partitions, topic_id=args.topic_id,
+                           message_expiry=args.message_expiry, max_size=args.max_size, out=sys.stdout)
+    elif args.action == "list":
+        admin.topic_list(cfg, args.stream, args.json, sys.stdout)
+    else:
+        admin.topic_delete(cfg, args.stream, args.topic, sys.stdout)
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from . import admin
+
+    admin.produce(admin_config(args), args.address, args.message, headers=args.header, key=args.key,
+                  partition=args.partition, lines=args.lines, stdin=sys.stdin.buffer, out=sys.stdout)
+    return 0
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from . import admin
+
+    try:
+        admin.tail(admin_config(args), args.address, spec=args.start, partition=args.partition,
+                   follow=args.follow, as_json=args.json, out=sys.stdout)
+    except KeyboardInterrupt:
+        if not args.follow:
+            raise
+    return 0  # Ctrl-C is how a follow ends: not a failure
+
+
+# -- entry point -------------------------------------------------------------
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _report(exc: BaseException) -> int | None:
+    """Print a known failure as one line to stderr and return its exit code;
+    None for anything else (a bug: let the traceback show)."""
+    from .admin import AdminError
+
+    if isinstance(exc, ConfigError):
+        print(f"ferry: config error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_START
+    if isinstance(exc, (DataDirLocked, ListenerStartError)):
+        print(f"ferry: error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_START
+    if isinstance(exc, AdminError):
+        print(f"ferry: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if isinstance(exc, FerryError):
+        print(f"ferry: error: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
+    if isinstance(exc, RegistryError):
+        print(f"ferry: internal error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``ferry`` console script; returns the exit code."""
+    try:
+        parser = build_parser()
+    except RegistryError as exc:
+        print(f"ferry: internal error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("ferry: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseException as exc:  # noqa: BLE001 - sorted below; unknown ones re-raised
+        leaves = _leaves(exc)
+        codes = [_report(leaf) for leaf in leaves[:1]] if len(leaves) == 1 else [None]
+        if codes[0] is None:
+            raise
+        return codes[0]
+
+
+__all__ = ["build_parser", "main", "serve_flags"]

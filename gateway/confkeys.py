@@ -1,0 +1,191 @@
+"""Typed configuration keys: how one raw value becomes a checked Python value.
+
+A :class:`Key` describes one configuration key (kind, default, bounds). Values
+come either typed, from TOML, or as text, from an environment variable or a
+command-line flag; :meth:`Key.convert` accepts both and raises ``ValueError``
+with a short reason ("must be an integer in 0..65535") that
+:mod:`gateway.config` turns into one :class:`~gateway.config.ConfigError`
+naming the key, the value and where it came from.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+# Size suffixes accepted by "size" keys ("256MiB", "64 KiB", "1GB"). Binary
+# and decimal spellings both mean powers of 1024, as in Iggy's server.toml
+# ("1 GiB" segment size) and nats-server's config ("max_payload: 1MB").
+_SIZE_UNITS = {"": 1, "b": 1, "k": KiB, "kb": KiB, "kib": KiB, "m": MiB, "mb": MiB, "mib": MiB,
+               "g": GiB, "gb": GiB, "gib": GiB}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
+# Text spellings of booleans in environment variables and flags (the set
+# systemd and most twelve-factor tools accept).
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+KINDS = ("str", "int", "float", "bool", "choice", "size", "port", "path", "strs")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _range_text(lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f" in {lo:g}..{hi:g}"
+    if lo is not None:
+        return f" >= {lo:g}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One configuration key.
+
+    ``kind`` is one of :data:`KINDS`. ``lo``/``hi`` bound numbers, and for
+    ``str`` keys the length in UTF-8 bytes. ``choices`` lists a ``choice``
+    key's values; ``aliases`` maps extra spellings onto them. ``default`` is
+    the value used when no source sets the key (already converted).
+    """
+
+    kind: str
+    default: Any
+    doc: str = ""
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown key kind {self.kind!r}")
+        object.__setattr__(self, "aliases", MappingProxyType(dict(self.aliases)))
+
+    def convert(self, value: object, from_text: bool) -> Any:
+        """The checked value; ``from_text`` means ``value`` is an env/flag string.
+
+        Raises ``ValueError(reason)``."""
+        return getattr(self, f"_to_{self.kind}")(value, from_text)
+
+    # -- one converter per kind -------------------------------------------
+    def _to_str(self, value: object, from_text: bool) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+        size = len(value.encode("utf-8", "surrogatepass"))
+        lo = int(self.lo) if self.lo is not None else 0
+        hi = int(self.hi) if self.hi is not None else None
+        if size < lo or (hi is not None and size > hi):
+            span = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+            raise ValueError(f"must be {span} bytes of UTF-8, got {size}")
+        return value
+
+    def _to_int(self, value: object, from_text: bool) -> int:
+        reason = "must be an integer" + _range_text(self.lo, self.hi)
+        if from_text and isinstance(value, str):
+            try:
+                value = int(value.strip(), 10)
+            except ValueError:
+                raise ValueError(reason) from None
+        if not _is_int(value):
+            raise ValueError(reason)
+        self._check_range(value, reason)
+        return value
+
+    def _to_port(self, value: object, from_text: bool) -> int:
+        return Key("int", 0, lo=0, hi=65535)._to_int(value, from_text)
+
+    def _to_float(self, value: object, from_text: bool) -> float:
+        reason = "must be a number" + _range_text(self.lo, self.hi)
+        if from_text and isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ValueError(reason) from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(reason)
+        self._check_range(value, reason)
+        return float(value)
+
+    def _to_bool(self, value: object, from_text: bool) -> bool:
+        if from_text and isinstance(value, str):
+            text = value.strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+        if isinstance(value, bool):
+            return value
+        raise ValueError("must be true or false" + (" (or 1/0, yes/no, on/off)" if from_text else ""))
+
+    def _to_choice(self, value: object, from_text: bool) -> str:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            text = self.aliases.get(text, text)
+            if text in self.choices:
+                return text
+        names = ", ".join(self.choices)
+        alias_text = ", ".join(f"{a} = {b}" for a, b in self.aliases.items())
+        raise ValueError(f"must be one of {names}" + (f" (aliases: {alias_text})" if alias_text else ""))
+
+    def _to_size(self, value: object, from_text: bool) -> int:
+        reason = "must be a byte count (an integer, or a string like \"256MiB\")" + _range_text(self.lo, self.hi)
+        if isinstance(value, str):
+            match = _SIZE_RE.fullmatch(value)
+            unit = _SIZE_UNITS.get(match.group(2).lower()) if match else None
+            if unit is None:
+                raise ValueError(reason)
+            value = int(match.group(1)) * unit
+        if not _is_int(value):
+            raise ValueError(reason)
+        self._check_range(value, reason)
+        return value
+
+    def _to_path(self, value: object, from_text: bool) -> Path:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("must be a non-empty path")
+        return Path(value).expanduser()
+
+    def _to_strs(self, value: object, from_text: bool) -> tuple[str, ...]:
+        if from_text and isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ValueError("must be a list of strings" + (" (comma-separated)" if from_text else ""))
+
+    def _check_range(self, value: float, reason: str) -> None:
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise ValueError(reason)
+
+
+def key_for_default(default: object, doc: str = "") -> Key:
+    """The key of a listener option, typed by its default (ListenerSpec.options)."""
+    if isinstance(default, bool):
+        return Key("bool", default, doc)
+    if isinstance(default, int):
+        return Key("int", default, doc)
+    if isinstance(default, float):
+        return Key("float", default, doc)
+    if isinstance(default, tuple):
+        return Key("strs", default, doc)
+    return Key("str", default, doc)
+
+
+def format_value(value: object) -> str:
+    """How a value is shown in messages and the banner (TOML-like)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Path):
+        return repr(str(value))
+    return repr(value)
+
+
+__all__ = ["GiB", "KINDS", "Key", "KiB", "MiB", "format_value", "key_for_default"]

@@ -1,0 +1,235 @@
+"""core.flusher: group commit under the three fsync policies, callback order,
+write failures, and Partition.flush() racing a write in flight."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from types import SimpleNamespace
+
+import pytest
+import trio
+from log_helpers import items, numbered, offsets, open_part, read_all
+
+from core.errors import StorageError
+from core.flusher import run_broker_tasks, run_flusher, run_retention
+from core.log import AppendResult, LogConfig, PartitionSet
+from core.log import pending as pending_mod
+
+
+class Acks:
+    """Collects on_durable outcomes; ``wait(n)`` returns once n have arrived."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[object] = []
+        self._event = trio.Event()
+        self._want = 0
+
+    def __call__(self, outcome: object) -> None:
+        self.outcomes.append(outcome)
+        if len(self.outcomes) >= self._want:
+            self._event.set()
+
+    async def wait(self, n: int) -> list[object]:
+        self._want = n
+        if len(self.outcomes) < n:
+            self._event = trio.Event()
+            await self._event.wait()
+        return self.outcomes
+
+
+async def _start(nursery, parts, **cfg) -> LogConfig:
+    cfg.setdefault("fsync", "always")
+    config = LogConfig(**cfg)
+    await nursery.start(run_flusher, PartitionSet(parts), config)
+    return config
+
+
+async def test_concurrent_appenders_are_acked_in_order_after_fsync(tmp_path):
+    part = open_part(tmp_path)
+    fired: list[AppendResult] = []
+
+    def record(outcome):
+        assert isinstance(outcome, AppendResult)
+        assert part.fsync_count >= 1  # durable before the ack
+        fired.append(outcome)
+
+    async def producer(name: str, n: int) -> None:
+        for i in range(n):
+            done = trio.Event()
+            part.append(items(f"{name}-{i}"), on_durable=lambda r, d=done: (record(r), d.set()))
+            await done.wait()
+
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part])
+        async with trio.open_nursery() as appenders:
+            for k in range(8):
+                appenders.start_soon(producer, f"p{k}", 5)
+        nursery.cancel_scope.cancel()
+    assert [r.base_offset for r in fired] == list(range(40))  # callbacks in offset order
+    assert part.fsync_count < 40  # appenders that met during an fsync shared the next one
+    assert part.pending_bytes == 0
+    assert len(read_all(part)) == 40
+
+
+async def test_appends_of_one_tick_share_one_fsync(tmp_path):
+    part = open_part(tmp_path)
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part])
+        for i in range(50):
+            part.append(numbered(i, 1), on_durable=acks)
+        await acks.wait(50)
+        nursery.cancel_scope.cancel()
+    assert (part.fsync_count, part.write_count) == (1, 1)
+    assert [r.base_offset for r in acks.outcomes] == list(range(50))
+
+
+async def test_batch_policy_coalesces_within_the_interval(tmp_path, autojump_clock):
+    part = open_part(tmp_path, fsync="batch")
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part], fsync="batch", fsync_interval_ms=1000)
+        part.append(items("first"), on_durable=acks)
+        await acks.wait(1)
+        assert part.fsync_count == 1
+        for i in range(5):  # spread over several scheduler ticks, within one interval
+            part.append(items(f"later-{i}"), on_durable=acks)
+            await trio.sleep(0)
+            await trio.sleep(0)
+        assert len(acks.outcomes) == 1  # acks still wait for the (delayed) fsync
+        await acks.wait(6)
+        nursery.cancel_scope.cancel()
+    assert part.fsync_count == 2
+
+
+async def test_never_policy_acks_after_the_write_without_fsync(tmp_path):
+    part = open_part(tmp_path, fsync="never")
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part], fsync="never")
+        for i in range(3):
+            part.append(items(f"m{i}"), on_durable=acks)
+            await acks.wait(i + 1)
+        nursery.cancel_scope.cancel()
+    assert part.fsync_count == 0 and part.write_count == 3
+    assert os.path.getsize(tmp_path / "00000000000000000000.log") > 0
+
+
+async def test_one_round_flushes_several_partitions(tmp_path):
+    parts = [open_part(tmp_path / str(i)) for i in range(4)]
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, parts)
+        for part in parts:
+            part.append(items("a", "b"), on_durable=acks)
+        await acks.wait(4)
+        nursery.cancel_scope.cancel()
+    assert [p.fsync_count for p in parts] == [1, 1, 1, 1]
+    assert sorted(r.partition_id for r in acks.outcomes) == [7, 7, 7, 7]
+
+
+async def test_duplicate_acks_arrive_through_the_flusher(tmp_path):
+    part = open_part(tmp_path)
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part])
+        part.append(items("x"), producer=("w", 1), on_durable=acks)
+        await acks.wait(1)
+        part.append(items("x"), producer=("w", 1), on_durable=acks)
+        (_first, dup) = await acks.wait(2)
+        nursery.cancel_scope.cancel()
+    assert dup.duplicate and part.write_count == 1
+
+
+async def test_failed_write_fails_every_pending_ack_and_makes_the_partition_read_only(tmp_path, monkeypatch):
+    part = open_part(tmp_path)
+    part.append(items("durable"))
+    part.flush()
+
+    def enospc(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part])
+        monkeypatch.setattr(pending_mod, "write_all", enospc)
+        part.append(items("lost-1"), on_durable=acks)
+        part.append(items("lost-2"), on_durable=acks)
+        await acks.wait(2)
+        nursery.cancel_scope.cancel()
+    assert all(isinstance(o, StorageError) for o in acks.outcomes)
+    assert part.failed is not None and part.failed.details["errno"] == errno.ENOSPC
+    with pytest.raises(StorageError):
+        part.append(items("more"))
+    assert read_all(part) == [(0, b"durable")]  # never-durable records are not served
+    assert part.next_offset == 1
+    part.close()
+    assert read_all(open_part(tmp_path)) == [(0, b"durable")]
+
+
+async def test_cancelled_flusher_leaves_pending_data_to_close(tmp_path):
+    part = open_part(tmp_path, fsync="batch")
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await _start(nursery, [part], fsync="batch", fsync_interval_ms=60_000)
+        part.append(items("a"), on_durable=acks)
+        await acks.wait(1)
+        part.append(items("b"), on_durable=acks)  # waits for the next interval
+        nursery.cancel_scope.cancel()
+    assert len(acks.outcomes) == 1
+    part.close()  # what the broker does at shutdown
+    assert len(acks.outcomes) == 2
+    assert offsets(open_part(tmp_path).read(0, 5)) == [0, 1]
+
+
+def test_sync_flush_waits_for_a_write_in_flight(tmp_path):
+    part = open_part(tmp_path)
+    order: list[int] = []
+    part.append(items("a"), on_durable=lambda r: order.append(r.base_offset))
+    job = part.begin_flush()
+    assert job is not None and part.begin_flush() is None  # one write in flight at a time
+    part.append(items("b"), on_durable=lambda r: order.append(r.base_offset))
+    assert offsets(part.read(0, 5)) == [0, 1]  # in-flight and pending records stay readable
+    worker = threading.Thread(target=job.run)
+    worker.start()
+    part.flush()
+    worker.join()
+    part.complete_flush(job)  # what the flusher does when its thread returns: a no-op now
+    assert order == [0, 1]
+    assert part.write_count == 2 and part.pending_bytes == 0
+
+
+class FakeBroker(PartitionSet):
+    def __init__(self, parts, retention_interval_s: float) -> None:
+        super().__init__(parts)
+        self.cfg = SimpleNamespace(log=LogConfig(fsync="always"), retention_interval_s=retention_interval_s)
+        self.sweeps = 0
+
+    def enforce_retention(self, now=None) -> int:
+        self.sweeps += 1
+        if self.sweeps == 2:
+            raise StorageError("disk says no")  # logged; the next sweep still runs
+        return 1
+
+
+async def test_broker_tasks_run_the_flusher(tmp_path):
+    part = open_part(tmp_path)
+    broker = FakeBroker([part], retention_interval_s=3600)
+    acks = Acks()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_broker_tasks, broker)
+        part.append(items("a"), on_durable=acks)
+        await acks.wait(1)
+        nursery.cancel_scope.cancel()
+    assert part.fsync_count == 1 and broker.sweeps == 0
+
+
+async def test_retention_sweeps_every_interval_and_survives_a_failure(autojump_clock):
+    broker = FakeBroker([], retention_interval_s=30)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_retention, broker, 30)
+        await trio.sleep(95)  # virtual time
+        nursery.cancel_scope.cancel()
+    assert broker.sweeps == 3

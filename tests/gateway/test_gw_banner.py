@@ -1,0 +1,54 @@
+"""gateway.banner: the start-up banner's content."""
+
+from __future__ import annotations
+
+from gateway.banner import READY_LINE, credential_warning, format_address, format_banner
+from gateway.config import load_config
+from gateway.registry import ListenerSpec, Registry
+
+
+async def _serve(broker, cfg, conn_nursery, *, task_status):
+    task_status.started(0)
+
+
+REG = Registry.of(ListenerSpec("nats", 4222, "tcp", _serve), ListenerSpec("iggy_quic", 8080, "udp", _serve))
+
+
+def banner(env=None, ports=None):
+    cfg = load_config(env=env or {}, registry=REG)
+    return cfg, format_banner(cfg, ports or {"nats": 40001, "iggy_quic": 40002}, set(REG.specs), "9.9.9")
+
+
+def test_banner_shows_version_data_dir_fsync_and_listeners(tmp_path):
+    cfg, text = banner({"FERRY_SERVER_DATA_DIR": str(tmp_path / "d"), "FERRY_HTTP_ENABLED": "false",
+                        "FERRY_NATS_HOST": "127.0.0.1"})
+    lines = text.splitlines()
+    assert lines[0] == "Ferry 9.9.9: multi-protocol message gateway"
+    assert f"data dir     {tmp_path / 'd'}" in text
+    assert "fsync        batch (group commit every 5 ms)" in text
+    rows = {line.split()[0]: " ".join(line.split()[1:]) for line in lines if line.startswith("    ")}
+    assert rows["nats"] == "127.0.0.1:40001/tcp"
+    assert rows["iggy_quic"] == "0.0.0.0:40002/udp"
+    assert rows["http"] == "disabled"
+    assert rows["pravega"] == "not available in this build"
+    assert set(rows) == {lc.name for lc in cfg.listeners}
+    assert lines[-1] == READY_LINE
+
+
+def test_default_credentials_warn_and_custom_ones_do_not():
+    _, text = banner()
+    assert "WARNING: the root user 'iggy' uses the default password" in text
+    assert "FERRY_AUTH_ROOT_PASSWORD" in text
+    cfg, text = banner({"FERRY_AUTH_ROOT_PASSWORD": "something-long"})
+    assert "WARNING" not in text and credential_warning(cfg) is None
+    assert "something-long" not in text
+
+
+def test_fsync_policies_are_explained():
+    assert "always (every append" in banner({"FERRY_LOG_FSYNC": "always"})[1]
+    assert "never (acknowledged after write(2)" in banner({"FERRY_LOG_FSYNC": "none"})[1]
+
+
+def test_ipv6_addresses_are_bracketed():
+    assert format_address("::1", 4222, "tcp") == "[::1]:4222/tcp"
+    assert format_address("127.0.0.1", 8080, "udp") == "127.0.0.1:8080/udp"
