@@ -34,10 +34,10 @@ import xxhash
 
 from .addressing import Addressing, Binding
 from .consumers import ConsumerOps
-from .errors import InvalidArgument, PartitionNotFound, ShuttingDown
+from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
 from .live import Delivery, LiveHub
 from .log import AppendInput, AppendResult, LogConfig, Partition
-from .message import Headers, Message, now_us
+from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
 from .metadata import Ident, Metadata, StreamInfo, TopicInfo
 
 log = logging.getLogger("ferry.broker")
@@ -325,9 +325,15 @@ class Broker(ConsumerOps):
             raise ShuttingDown("the broker is shutting down")
         if not items:
             raise InvalidArgument("no messages to append")
+        # Header blocks arrive encoded (Headers.encode() in the adapter); their
+        # size is the one limit checked again here, since a block past it would
+        # be stored and then refused by every dialect that reads it back.
+        for item in items:
+            if len(item.headers) > MAX_HEADERS_SIZE:
+                raise HeadersTooLarge(f"header block of {len(item.headers)} bytes exceeds {MAX_HEADERS_SIZE}")
         info = self.meta.get_topic(stream, topic)
         pid = self.choose_partition(info, partition, key)
-        part = self._partitions[(info.stream_id, info.id, pid)]
+        part = self._partition(info, pid)
         result = part.append(items, producer=producer, on_durable=on_durable)
         if result.duplicate:
             return result

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import ConsumerGroupMemberNotFound, InvalidArgument, PartitionNotFound
+from .errors import ConsumerGroupMemberNotFound, InvalidArgument, InvalidOffset, PartitionNotFound
 from .groups import GroupState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,7 +65,9 @@ class ConsumerOps:
         info = self.meta.get_topic(stream, topic)
         part = self._partition(info, partition)
         if offset < 0 or offset >= part.next_offset:
-            raise InvalidArgument(f"offset {offset} is past the end of partition {partition}")
+            # InvalidOffset (an InvalidArgument), so adapters answer Iggy's INVALID_OFFSET
+            raise InvalidOffset(f"offset {offset} is outside partition {partition} (next is {part.next_offset})",
+                                offset=offset)
         self.meta.store_offset(consumer.kind, consumer.id, info.stream_id, info.id, partition, offset)
 
     def get_offset(self, consumer: Consumer, stream: "Ident", topic: "Ident", partition: int) -> int | None:

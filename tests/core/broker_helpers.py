@@ -1,0 +1,72 @@
+"""Shared helpers for the Broker tests (test_broker_*.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from core.broker import Broker, BrokerConfig
+from core.log import AppendInput, LogConfig
+
+
+def open_broker(path: Path, **log_cfg) -> Broker:
+    """A broker over ``path``; ``log_cfg`` goes to LogConfig (fsync "always" unless given)."""
+    log_cfg.setdefault("fsync", "always")
+    return Broker.open(path, BrokerConfig(log=LogConfig(**log_cfg)))
+
+
+def items(*payloads: bytes | str, headers: bytes = b"") -> list[AppendInput]:
+    return [AppendInput(p.encode() if isinstance(p, str) else p, headers) for p in payloads]
+
+
+def payloads(batch) -> list[bytes]:
+    return [bytes(rv.payload) for rv in batch.records()]
+
+
+def offsets(batch) -> list[int]:
+    return [rv.offset for rv in batch.records()]
+
+
+class Acks:
+    """Collects on_durable outcomes; ``await wait(n)`` returns once n arrived."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[object] = []
+        self._event = trio.Event()
+        self._want = 0
+
+    def __call__(self, outcome: object) -> None:
+        self.outcomes.append(outcome)
+        if len(self.outcomes) >= self._want:
+            self._event.set()
+
+    async def wait(self, n: int) -> list[object]:
+        self._want = n
+        if len(self.outcomes) < n:
+            self._event = trio.Event()
+            await self._event.wait()
+        return self.outcomes
+
+
+class Inbox:
+    """A live subscriber (core.live.Subscriber) that keeps what it is offered;
+    ``room`` bounds it like an adapter's outbox (deliver returns False when full)."""
+
+    def __init__(self, name: str = "", room: int = 1 << 30) -> None:
+        self.name = name
+        self.room = room
+        self.got: list = []
+
+    def deliver(self, delivery) -> bool:
+        if len(self.got) >= self.room:
+            return False
+        self.got.append(delivery)
+        return True
+
+    @property
+    def payloads(self) -> list[bytes]:
+        return [bytes(d.payload) for d in self.got]
+
+    def __repr__(self) -> str:
+        return f"<Inbox {self.name}>"
