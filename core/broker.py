@@ -122,13 +122,22 @@ class Broker(ConsumerOps):
             return
         self.closed = True
         self.live.wake_all()
+        # One partition's failed final write must not keep the others from being
+        # written and closed, nor leave the metadata store open: finish them all,
+        # then report the first failure (its appends already got the error).
+        first_error: BaseException | None = None
         for part in self._partitions.values():
             try:
                 part.flush()
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the rest
+                log.error("final flush of %r failed: %s", part, exc)
+                first_error = first_error or exc
             finally:
                 part.close()
         self._partitions.clear()
         self.meta.close()
+        if first_error is not None:
+            raise first_error
 
     def __enter__(self) -> "Broker":
         return self
