@@ -1,0 +1,215 @@
+"""The Iggy server connection: bytes in, requests out; replies in, bytes out.
+
+Theory of operation
+-------------------
+A sans-I/O state machine in the h11 style (STYLE.md section 2):
+``receive_data`` only buffers, ``next_event`` parses at most one frame,
+``send`` encodes one reply, ``data_to_send`` hands the driver what to write.
+
+States and transitions (anything else is a local bug, raised as
+:class:`LocalProtocolError`):
+
+=============  =====================  ==================================
+state          on                     goes to
+=============  =====================  ==================================
+DETECT         8 bytes buffered       LEGACY or VSR (codec.is_legacy_start)
+LEGACY / VSR   a whole frame          AWAIT_REPLY (one request in flight:
+                                      Iggy clients are lockstep, iggy.md 1.1)
+AWAIT_REPLY    send(Reply)            LEGACY / VSR
+AWAIT_REPLY    send(Evict)            CLOSED
+any            fatal framing error    ERROR (stays; the driver closes)
+=============  =====================  ==================================
+
+The dialect (spec.py) is 3 for VSR. Legacy frames decode as dialect 2 until
+a LoginUser's version string says otherwise (iggy-middle.md 3.1: before
+login, the two legacy generations send only Ping, GetStats and the logins,
+whose layouts are identical); a PAT login, which carries no version, keeps
+dialect 2 (structural detection is not done yet; docs/iggy.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+from .codec import (
+    VsrHeader, is_legacy_start, legacy_reply, parse_legacy, parse_vsr, vsr_eviction, vsr_reply,
+)
+from .errors import IggyError, IggyStatus
+from .events import NEED_DATA, BadRequest, Evict, Reply, Request
+from .spec import COMMANDS, LOGIN_USER
+
+# A client that pipelines requests instead of waiting for replies may buffer at
+# most this much beyond the frame being served before we stop reading it
+# (the driver checks ``wants_more``); Iggy clients are lockstep.
+MAX_BUFFERED = 2 * 1024 * 1024
+_RESULT_OK = b"\0\0\0\0"  # iggy-current.md 4.3: result section with count 0
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+class State(enum.Enum):
+    DETECT = "detect"
+    LEGACY = "legacy"
+    VSR = "vsr"
+    AWAIT_REPLY = "await_reply"
+    CLOSED = "closed"
+    ERROR = "error"
+
+
+class LocalProtocolError(Exception):
+    """We misused the state machine (a bug on our side, never the peer's)."""
+
+
+def dialect_for_version(version: str) -> int:
+    """iggy-middle.md 3.1: empty or < 0.7 -> dialect 1; newer legacy-framed SDKs -> 2."""
+    m = _VERSION.match(version or "")
+    if m is None:
+        return 1
+    major, minor = int(m.group(1)), int(m.group(2))
+    return 1 if (major, minor) < (0, 7) else 2
+
+
+class IggyServerConnection:
+    """One client connection's protocol state (no sockets, no clock)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._out: list[bytes] = []
+        self.state = State.DETECT
+        self._framing: State | None = None
+        self.dialect = 2
+        self._vsr: VsrHeader | None = None
+        self._pending_cmd = None
+        self.eof = False
+
+    # -- input ---------------------------------------------------------------------
+    def receive_data(self, data: bytes | bytearray) -> None:
+        """Buffer bytes from the peer; ``b""`` means end of file."""
+        if not data:
+            self.eof = True
+            return
+        self._buf += data
+
+    @property
+    def wants_more(self) -> bool:
+        """False when the peer has pipelined more than :data:`MAX_BUFFERED` bytes."""
+        return len(self._buf) - self._pos <= MAX_BUFFERED
+
+    def next_event(self):
+        """One :class:`Request` / :class:`BadRequest`, or ``NEED_DATA``.
+
+        Raises :class:`IggyStatus` with ``fatal`` for unrecoverable framing; the
+        error reply is then already queued in :meth:`data_to_send`."""
+        if self.state in (State.ERROR, State.CLOSED, State.AWAIT_REPLY):
+            return NEED_DATA
+        try:
+            return self._next()
+        except IggyStatus as err:
+            if err.fatal:
+                self.state = State.ERROR
+                if self._framing is State.LEGACY:
+                    self._out.append(legacy_reply(err.code))
+            raise
+
+    def _next(self):
+        if self.state is State.DETECT:
+            if len(self._buf) < 8:
+                return NEED_DATA
+            self._framing = State.LEGACY if is_legacy_start(bytes(self._buf[:8]), COMMANDS.by_code) else State.VSR
+            if self._framing is State.VSR:
+                self.dialect = 3
+            self.state = self._framing
+        if self._framing is State.LEGACY:
+            frame = parse_legacy(self._buf, self._pos)
+            if frame is None:
+                return self._need()
+            code, start, end, nxt = frame
+            vsr = None
+        else:
+            frame = parse_vsr(self._buf, self._pos)
+            if frame is None:
+                return self._need()
+            vsr, start, end, nxt = frame
+            code = vsr.code if vsr.operation == 2 else 0
+        self._pos = nxt
+        self.state = State.AWAIT_REPLY
+        self._vsr = vsr
+        return self._decode(code, vsr, start, end)
+
+    def _decode(self, code: int, vsr: VsrHeader | None, start: int, end: int):
+        if vsr is not None and vsr.operation != 2:
+            return self._decode_vsr_op(vsr, start, end)
+        cmd = COMMANDS.get(code, self.dialect)
+        if cmd is None:
+            self._pending_cmd = None
+            return BadRequest(code, IggyError.INVALID_COMMAND, "unknown command", vsr)
+        self._pending_cmd = cmd
+        try:
+            value = cmd.decode(self.dialect, self._buf, start, end)
+        except IggyStatus as err:
+            return BadRequest(code, err.code, err.detail, vsr, cmd)
+        if cmd is LOGIN_USER:
+            self.dialect = dialect_for_version(value.version)
+        return Request(cmd, value, self.dialect, vsr)
+
+    def _decode_vsr_op(self, vsr: VsrHeader, start: int, end: int):
+        """A replicated/register/logout operation: the op byte implies the command.
+        Register (op 1) carries a password or a PAT login; try the password shape
+        first (iggy-current.md 6.4)."""
+        if vsr.operation == 1:
+            candidates = [COMMANDS.by_code[40], COMMANDS.by_code[45]]
+        else:
+            cmd = COMMANDS.by_vsr_op.get(vsr.operation)
+            candidates = [cmd] if cmd is not None else []
+        if not candidates:
+            self._pending_cmd = None
+            return BadRequest(0, IggyError.INVALID_COMMAND, f"unknown operation {vsr.operation}", vsr)
+        error: IggyStatus | None = None
+        for cmd in candidates:
+            self._pending_cmd = cmd
+            try:
+                return Request(cmd, cmd.decode(3, self._buf, start, end), 3, vsr)
+            except IggyStatus as err:
+                error = error or err
+        return BadRequest(candidates[0].code, error.code, error.detail, vsr, candidates[0])
+
+    def _need(self):
+        # Drop the consumed prefix only when we are about to wait (STYLE.md 7).
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        return NEED_DATA
+
+    # -- output --------------------------------------------------------------------
+    def send(self, event: Reply | Evict, *, session: int = 0) -> None:
+        """Queue the reply to the request in flight."""
+        if self.state is not State.AWAIT_REPLY:
+            raise LocalProtocolError(f"cannot send {type(event).__name__} in state {self.state}")
+        if isinstance(event, Evict):
+            if self._vsr is None:
+                raise LocalProtocolError("Evict is VSR-only")
+            self._out.append(vsr_eviction(self._vsr.client, event.reason))
+            self.state = State.CLOSED
+            return
+        if self._framing is State.LEGACY:
+            self._out.append(legacy_reply(event.status, event.body))
+        else:
+            body = event.body
+            cmd = event.command or self._pending_cmd
+            if not event.status and cmd is not None and cmd.result_framed:
+                body = _RESULT_OK + body
+            self._out.append(vsr_reply(self._vsr, event.status, body, session))
+        self.state = self._framing
+
+    def data_to_send(self) -> bytes:
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    @property
+    def vsr_header(self) -> VsrHeader | None:
+        return self._vsr
+
+
+__all__ = ["IggyServerConnection", "LocalProtocolError", "State", "dialect_for_version"]

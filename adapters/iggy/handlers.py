@@ -1,0 +1,530 @@
+"""One function per Iggy command: ``handler(session, value) -> bytes | Reply | Deferred``.
+
+Each handler resolves the wire's identifiers to canonical entities through the
+session, checks the permission Iggy's permissioner checks for that command
+(core/permissions.py table), calls the broker and renders the reply body
+(adapters/iggy/render.py). Raising a core error or :class:`IggyStatus` is how
+a handler fails; the session maps both to status codes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import struct
+
+from core import errors as ce
+from core.consumers import Consumer
+from core.permissions import Action
+
+from . import render
+from . import replies as R
+from .errors import IggyError, IggyStatus
+from .events import Reply
+from .session import Deferred
+
+A = Action
+_COMPRESSION = {1: "none", 2: "gzip"}
+_U32 = struct.Struct("<I")
+U64_MAX = (1 << 64) - 1
+SEMVER = 10_000  # major*1e6 + minor*1e3 + patch of the Iggy server we resemble (0.10.0)
+
+
+def _not_found_is_empty(fn):
+    """GETs of one entity answer an empty OK when it (or a parent) is missing
+    (iggy.md 9.2; iggy-middle.md 9; iggy-current.md 8)."""
+
+    def wrapper(s, v):
+        try:
+            return fn(s, v)
+        except ce.NotFound:
+            return b""
+        except IggyStatus as err:
+            if err.code in (IggyError.STREAM_ID_NOT_FOUND, IggyError.TOPIC_ID_NOT_FOUND,
+                            IggyError.CONSUMER_GROUP_ID_NOT_FOUND):
+                return b""
+            raise
+
+    return wrapper
+
+
+def _expiry_in(v: int) -> int:
+    return 0 if v in (0, U64_MAX) else v
+
+
+def _compression(code: int) -> str:
+    try:
+        return _COMPRESSION[code]
+    except KeyError:
+        raise IggyStatus(IggyError.INVALID_COMMAND, f"compression {code}") from None
+
+
+# -- system ------------------------------------------------------------------------------
+def ping(s, v):
+    return b""
+
+
+def get_stats(s, v):
+    b = s.broker
+    streams = b.list_streams()
+    topics = [t for st in streams for t in b.list_topics(st.id)]
+    parts = sum(t.partitions_count for t in topics)
+    msgs = sum(render.topic_totals(b, t)[1] for t in topics)
+    size = sum(render.topic_totals(b, t)[0] for t in topics)
+    return R.STATS.encode(s.dialect, R.STATS.make(
+        process_id=os.getpid(), cpu_usage=0, total_cpu_usage=0, memory_usage=0, total_memory=0, available_memory=0,
+        run_time=0, start_time=0, read_bytes=0, written_bytes=size, messages_size_bytes=size,
+        streams_count=len(streams), topics_count=len(topics), partitions_count=parts, segments_count=parts,
+        messages_count=msgs, clients_count=0, consumer_groups_count=0, hostname=socket.gethostname(),
+        os_name=platform.system(), os_version=platform.release(), kernel_version=platform.version()[:200],
+        server_version=render_version(), server_semver=SEMVER))
+
+
+def render_version() -> str:
+    from .session import SERVER_VERSION
+
+    return SERVER_VERSION
+
+
+def cluster_metadata(s, v):
+    """A one-node cluster: the client then stays on this connection (iggy-middle.md 6.3)."""
+    out: list[bytes] = []
+    R.CLUSTER.write(s.dialect, out, R.CLUSTER.make(name="ferry", nodes_count=1))
+    R.CLUSTER_NODE.write(s.dialect, out, R.CLUSTER_NODE.make(
+        name="ferry-1", ip="127.0.0.1", tcp_port=8090, quic_port=8080, http_port=3000, websocket_port=8092))
+    return b"".join(out)
+
+
+def describe_options(s, v):
+    return _U32.pack(0)  # no topic/stream options described yet: an empty list
+
+
+def feature_unavailable(s, v):
+    raise IggyStatus(IggyError.FEATURE_UNAVAILABLE)
+
+
+# -- login / users ----------------------------------------------------------------------------
+def login_user(s, v):
+    return s.login_password(v.username, v.password)
+
+
+def login_register(s, v):
+    return s.login_password(v.username, v.password, v.protocol_version)
+
+
+def login_pat(s, v):
+    return s.login_token(v.token)
+
+
+def login_register_pat(s, v):
+    return s.login_token(v.token, v.protocol_version)
+
+
+def logout(s, v):
+    s.user = None
+    return b""
+
+
+def _user_info(s, u, out):
+    R.USER_INFO.write(s.dialect, out, R.USER_INFO.make(id=u.id + s.edge, created_at=u.created_at,
+                                                      status=1 if u.active else 2, username=u.username))
+
+
+@_not_found_is_empty
+def get_user(s, v):
+    u = s.broker.meta.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
+    if u.id != s.user.id:
+        s.require(A.READ_USERS)
+    out: list[bytes] = []
+    _user_info(s, u, out)
+    out.append(b"\x00")  # has_permissions = 0 (permission blobs: not rendered yet)
+    return b"".join(out)
+
+
+def get_users(s, v):
+    s.require(A.READ_USERS)
+    out: list[bytes] = []
+    for u in s.broker.meta.list_users():
+        _user_info(s, u, out)
+    return b"".join(out)
+
+
+def create_user(s, v):
+    s.require(A.MANAGE_USERS)
+    if v.permissions is not None:
+        raise IggyStatus(IggyError.FEATURE_UNAVAILABLE, "permission blobs")
+    status = {1: "active", 2: "inactive"}.get(v.status)
+    if status is None:
+        raise IggyStatus(IggyError.INVALID_USER_STATUS)
+
+    def work():
+        return s.broker.meta.create_user(v.username, v.password, status)
+
+    def finish(u):
+        if isinstance(u, BaseException):
+            raise u
+        out: list[bytes] = []
+        _user_info(s, u, out)
+        out.append(b"\x00")
+        return Reply(0, b"".join(out))
+
+    return Deferred(finish, work)
+
+
+def delete_user(s, v):
+    s.require(A.MANAGE_USERS)
+    s.broker.meta.delete_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
+    return b""
+
+
+def update_user(s, v):
+    s.require(A.MANAGE_USERS)
+    status = None if v.status is None else {1: "active", 2: "inactive"}.get(v.status, "?")
+    s.broker.meta.update_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), username=v.username, status=status)
+    return b""
+
+
+def change_password(s, v):
+    target = s.broker.meta.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
+    if target.id != s.user.id:
+        s.require(A.MANAGE_USERS)
+    return Deferred(lambda r: _raise_or(r, b""),
+                    lambda: s.broker.meta.change_password(target.id, v.current_password, v.new_password))
+
+
+def _raise_or(result, body: bytes):
+    if isinstance(result, BaseException):
+        raise result
+    return Reply(0, body)
+
+
+def get_pats(s, v):
+    out: list[bytes] = []
+    for t in s.broker.meta.list_pats(s.user.id):
+        R.PAT_INFO.write(s.dialect, out, R.PAT_INFO.make(name=t.name, expiry_at=t.expiry_at or 0))
+    return b"".join(out)
+
+
+def create_pat(s, v):
+    expiry = None if v.expiry in (0, U64_MAX) else v.expiry
+    token = s.broker.meta.create_pat(s.user.id, v.name, expiry)
+    return R.RAW_PAT.encode(s.dialect, R.RAW_PAT.make(token=token))
+
+
+def delete_pat(s, v):
+    s.broker.meta.delete_pat(s.user.id, v.name)
+    return b""
+
+
+def get_me(s, v):
+    out: list[bytes] = []
+    R.CLIENT_INFO.write(s.dialect, out, R.CLIENT_INFO.make(
+        client_id=s.client_id & 0xFFFFFFFF, user_id=s.user.id + s.edge, transport=s.transport,
+        address=s.address, consumer_groups_count=0))
+    return b"".join(out)
+
+
+# -- streams -----------------------------------------------------------------------------------
+@_not_found_is_empty
+def get_stream(s, v):
+    st = s.stream(v.stream_id)
+    s.require(A.READ_STREAM, st.id)
+    return render.stream_details(s.broker, st, s.dialect)
+
+
+def get_streams(s, v):
+    s.require(A.READ_STREAMS)
+    out: list[bytes] = []
+    for st in s.broker.list_streams():
+        render.stream_record(s.broker, st, s.dialect, out)
+    return b"".join(out)
+
+
+def create_stream(s, v):
+    s.require(A.CREATE_STREAM)
+    wanted = v.stream_id - 1 if s.dialect == 1 and v.stream_id else None
+    st = s.broker.create_stream(v.name, wanted)
+    return render.stream_details(s.broker, st, s.dialect)
+
+
+def update_stream(s, v):
+    st = s.stream(v.stream_id)
+    s.require(A.MANAGE_STREAM, st.id)
+    s.broker.update_stream(st.id, v.name)
+    return b""
+
+
+def delete_stream(s, v):
+    st = s.stream(v.stream_id)
+    s.require(A.MANAGE_STREAM, st.id)
+    s.broker.delete_stream(st.id)
+    return b""
+
+
+def purge_stream(s, v):
+    st = s.stream(v.stream_id)
+    s.require(A.MANAGE_STREAM, st.id)
+    s.broker.purge_stream(st.id)
+    return b""
+
+
+# -- topics -------------------------------------------------------------------------------------
+@_not_found_is_empty
+def get_topic(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    return render.topic_details(s.broker, t, s.dialect)
+
+
+def get_topics(s, v):
+    st = s.stream(v.stream_id)
+    s.require(A.READ_TOPICS, st.id)
+    topics = s.broker.list_topics(st.id)
+    out: list[bytes] = [_U32.pack(len(topics))] if s.dialect == 3 else []  # iggy-current.md 6.8
+    for t in topics:
+        render.topic_record(s.broker, t, s.dialect, out)
+    return b"".join(out)
+
+
+def create_topic(s, v):
+    st = s.stream(v.stream_id)
+    s.require(A.CREATE_TOPIC, st.id)
+    wanted = v.topic_id - 1 if s.dialect == 1 and v.topic_id else None
+    expiry, max_size, compression = _expiry_in(v.message_expiry), _expiry_in(v.max_topic_size), "none"
+    if s.dialect != 3:
+        compression = _compression(v.compression)
+    t = s.broker.create_topic(st.id, v.name, v.partitions_count, topic_id=wanted, message_expiry=expiry,
+                              max_topic_size=max_size, compression=compression,
+                              replication_factor=max(v.replication_factor or 1, 1))
+    return render.topic_details(s.broker, t, s.dialect)
+
+
+def update_topic(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    changes = {"name": v.name}
+    if s.dialect != 3:
+        changes.update(message_expiry=_expiry_in(v.message_expiry), max_topic_size=_expiry_in(v.max_topic_size),
+                       compression=_compression(v.compression))
+    s.broker.update_topic(t.stream_id, t.id, **changes)
+    return b""
+
+
+def delete_topic(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    s.broker.delete_topic(t.stream_id, t.id)
+    return b""
+
+
+def purge_topic(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    s.broker.purge_topic(t.stream_id, t.id)
+    return b""
+
+
+def create_partitions(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    s.broker.add_partitions(t.stream_id, t.id, v.partitions_count)
+    return b""
+
+
+def delete_partitions(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    s.broker.delete_partitions(t.stream_id, t.id, v.partitions_count)
+    return b""
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+def _group_body(s, t, g, *, members=True) -> bytes:
+    m = s.broker.group_members(t.stream_id, t.id, g.id)
+    return render.group_details(g, t, m, s.dialect, with_members=members)
+
+
+@_not_found_is_empty
+def get_group(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    return _group_body(s, t, s.group(t, v.group_id))
+
+
+def get_groups(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    return b"".join(_group_body(s, t, g, members=False) for g in s.broker.list_groups(t.stream_id, t.id))
+
+
+def create_group(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    wanted = v.group_id - 1 if s.dialect == 1 and v.group_id else None
+    g = s.broker.create_group(t.stream_id, t.id, v.name, wanted)
+    return _group_body(s, t, g)
+
+
+def delete_group(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    s.broker.delete_group(t.stream_id, t.id, s.group(t, v.group_id).id)
+    return b""
+
+
+def join_group(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    s.broker.join_group(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
+    return b""
+
+
+def leave_group(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    s.broker.leave_group(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
+    return b""
+
+
+def sync_group(s, v):
+    """iggy-current.md 6.9: ``u64 generation, u32 n, n partitions``; empty = not a member."""
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    g = s.group(t, v.group_id)
+    state = s.broker._groups.get((t.stream_id, t.id, g.id))
+    if state is None or s.client_id not in state:
+        return b""
+    return R.SYNC_GROUP.encode(3, R.SYNC_GROUP.make(generation=state.generation,
+                                                     partitions=state.assignment(s.client_id)))
+
+
+# -- messages and offsets ---------------------------------------------------------------------------
+def send_messages(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.SEND_MESSAGES, t.stream_id, t.id)
+    if not v.messages:
+        raise IggyStatus(IggyError.INVALID_MESSAGES_COUNT)
+    partition, key = _partitioning(s, v.partitioning)
+    items = s.to_append_inputs(v.messages)
+    pending = Deferred(lambda outcome: _sent(s, t, outcome))
+    s.broker.append(t.stream_id, t.id, items, partition=partition, key=key, on_durable=pending.fire, origin="iggy")
+    return pending
+
+
+def _partitioning(s, p) -> tuple[int | None, bytes | None]:
+    if p.kind == 1:
+        return None, None
+    if p.kind == 2:
+        if len(p.value) != 4:
+            raise IggyStatus(IggyError.INVALID_KEY_VALUE_LENGTH, "partition id must be 4 bytes")
+        pid = s.partition_in(_U32.unpack(p.value)[0])
+        if pid is None:
+            raise IggyStatus(IggyError.PARTITION_NOT_FOUND)
+        return pid, None
+    if not 1 <= len(p.value) <= 255:
+        raise IggyStatus(IggyError.INVALID_KEY_VALUE_LENGTH)
+    return None, p.value
+
+
+def _sent(s, t, outcome):
+    if isinstance(outcome, BaseException):
+        raise outcome
+    if s.dialect != 3:
+        return Reply(0)
+    body = _U32.pack(1) + R.SEND_CONFIRMATION.encode(3, R.SEND_CONFIRMATION.make(
+        stream_id=t.stream_id, topic_id=t.id, partition_id=outcome.partition_id, base_offset=outcome.base_offset))
+    return Reply(0, body)
+
+
+def poll_messages(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.POLL_MESSAGES, t.stream_id, t.id)
+    if v.count == 0:
+        raise IggyStatus(IggyError.INVALID_MESSAGES_COUNT)
+    consumer = s.consumer(t, v.consumer)
+    strategy = s.poll_strategy(v.strategy)
+    partition = s.partition_in(v.partition_id)
+    b = s.broker
+    if consumer.kind == "group" and partition is None:
+        res = b.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count, auto_commit=v.auto_commit)
+        if res is None:  # a member without partitions (iggy.md 4.9)
+            return render.polled(s.dialect, 0 - s.edge, 0, None)
+    else:
+        if consumer.kind == "group":
+            state = b._groups.get((t.stream_id, t.id, consumer.id))
+            if state is None or s.client_id not in state:
+                raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
+        res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
+    return render.polled(s.dialect, res.partition_id, res.current_offset, res.batch)
+
+
+def flush_unsaved_buffer(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.POLL_MESSAGES, t.stream_id, t.id)
+    pid = s.partition_in(v.partition_id) if s.dialect == 1 else v.partition_id
+    s.broker.partition(t.stream_id, t.id, 0 if pid is None else pid)
+    return b""  # appends are already on their way to disk (the flusher owns fsync)
+
+
+def _offset_target(s, v):
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.POLL_MESSAGES, t.stream_id, t.id)
+    pid = s.partition_in(v.partition_id)
+    return t, s.consumer(t, v.consumer), 0 if pid is None else pid
+
+
+@_not_found_is_empty
+def get_offset(s, v):
+    t, consumer, pid = _offset_target(s, v)
+    stored = s.broker.get_offset(consumer, t.stream_id, t.id, pid)
+    if stored is None:
+        return b""
+    _segs, current, _size, _n = render.partition_stats(s.broker, t.stream_id, t.id, pid)
+    return R.OFFSET_INFO.encode(s.dialect, R.OFFSET_INFO.make(partition_id=pid + s.edge, current_offset=current,
+                                                            stored_offset=stored))
+
+
+def store_offset(s, v):
+    t, consumer, pid = _offset_target(s, v)
+    try:
+        s.broker.store_offset(consumer, t.stream_id, t.id, pid, v.offset)
+    except ce.InvalidArgument as exc:
+        if isinstance(exc, ce.FerryError) and not isinstance(exc, (ce.InvalidName,)):
+            raise IggyStatus(IggyError.INVALID_OFFSET, str(exc)) from None
+        raise
+    return b""
+
+
+def delete_offset(s, v):
+    t, consumer, pid = _offset_target(s, v)
+    if s.broker.get_offset(consumer, t.stream_id, t.id, pid) is None:
+        raise IggyStatus(IggyError.CONSUMER_OFFSET_NOT_FOUND)
+    s.broker.delete_offset(consumer, t.stream_id, t.id, pid)
+    return b""
+
+
+HANDLERS = {
+    "system.ping": ping, "system.stats": get_stats, "system.snapshot": feature_unavailable,
+    "system.cluster_metadata": cluster_metadata, "system.describe_options": describe_options,
+    "client.me": get_me, "client.get": feature_unavailable, "client.list": feature_unavailable,
+    "user.get": get_user, "user.list": get_users, "user.create": create_user, "user.delete": delete_user,
+    "user.update": update_user, "user.permissions": feature_unavailable, "user.password": change_password,
+    "user.login": login_user, "user.logout": logout, "user.login_register": login_register,
+    "pat.list": get_pats, "pat.create": create_pat, "pat.delete": delete_pat, "pat.login": login_pat,
+    "pat.login_register": login_register_pat,
+    "message.poll": poll_messages, "message.send": send_messages, "message.flush": flush_unsaved_buffer,
+    "consumer_offset.get": get_offset, "consumer_offset.store": store_offset,
+    "consumer_offset.delete": delete_offset,
+    "stream.get": get_stream, "stream.list": get_streams, "stream.create": create_stream,
+    "stream.delete": delete_stream, "stream.update": update_stream, "stream.purge": purge_stream,
+    "topic.get": get_topic, "topic.list": get_topics, "topic.create": create_topic, "topic.delete": delete_topic,
+    "topic.update": update_topic, "topic.purge": purge_topic,
+    "partition.create": create_partitions, "partition.delete": delete_partitions,
+    "segment.delete": feature_unavailable,
+    "consumer_group.get": get_group, "consumer_group.list": get_groups, "consumer_group.create": create_group,
+    "consumer_group.delete": delete_group, "consumer_group.join": join_group, "consumer_group.leave": leave_group,
+    "consumer_group.sync": sync_group,
+}
+
+__all__ = ["HANDLERS"]

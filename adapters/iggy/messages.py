@@ -1,0 +1,244 @@
+"""Message wire types: what SendMessages carries in each dialect.
+
+Theory of operation
+-------------------
+Each dialect frames the messages of a send differently; each framing is a
+field type (``WireType``) so ``SendMessages`` stays one table entry:
+
+* :data:`MessagesV1` -- dialect 1 (iggy-py 0.4.0, protocols/iggy.md 4.7):
+  messages to the end of the body, each ``u128 id, u32 H, H header bytes (seed
+  map), u32 P, P payload bytes``.
+* :data:`MessagesV2` -- dialect 2 (apache-iggy 0.8.0, iggy-middle.md 6.11 and
+  7.1): ``u32 count``, ``count`` 16-byte index entries (``u32 0, u32 end
+  position, u64 0``), then messages with the 64-byte header, payload, then
+  TLV headers with key kinds. This is byte-for-byte the stored record layout
+  (``core.record``), which is why dialect-2 polls are served by slicing.
+* :data:`VsrBatch` -- dialect 3 (apache-iggy 0.9.0, iggy-current.md 6.11 and
+  7): ``u32 count`` then one batch: a 256-byte batch header and frames of a
+  48-byte header, payload, TLV headers; XXH3-64 checksums (section 7.3).
+
+All three decode to a tuple of :class:`WireMessage` whose ``headers`` is the
+header block *as that dialect encodes it* (seed map for dialect 1, TLV
+otherwise): the codec checks framing only; the session validates and converts
+headers (decoding is not validation, STYLE.md section 4).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import xxhash
+
+from .errors import IggyError, IggyStatus
+from .types import WireType
+
+# Iggy's per-batch payload cap for the middle generation (iggy-middle.md 6.11:
+# "payload > 64 000 000 -> 4022"); also bounds what one frame may ask us to hold.
+MAX_BATCH_PAYLOAD = 64_000_000
+MAX_MESSAGES_PER_BATCH = 1_000_000  # a count field larger than this is a lie or an attack
+
+_U32 = struct.Struct("<I")
+_V1_HEAD = struct.Struct("<QQI")  # id lo, id hi, headers length
+_INDEX = struct.Struct("<IIQ")  # iggy-middle.md 6.11 index entry
+MIDDLE_HEADER = struct.Struct("<QQQQQQIIQ")  # checksum, id lo/hi, offset, ts, origin, H, P, reserved
+VSR_BATCH_HEADER = struct.Struct("<QQQQQQI204x")  # partition, base off, base ts, origin, length, csum, count
+VSR_FRAME_HEADER = struct.Struct("<QQQIIIIQ")  # checksum, id lo/hi, offset delta, ts delta, H, P, reserved
+_U64_MASK = (1 << 64) - 1
+
+
+class WireMessage(NamedTuple):
+    id: int
+    payload: bytes
+    headers: bytes = b""  # the dialect's own header block
+    origin_timestamp: int = 0
+
+
+def _bad(code: IggyError, detail: str) -> IggyStatus:
+    return IggyStatus(code, detail)
+
+
+def _short(what: str) -> IggyStatus:
+    return IggyStatus(IggyError.INVALID_COMMAND, f"{what}: frame ends early")
+
+
+def _messages_strategy(with_origin: bool, min_payload: int = 1):
+    from hypothesis import strategies as st
+
+    origin = st.integers(1_700_000_000_000_000, 1_700_000_000_000_000 + 0xFFFF_FFFF) if with_origin else st.just(0)
+    one = st.builds(
+        WireMessage,
+        st.integers(0, (1 << 128) - 1),
+        st.binary(min_size=min_payload, max_size=64),
+        st.binary(max_size=32),
+        origin,
+    )
+    return st.lists(one, min_size=1, max_size=5).map(tuple)
+
+
+class _MessagesV1(WireType):
+    name = "messages_v1"
+    rest = True
+
+    def read(self, buf, pos, end):
+        out = []
+        total = 0
+        while pos < end:
+            if end - pos < _V1_HEAD.size:
+                raise _short(self.name)
+            lo, hi, hlen = _V1_HEAD.unpack_from(buf, pos)
+            pos += _V1_HEAD.size
+            if hlen > end - pos:
+                raise _short(self.name)
+            headers = bytes(buf[pos : pos + hlen])
+            pos += hlen
+            if end - pos < 4:
+                raise _short(self.name)
+            (plen,) = _U32.unpack_from(buf, pos)
+            pos += 4
+            if plen == 0:  # iggy.md 4.7: payload_length 0 is a decode failure
+                raise _bad(IggyError.INVALID_COMMAND, "empty payload")
+            if plen > end - pos:
+                raise _short(self.name)
+            total += plen
+            out.append(WireMessage(lo | (hi << 64), bytes(buf[pos : pos + plen]), headers, 0))
+            pos += plen
+        return tuple(out), pos
+
+    def write(self, out, value):
+        for m in value:
+            out.append(_V1_HEAD.pack(m.id & _U64_MASK, m.id >> 64, len(m.headers)))
+            out.append(m.headers)
+            out.append(_U32.pack(len(m.payload)))
+            out.append(m.payload)
+
+    def strategy(self):
+        return _messages_strategy(False)
+
+
+class _MessagesV2(WireType):
+    name = "messages_v2"
+    rest = True
+
+    def read(self, buf, pos, end):
+        if end - pos < 4:
+            raise _short(self.name)
+        (count,) = _U32.unpack_from(buf, pos)
+        pos += 4
+        if count == 0:
+            raise _bad(IggyError.INVALID_MESSAGES_COUNT, "no messages")
+        if count > MAX_MESSAGES_PER_BATCH or count * _INDEX.size > end - pos:
+            raise _short(self.name)
+        ends = [_INDEX.unpack_from(buf, pos + i * _INDEX.size)[1] for i in range(count)]
+        pos += count * _INDEX.size
+        base = pos
+        out = []
+        for i in range(count):
+            if end - pos < MIDDLE_HEADER.size:
+                raise _bad(IggyError.TOO_SMALL_MESSAGE, "message shorter than its header")
+            _c, lo, hi, _off, _ts, origin, hlen, plen, reserved = MIDDLE_HEADER.unpack_from(buf, pos)
+            if reserved:  # iggy-middle.md 7.1: must be zero
+                raise _bad(IggyError.INVALID_RESERVED_FIELD, "reserved field is not zero")
+            body = pos + MIDDLE_HEADER.size
+            stop = body + plen + hlen
+            if stop > end:
+                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "message runs past the frame")
+            if stop - base != ends[i]:
+                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "index does not match message sizes")
+            payload = bytes(buf[body : body + plen])
+            out.append(WireMessage(lo | (hi << 64), payload, bytes(buf[body + plen : stop]), origin))
+            pos = stop
+        if pos != end:
+            raise _bad(IggyError.INVALID_MESSAGES_SIZE, "bytes after the last message")
+        return tuple(out), pos
+
+    def write(self, out, value):
+        out.append(_U32.pack(len(value)))
+        index, bodies, at = [], [], 0
+        for m in value:
+            head = MIDDLE_HEADER.pack(0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp,
+                                      len(m.headers), len(m.payload), 0)
+            at += len(head) + len(m.payload) + len(m.headers)
+            index.append(_INDEX.pack(0, at, 0))
+            bodies += (head, m.payload, m.headers)
+        out.extend(index)
+        out.extend(bodies)
+
+    def strategy(self):
+        return _messages_strategy(True, 0)
+
+
+class _VsrBatch(WireType):
+    name = "vsr_batch"
+    rest = True
+
+    def read(self, buf, pos, end):
+        if end - pos < 4 + VSR_BATCH_HEADER.size:
+            raise _short(self.name)
+        (count,) = _U32.unpack_from(buf, pos)
+        pos += 4
+        _p, _b, _t, origin, length, _csum, n = VSR_BATCH_HEADER.unpack_from(buf, pos)
+        if any(buf[pos + 52 : pos + VSR_BATCH_HEADER.size]):
+            raise _bad(IggyError.INVALID_RESERVED_FIELD, "batch reserved bytes are not zero")
+        if n != count or n == 0:
+            raise _bad(IggyError.INVALID_MESSAGES_COUNT, "batch count mismatch")
+        if length != end - pos:
+            raise _bad(IggyError.INVALID_MESSAGES_SIZE, "batch length does not match the frame")
+        pos += VSR_BATCH_HEADER.size
+        out = []
+        for _ in range(n):
+            if end - pos < VSR_FRAME_HEADER.size:
+                raise _bad(IggyError.TOO_SMALL_MESSAGE, "frame shorter than its header")
+            _c, lo, hi, _od, tdelta, hlen, plen, reserved = VSR_FRAME_HEADER.unpack_from(buf, pos)
+            if reserved:
+                raise _bad(IggyError.INVALID_RESERVED_FIELD, "frame reserved field is not zero")
+            body = pos + VSR_FRAME_HEADER.size
+            stop = body + plen + hlen
+            if stop > end:
+                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "frame runs past the batch")
+            out.append(WireMessage(lo | (hi << 64), bytes(buf[body : body + plen]),
+                                   bytes(buf[body + plen : stop]), origin + tdelta))
+            pos = stop
+        if pos != end:
+            raise _bad(IggyError.INVALID_MESSAGES_SIZE, "bytes after the last frame")
+        return tuple(out), pos
+
+    def write(self, out, value):
+        out.append(_U32.pack(len(value)))
+        origin = min(m.origin_timestamp for m in value)
+        out.append(encode_vsr_batch(0, 0, 0, origin, [
+            (m.id, i, m.origin_timestamp - origin, m.payload, m.headers) for i, m in enumerate(value)
+        ]))
+
+    def strategy(self):
+        return _messages_strategy(True, 0)
+
+
+def encode_vsr_batch(partition_id: int, base_offset: int, base_timestamp: int, origin: int, frames) -> bytes:
+    """One VSR batch record (iggy-current.md 7.1-7.3) from
+    ``(id, offset_delta, timestamp_delta, payload, headers)`` tuples."""
+    parts: list[bytes] = []
+    sums: list[bytes] = []
+    total = VSR_BATCH_HEADER.size
+    for mid, odelta, tdelta, payload, headers in frames:
+        head = VSR_FRAME_HEADER.pack(0, mid & _U64_MASK, mid >> 64, odelta, tdelta, len(headers), len(payload), 0)
+        h = xxhash.xxh3_64(head[8:])
+        h.update(payload)
+        h.update(headers)
+        csum = struct.pack("<Q", h.intdigest())
+        sums.append(csum)
+        parts += (csum, head[8:], payload, headers)
+        total += len(head) + len(payload) + len(headers)
+    bh = xxhash.xxh3_64(struct.pack("<QQQQQI", partition_id, base_offset, base_timestamp, origin, total, len(sums)))
+    for s in sums:
+        bh.update(s)
+    header = VSR_BATCH_HEADER.pack(partition_id, base_offset, base_timestamp, origin, total,
+                                   bh.intdigest(), len(sums))
+    return header + b"".join(parts)
+
+
+MessagesV1 = _MessagesV1()
+MessagesV2 = _MessagesV2()
+VsrBatch = _VsrBatch()
+
+__all__ = ["MessagesV1", "MessagesV2", "VsrBatch", "WireMessage", "encode_vsr_batch"]

@@ -1,0 +1,169 @@
+"""Reply bodies per dialect, from broker state (pure: no trio, no I/O).
+
+Theory of operation
+-------------------
+Canonical ids are 0-based (docs/internals.md); dialect 1 is 1-based, so every
+id that leaves here goes through ``+ edge`` where ``edge = 1`` for dialect 1
+and 0 otherwise (iggy-current.md 14, "Id spaces").
+
+Polled messages are rendered from stored records (``core.record``, the
+64-byte Iggy-0.8 layout):
+
+* dialect 2: the stored bytes *are* the wire messages (iggy-middle.md 7), so
+  the reply is the 16-byte prefix plus the read's chunks, joined once;
+* dialect 1: each record is re-framed as iggy.md 5.12 (CRC32 of the payload,
+  the seed-era header map, iggy.md 6.3 and 3.5);
+* dialect 3: consecutive records that share one append timestamp become one
+  VSR batch (iggy-current.md 7); a new batch starts when the timestamp
+  changes or an origin-timestamp delta would not fit the frame's u32.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from core.message import Headers
+
+from . import replies as R
+from .messages import encode_vsr_batch
+
+U64_MAX = (1 << 64) - 1
+_U32 = struct.Struct("<I")
+_V1_MSG = struct.Struct("<QBQQQII")  # offset, state, timestamp, id lo, id hi, crc32, headers length
+_REC = struct.Struct("<QQQQQQII8x")  # the stored 64-byte header (core.record)
+STATE_AVAILABLE = 1  # iggy.md 3.6 MessageState
+
+
+def edge(dialect: int) -> int:
+    return 1 if dialect == 1 else 0
+
+
+def expiry_out(us: int) -> int:
+    return U64_MAX if not us else us
+
+
+def size_out(n: int) -> int:
+    return U64_MAX if not n else n
+
+
+def partition_stats(broker, sid: int, tid: int, pid: int) -> tuple[int, int, int, int]:
+    """``(segments, current_offset, size, messages)`` of one partition (zeros if gone)."""
+    part = broker._partitions.get((sid, tid, pid))
+    if part is None:
+        return 0, 0, 0, 0
+    return part.segment_count, max(part.next_offset - 1, 0), part.size_bytes, part.record_count
+
+
+def topic_totals(broker, topic) -> tuple[int, int]:
+    size = count = 0
+    for pid in range(topic.partitions_count):
+        _s, _c, sz, n = partition_stats(broker, topic.stream_id, topic.id, pid)
+        size += sz
+        count += n
+    return size, count
+
+
+def topic_record(broker, topic, dialect: int, out: list) -> None:
+    size, count = topic_totals(broker, topic)
+    R.TOPIC.write(dialect, out, R.TOPIC.make(
+        id=topic.id + edge(dialect), created_at=topic.created_at, partitions_count=topic.partitions_count,
+        message_expiry=expiry_out(topic.message_expiry), compression=2 if topic.compression_algorithm == "gzip" else 1,
+        max_topic_size=size_out(topic.max_topic_size), replication_factor=max(topic.replication_factor, 1),
+        size=size, messages_count=count, name=topic.name,
+    ))
+
+
+def topic_details(broker, topic, dialect: int) -> bytes:
+    out: list[bytes] = []
+    topic_record(broker, topic, dialect, out)
+    created = {p.id: p.created_at for p in broker.meta.list_partitions(topic.stream_id, topic.id)}
+    for pid in range(topic.partitions_count):
+        segs, cur, size, n = partition_stats(broker, topic.stream_id, topic.id, pid)
+        R.PARTITION.write(dialect, out, R.PARTITION.make(
+            id=pid + edge(dialect), created_at=created.get(pid, topic.created_at), segments_count=max(segs, 1),
+            current_offset=cur, size=size, messages_count=n))
+    return b"".join(out)
+
+
+def stream_record(broker, stream, dialect: int, out: list, topics=None) -> None:
+    topics = broker.list_topics(stream.id) if topics is None else topics
+    size = count = 0
+    for t in topics:
+        s, c = topic_totals(broker, t)
+        size += s
+        count += c
+    R.STREAM.write(dialect, out, R.STREAM.make(
+        id=stream.id + edge(dialect), created_at=stream.created_at, topics_count=len(topics), size=size,
+        messages_count=count, name=stream.name))
+
+
+def stream_details(broker, stream, dialect: int) -> bytes:
+    topics = broker.list_topics(stream.id)
+    out: list[bytes] = []
+    stream_record(broker, stream, dialect, out, topics)
+    for t in topics:
+        topic_record(broker, t, dialect, out)
+    return b"".join(out)
+
+
+def group_details(group, topic, members: dict, dialect: int, *, with_members: bool = True) -> bytes:
+    e = edge(dialect)
+    out: list[bytes] = []
+    R.GROUP.write(dialect, out, R.GROUP.make(id=group.id + e, partitions_count=topic.partitions_count,
+                                            members_count=len(members), name=group.name))
+    if with_members:
+        for mid, parts in members.items():
+            R.MEMBER.write(dialect, out, R.MEMBER.make(id=mid & 0xFFFFFFFF, partitions=tuple(p + e for p in parts)))
+    return b"".join(out)
+
+
+# -- polled messages ----------------------------------------------------------------
+def polled(dialect: int, partition_id: int, current_offset: int, batch) -> bytes:
+    """The PollMessages reply body; ``batch`` is a ``core.log`` ReadBatch or None."""
+    n = batch.count if batch is not None else 0
+    prefix = R.POLL_PREFIX.encode(dialect, R.POLL_PREFIX.make(
+        partition_id=partition_id + edge(dialect), current_offset=max(current_offset, 0), count=n))
+    if not n:
+        return prefix
+    if dialect == 2:
+        return b"".join([prefix, *batch.chunks])
+    if dialect == 1:
+        return b"".join([prefix, *_legacy_messages(batch)])
+    return b"".join([prefix, *_vsr_batches(partition_id, batch)])
+
+
+def _legacy_messages(batch):
+    for raw in batch.raw_records():
+        _c, lo, hi, offset, ts, _origin, hlen, plen = _REC.unpack_from(raw, 0)
+        payload = raw[64 : 64 + plen]
+        headers = Headers.decode(raw[64 + plen : 64 + plen + hlen]).encode_legacy() if hlen else b""
+        yield _V1_MSG.pack(offset, STATE_AVAILABLE, ts, lo, hi, zlib.crc32(payload), len(headers))
+        yield headers
+        yield _U32.pack(plen)
+        yield bytes(payload)
+
+
+def _vsr_batches(partition_id: int, batch):
+    run: list = []
+    for raw in batch.raw_records():
+        _c, lo, hi, offset, ts, origin, hlen, plen = _REC.unpack_from(raw, 0)
+        origin = origin or ts
+        rec = (lo | (hi << 64), offset, ts, origin, bytes(raw[64 : 64 + plen]), bytes(raw[64 + plen : 64 + plen + hlen]))
+        if run and (ts != run[0][2] or not 0 <= origin - min(r[3] for r in run) <= 0xFFFFFFFF
+                    or max(r[3] for r in run) - origin > 0xFFFFFFFF):
+            yield _one_batch(partition_id, run)
+            run = []
+        run.append(rec)
+    if run:
+        yield _one_batch(partition_id, run)
+
+
+def _one_batch(partition_id: int, run: list) -> bytes:
+    base = run[0][1]
+    origin = min(r[3] for r in run)
+    frames = [(r[0], r[1] - base, r[3] - origin, r[4], r[5]) for r in run]
+    return encode_vsr_batch(partition_id, base, run[0][2], origin, frames)
+
+
+__all__ = ["edge", "group_details", "polled", "stream_details", "topic_details"]

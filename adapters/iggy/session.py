@@ -1,0 +1,227 @@
+"""The Iggy session: decoded requests in, broker calls, reply events out.
+
+Theory of operation
+-------------------
+One :class:`IggySession` per connection (TCP today, QUIC later), owning an
+:class:`~adapters.iggy.connection.IggyServerConnection`. It is synchronous and
+does no I/O: the driver feeds bytes, calls :meth:`handle` for every event and
+writes what the connection queues.
+
+``handle`` returns a :class:`~adapters.iggy.events.Reply`, an ``Evict``, or a
+:class:`Deferred` when the answer must wait: for a worker thread (password
+hashing at login) or for the log's durability ack (a send is acknowledged
+only once its records are durable under the fsync policy, ARCHITECTURE.md
+"log"). The driver completes a Deferred and calls its ``finish``.
+
+Every handler works on canonical (0-based) ids: :meth:`_sid`/:meth:`_topic`
+translate the wire's identifiers (``- edge`` for dialect 1, render.edge) and
+all output goes through :mod:`adapters.iggy.render`. Errors from the core
+become Iggy codes in one place, :func:`adapters.iggy.errors.status_for`.
+
+Authentication and permissions follow iggy.md section 7: only commands whose
+table entry says ``auth=False`` run before login (40 Unauthenticated
+otherwise); a logged-in user needs the core permission each handler names
+(core.permissions; 41 Unauthorized). GETs of one missing entity answer an
+empty OK (iggy.md 9.2, iggy-current.md 8).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import xxhash
+
+from core import errors as ce
+from core.consumers import Consumer, PollStrategy
+from core.log import AppendInput
+from core.message import Headers
+from core.permissions import Action
+
+from . import render
+from . import replies as R
+from .connection import IggyServerConnection
+from .errors import IggyError, IggyStatus, status_for
+from .events import BadRequest, Evict, Reply, Request
+
+log = logging.getLogger("ferry.iggy")
+
+SERVER_VERSION = "0.10.0-ferry"  # what the VSR login reply names as our version
+_POLL_KINDS = {1: "offset", 2: "timestamp", 3: "first", 4: "last", 5: "next"}
+_VSR_SESSIONS = itertools.count(1)  # login replies need a non-zero session (iggy-current.md 6.3)
+TRANSPORT_TCP, TRANSPORT_QUIC = 1, 2
+
+
+@dataclass(slots=True)
+class Deferred:
+    """An answer that needs the driver: run ``work`` in a worker thread, or (no
+    ``work``) wait until :meth:`fire` is called; then send ``finish(outcome)``
+    where ``outcome`` is the result or the exception."""
+
+    finish: Callable[[Any], Reply | Evict]
+    work: Callable[[], Any] | None = None
+    outcome: Any = None
+    done: bool = False
+    on_done: Callable[[], None] | None = field(default=None, repr=False)
+
+    def fire(self, outcome: Any) -> None:
+        self.outcome, self.done = outcome, True
+        if self.on_done is not None:
+            self.on_done()
+
+
+class IggySession:
+    """Per-connection state: who is logged in, which dialect, which groups."""
+
+    def __init__(self, broker, *, client_id: int, address: str = "", transport: int = TRANSPORT_TCP) -> None:
+        self.broker = broker
+        self.conn = IggyServerConnection()
+        self.client_id = client_id
+        self.address = address
+        self.transport = transport
+        self.user = None
+        self.vsr_session = 0
+        self._handlers: dict[str, Callable] = {}
+        from . import handlers  # the handler table lives next door (module size)
+
+        self._handlers = handlers.HANDLERS
+
+    @property
+    def dialect(self) -> int:
+        return self.conn.dialect
+
+    # -- dispatch ----------------------------------------------------------------------
+    def handle(self, event: Request | BadRequest) -> Reply | Evict | Deferred:
+        """Answer one event. Never raises for anything the peer sent."""
+        if isinstance(event, BadRequest):
+            return Reply(event.status, command=event.command)
+        cmd = event.command
+        if cmd.auth and self.user is None:
+            return Reply(IggyError.UNAUTHENTICATED, command=cmd)
+        handler = self._handlers.get(cmd.name)
+        if handler is None:
+            return Reply(IggyError.FEATURE_UNAVAILABLE, command=cmd)
+        try:
+            out = handler(self, event.value)
+        except IggyStatus as err:
+            return Reply(err.code, command=cmd)
+        except ce.FerryError as exc:
+            return Reply(status_for(exc, _entity_of(cmd.name)), command=cmd)
+        if isinstance(out, Deferred):
+            return out
+        if isinstance(out, (Reply, Evict)):
+            return out
+        return Reply(0, out or b"", command=cmd)
+
+    def finish(self, deferred: Deferred, command) -> Reply | Evict:
+        """Complete a Deferred (called by the driver)."""
+        try:
+            return deferred.finish(deferred.outcome)
+        except IggyStatus as err:
+            return Reply(err.code, command=command)
+        except ce.FerryError as exc:
+            return Reply(status_for(exc), command=command)
+
+    def close(self) -> None:
+        """The connection ended: leave every consumer group (core rebalances)."""
+        self.broker.disconnect(self.client_id)
+
+    # -- helpers for handlers -------------------------------------------------------------
+    @property
+    def edge(self) -> int:
+        return render.edge(self.dialect)
+
+    def require(self, action: Action, sid: int | None = None, tid: int | None = None) -> None:
+        if not self.broker.meta.can(self.user, action, sid, tid):
+            raise IggyStatus(IggyError.UNAUTHORIZED, str(action))
+
+    def ident(self, value: int | str, missing: IggyError) -> int | str:
+        """A wire identifier as a canonical id or a name."""
+        if isinstance(value, str):
+            return value
+        canonical = value - self.edge
+        if canonical < 0:
+            raise IggyStatus(missing, f"id {value}")
+        return canonical
+
+    def stream(self, value):
+        return self.broker.get_stream(self.ident(value, IggyError.STREAM_ID_NOT_FOUND))
+
+    def topic(self, stream_value, topic_value):
+        s = self.stream(stream_value)
+        return self.broker.get_topic(s.id, self.ident(topic_value, IggyError.TOPIC_ID_NOT_FOUND))
+
+    def group(self, topic, value):
+        return self.broker.get_group(topic.stream_id, topic.id, self.ident(value, IggyError.CONSUMER_GROUP_ID_NOT_FOUND))
+
+    def partition_in(self, value) -> int | None:
+        """The wire partition (dialect 1: u32, 0 = none; later: None or u32) as canonical."""
+        if value is None:
+            return None
+        if self.dialect == 1:
+            return None if value == 0 else value - 1
+        return value
+
+    def consumer(self, topic, ref) -> Consumer:
+        """Iggy Consumer -> core Consumer. A single consumer named by a string is
+        keyed by XXH32 of the name (iggy.md 3.2); a group by its canonical id."""
+        if ref.kind == 2:
+            return Consumer("group", self.group(topic, ref.id).id)
+        cid = ref.id if isinstance(ref.id, int) else xxhash.xxh32_intdigest(ref.id.encode("utf-8"))
+        return Consumer("consumer", cid)
+
+    # -- login (shared by the four login commands) ------------------------------------------
+    def login_password(self, username: str, password: str, protocol: int = 0) -> Deferred:
+        def work():
+            return self.broker.meta.authenticate(username, password)
+
+        return Deferred(lambda user: self._logged_in(user, protocol), work)
+
+    def login_token(self, token: str, protocol: int = 0):
+        try:
+            user = self.broker.meta.login_with_pat(token)
+        except ce.FerryError as exc:
+            user = exc
+        return self._logged_in(user, protocol)
+
+    def _logged_in(self, user, protocol: int) -> Reply:
+        if isinstance(user, BaseException):
+            if isinstance(user, ce.FerryError):
+                return Reply(status_for(user))
+            raise user
+        self.user = user
+        if self.dialect == 3:
+            self.vsr_session = next(_VSR_SESSIONS)
+            body = R.LOGIN_REPLY.encode(3, R.LOGIN_REPLY.make(
+                user_id=user.id, session=self.vsr_session, protocol_version=protocol, server_version=SERVER_VERSION))
+            return Reply(0, body, command=None)
+        return Reply(0, R.IDENTITY.encode(self.dialect, R.IDENTITY.make(user_id=user.id + self.edge)))
+
+    def poll_strategy(self, s) -> PollStrategy:
+        return PollStrategy(_POLL_KINDS[s.kind], s.value)
+
+    def to_append_inputs(self, messages) -> list[AppendInput]:
+        """Wire messages -> core inputs, validating each header block
+        (a malformed block is the peer's fault: 3 / 4017 / 4018-4019 / 4040)."""
+        items = []
+        legacy = self.dialect == 1
+        for m in messages:
+            if not m.headers:
+                headers = b""
+            elif legacy:
+                headers = Headers.decode_legacy(m.headers).encode()
+            else:
+                Headers.decode(m.headers)  # validates; the bytes are already canonical
+                headers = m.headers
+            items.append(AppendInput(m.payload, headers, m.id, m.origin_timestamp))
+        return items
+
+
+def _entity_of(name: str) -> str:
+    head = name.split(".", 1)[0]
+    return {"consumer_group": "group"}.get(head, head)
+
+
+__all__ = ["Deferred", "IggySession", "TRANSPORT_QUIC", "TRANSPORT_TCP"]
