@@ -1,0 +1,248 @@
+"""The HTTP application: routing, authentication and error mapping, no I/O.
+
+Theory of operation
+-------------------
+``HttpApp.handle(request)`` turns one whole :class:`~.events.Request` into an
+*outcome*, synchronously and without trio:
+
+* a :class:`~.errors.Response`, ready to send;
+* :class:`Park`: the answer depends on a future broker event (an append for a
+  long poll, the fsync that makes a send durable). The driver calls
+  ``subscribe(wake)``, waits for ``wake()`` or ``timeout_s``, cancels the
+  subscription and calls ``resume(timed_out)`` for the next outcome;
+* :class:`Offload`: CPU-heavy work (argon2 password hashing, tens of ms) the
+  driver runs in a worker thread (``work()``), then ``then(result)`` on the
+  trio thread. core/auth.py documents that those calls are thread-safe.
+
+Routes are a table (:class:`Route`): method, path pattern, handler, whether
+the route is public and which entity its names belong to (for Iggy's error
+numbers). An unknown path is 404, a known path with another method 405 with
+``Allow``. Every route except the public ones needs ``Authorization: Bearer``
+(iggy.md section 10.2); handlers check permissions with ``ctx.require``.
+
+Nothing escapes ``handle``/``guard`` as an exception: HttpErrors and core
+errors become their wire form, anything else is logged with its traceback
+and answered with a generic 500 (STYLE.md section 5).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import parse_qsl, unquote
+
+from core.errors import FerryError, UserNotFound
+from core.metadata import UserInfo
+from core.metrics import MetricsRegistry, listener_metrics
+from core.permissions import Action
+
+from . import models
+from .errors import JSON_TYPE, HttpError, Response, forbidden, from_core, internal_error, unauthenticated
+from .events import Request
+from .limits import HttpLimits
+from .tokens import Claims, TokenError, TokenService
+
+log = logging.getLogger("ferry.http")
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    """Wait for a broker event, then ``resume(timed_out)``; see the module docstring."""
+
+    subscribe: Callable[[Callable[[], None]], Callable[[], None]]
+    resume: Callable[[bool], Any]
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Run ``work()`` in a worker thread, then ``then(result or exception)``."""
+
+    work: Callable[[], Any]
+    then: Callable[[Any], Any]
+
+
+Outcome = Response | Park | Offload
+Handler = Callable[["HttpApp", "Ctx"], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    pattern: str  # "/streams/{stream_id}/topics"
+    handler: Handler
+    public: bool = False
+    entity: str | None = None  # "stream" | "topic" | "group" | "user" | "token"
+    segments: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "segments", tuple(self.pattern.strip("/").split("/")) if self.pattern != "/" else ())
+
+    def match(self, parts: tuple[str, ...]) -> dict[str, str] | None:
+        if len(parts) != len(self.segments):
+            return None
+        params = {}
+        for seg, part in zip(self.segments, parts):
+            if seg.startswith("{"):
+                params[seg[1:-1]] = part
+            elif seg != part:
+                return None
+        return params
+
+
+@dataclass(slots=True)
+class Ctx:
+    """One request as a handler sees it."""
+
+    app: "HttpApp"
+    request: Request
+    params: dict[str, str]
+    query: dict[str, str]
+    user: UserInfo | None = None
+    claims: Claims | None = None
+
+    def require(self, action: Action, stream_id: int | None = None, topic_id: int | None = None) -> None:
+        """403 unless the user may do ``action`` (core.permissions rules)."""
+        if self.user is None or not self.app.broker.meta.can(self.user, action, stream_id, topic_id):
+            raise forbidden(str(action))
+
+    def json(self) -> Any:
+        return models.parse_json(self.request.body)
+
+    def fields(self) -> models.Fields:
+        return models.Fields(self.json())
+
+    def ident(self, name: str) -> int | str:
+        return models.parse_identifier(self.params[name], name)
+
+    def q_int(self, name: str, default: int | None, lo: int = 0, hi: int = models.U64_MAX) -> int:
+        text = self.query.get(name)
+        if text is None or text == "":
+            if default is None:
+                raise models.bad_field(name, "query parameter is required")
+            return default
+        if not (text.isascii() and text.isdigit()):
+            raise models.bad_field(name, "must be a non-negative integer")
+        value = int(text)
+        if not lo <= value <= hi:
+            raise models.bad_field(name, f"must be within {lo}..{hi}")
+        return value
+
+    def q_bool(self, name: str, default: bool) -> bool:
+        text = self.query.get(name)
+        if text is None or text == "":
+            return default
+        if text.lower() in ("true", "1"):
+            return True
+        if text.lower() in ("false", "0"):
+            return False
+        raise models.bad_field(name, "must be true or false")
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(status, (JSON_TYPE,), models.dumps(value))
+
+
+def empty(status: int = 204) -> Response:
+    return Response(status)
+
+
+def text_response(text: str, content_type: bytes = b"text/plain; charset=utf-8", status: int = 200) -> Response:
+    return Response(status, ((b"content-type", content_type),), text.encode())
+
+
+class HttpApp:
+    """Routes requests to handlers over one broker; see the module docstring."""
+
+    def __init__(self, broker, tokens: TokenService, metrics: MetricsRegistry, *,
+                 limits: HttpLimits | None = None, listener: str = "http",
+                 routes: list[Route] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.tokens = tokens
+        self.metrics = metrics
+        self.limits = limits or HttpLimits()
+        self.listener = listener
+        self.counters = listener_metrics(metrics)
+        self.requests = metrics.counter("ferry_http_requests_total", "HTTP requests answered, by status.",
+                                        ("listener", "status"))
+        if routes is None:
+            from .routes import ROUTES
+
+            routes = ROUTES
+        self.routes = routes
+
+    # -- entry points -------------------------------------------------------------
+    def handle(self, request: Request) -> Outcome:
+        """The outcome for ``request``; never raises."""
+        return self.guard(self._dispatch, request)
+
+    def guard(self, fn: Callable[..., Outcome], *args: Any, entity: str | None = None) -> Outcome:
+        """``fn(*args)``, with every exception turned into its error response."""
+        try:
+            return fn(*args)
+        except HttpError as exc:
+            return exc.response()
+        except FerryError as exc:
+            return from_core(exc, entity).response()
+        except Exception:  # noqa: BLE001 - a bug of ours: log it, answer a generic 500
+            log.exception("HTTP handler failed")
+            return internal_error().response()
+
+    def count_response(self, response: Response) -> None:
+        self.requests.inc(self.listener, str(response.status))
+
+    # -- dispatch -------------------------------------------------------------------
+    def _dispatch(self, request: Request) -> Outcome:
+        path, _, query_text = request.target.partition("?")
+        if not path.startswith("/"):
+            raise HttpError.http(400, "request target must be an absolute path", "path")
+        try:
+            parts = tuple(unquote(p, errors="strict") for p in path.strip("/").split("/")) if path != "/" else ()
+        except UnicodeDecodeError:
+            raise HttpError.http(400, "path is not valid percent-encoded UTF-8", "path") from None
+        allowed, found = [], None
+        for route in self.routes:
+            params = route.match(parts)
+            if params is None:
+                continue
+            allowed.append(route.method)
+            if route.method == request.method or (request.method == "HEAD" and route.method == "GET"):
+                found = (route, params)
+                break
+        if found is None:
+            if allowed:
+                allow = ", ".join(sorted(set(allowed)))
+                raise HttpError.http(405, f"method {request.method} not allowed here", "method",
+                                     headers=((b"allow", allow.encode()),))
+            raise HttpError.http(404, f"no route for {path}", "path")
+        route, params = found
+        try:
+            query = dict(parse_qsl(query_text, keep_blank_values=True, errors="strict"))
+        except (UnicodeDecodeError, ValueError):
+            raise HttpError.http(400, "malformed query string", "query") from None
+        ctx = Ctx(self, request, params, query)
+        if not route.public:
+            self._authenticate(ctx)
+        return self.guard(route.handler, self, ctx, entity=route.entity)
+
+    def _authenticate(self, ctx: Ctx) -> None:
+        value = ctx.request.header(b"authorization")
+        if value is None or not value[:7].lower() == b"bearer ":
+            raise unauthenticated()
+        try:
+            claims = self.tokens.verify(value[7:].strip().decode("ascii"))
+        except (TokenError, UnicodeDecodeError):
+            raise unauthenticated() from None
+        try:
+            user = self.broker.meta.get_user(claims.user_id)
+        except (UserNotFound, FerryError):
+            raise unauthenticated() from None
+        if not user.active:
+            raise unauthenticated()
+        ctx.user, ctx.claims = user, claims
+
+
+__all__ = ["Ctx", "HttpApp", "Offload", "Outcome", "Park", "Route", "empty", "json_response", "text_response"]

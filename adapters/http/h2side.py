@@ -1,0 +1,247 @@
+"""HTTP/2 side of the server connection: h2 wrapped into adapters/http/events.
+
+Theory of operation
+-------------------
+h2's ``H2Connection`` is sans-I/O already; this wrapper assembles whole
+requests per stream and sends whole responses while respecting flow control:
+
+* **Inbound**: every DATA frame is acknowledged at once
+  (``acknowledge_received_data``), so the peer's windows refill; memory is
+  bounded instead by ``max_body_bytes`` per stream times
+  ``MAX_CONCURRENT_STREAMS`` (our SETTINGS). A body over the limit gets a 413
+  on its stream followed by RST_STREAM(NO_ERROR), which RFC 9113 section 8.1
+  allows for a response sent before the request is complete.
+* **Outbound**: a response body is sent only as far as
+  ``local_flow_control_window(stream)`` and ``max_outbound_frame_size``
+  allow; the rest waits in ``_pending`` until a WINDOW_UPDATE or a SETTINGS
+  change (RFC 9113 section 5.2) and is pushed from ``_pump``.
+* A stream the peer resets yields :class:`StreamReset` so the driver can
+  cancel that request's task (a long poll must not outlive its stream).
+* Protocol errors: h2 raises ``ProtocolError``; we send GOAWAY and report
+  :class:`ConnectionClosed`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.errors
+import h2.exceptions
+import h2.settings
+
+from .errors import HttpError, Response
+from .events import NEED_DATA, ConnectionClosed, Request, RequestError
+from .h1 import SERVER_HEADER
+from .limits import HttpLimits
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReset:
+    """Fires when the peer resets a stream whose request may still be running."""
+
+    stream_id: int
+
+
+@dataclass(slots=True)
+class _Incoming:
+    method: str
+    target: str
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytearray = field(default_factory=bytearray)
+    rejected: bool = False
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    data: memoryview
+    reset_after: bool  # the request was refused before its body ended
+
+
+class H2Side:
+    """HTTP/2 through h2; see the module docstring."""
+
+    def __init__(self, limits: HttpLimits, *, upgrade: tuple[Request, bytes] | None = None) -> None:
+        self.limits = limits
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None,
+                                           validate_inbound_headers=True)
+        self._h2 = h2.connection.H2Connection(config)
+        self._events: deque = deque()
+        self._incoming: dict[int, _Incoming] = {}
+        self._pending: dict[int, _Outgoing] = {}
+        self._open: set[int] = set()  # requests handed out, not answered yet
+        self._heads: set[int] = set()  # streams whose request was HEAD
+        self._closed = False
+        if upgrade is None:
+            self._h2.initiate_connection()
+        else:
+            request, settings = upgrade
+            # RFC 7540 3.2: the upgraded request is stream 1, half-closed (remote).
+            self._h2.initiate_upgrade_connection(settings)
+            self._open.add(1)
+            self._events.append(Request(1, request.method, request.target, request.headers, request.body, "2"))
+        self._h2.update_settings({
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: limits.max_concurrent_streams,
+            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: limits.max_header_bytes,
+        })
+
+    @property
+    def idle(self) -> bool:
+        return not (self._incoming or self._pending or self._open)
+
+    @property
+    def mid_request(self) -> bool:
+        return bool(self._incoming)
+
+    # -- input ---------------------------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        if self._closed:
+            return
+        if not data:
+            self._closed = True
+            self._events.append(ConnectionClosed("peer closed"))
+            return
+        try:
+            events = self._h2.receive_data(data)
+        except h2.exceptions.ProtocolError as exc:
+            self._fail(exc)
+            return
+        for ev in events:
+            self._handle(ev)
+
+    def _fail(self, exc: Exception) -> None:
+        code = getattr(exc, "error_code", None) or h2.errors.ErrorCodes.PROTOCOL_ERROR
+        try:
+            self._h2.close_connection(error_code=code)
+        except h2.exceptions.ProtocolError:
+            pass
+        self._closed = True
+        self._events.append(ConnectionClosed("HTTP/2 protocol error"))
+
+    def _handle(self, ev) -> None:
+        if isinstance(ev, h2.events.RequestReceived):
+            self._request_head(ev.stream_id, ev.headers)
+        elif isinstance(ev, h2.events.DataReceived):
+            self._data(ev)
+        elif isinstance(ev, h2.events.StreamEnded):
+            self._stream_ended(ev.stream_id)
+        elif isinstance(ev, h2.events.StreamReset):
+            self._forget(ev.stream_id)
+            self._events.append(StreamReset(ev.stream_id))
+        elif isinstance(ev, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
+            self._pump()
+        elif isinstance(ev, h2.events.ConnectionTerminated):
+            self._closed = True
+            self._events.append(ConnectionClosed("GOAWAY received"))
+
+    def _request_head(self, sid: int, headers) -> None:
+        pseudo = {k: v for k, v in headers if k.startswith(b":")}
+        regular = tuple((k, v) for k, v in headers if not k.startswith(b":"))
+        method, path = pseudo.get(b":method"), pseudo.get(b":path")
+        inc = _Incoming((method or b"").decode("ascii", "replace"), (path or b"").decode("ascii", "replace"), regular)
+        self._incoming[sid] = inc
+        if method == b"HEAD":
+            self._heads.add(sid)
+        length = dict(regular).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
+            self._reject(sid, inc, self._too_large())
+
+    def _too_large(self) -> HttpError:
+        return HttpError.http(413, f"request body exceeds {self.limits.max_body_bytes} bytes", "body")
+
+    def _reject(self, sid: int, inc: _Incoming, error: HttpError) -> None:
+        inc.rejected = True
+        inc.body = bytearray()
+        self._open.add(sid)
+        self._events.append(RequestError(sid, error))
+
+    def _data(self, ev: h2.events.DataReceived) -> None:
+        try:
+            self._h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            pass  # stream already gone: only the connection window mattered
+        inc = self._incoming.get(ev.stream_id)
+        if inc is None or inc.rejected:
+            return
+        if len(inc.body) + len(ev.data) > self.limits.max_body_bytes:
+            self._reject(ev.stream_id, inc, self._too_large())
+            return
+        inc.body += ev.data
+
+    def _stream_ended(self, sid: int) -> None:
+        inc = self._incoming.pop(sid, None)
+        if inc is None or inc.rejected:
+            if inc is not None and inc.rejected:
+                self._incoming[sid] = inc  # keep until answered: reset_after depends on it
+            return
+        self._open.add(sid)
+        self._events.append(Request(sid, inc.method, inc.target, inc.headers, bytes(inc.body), "2"))
+
+    def _forget(self, sid: int) -> None:
+        self._incoming.pop(sid, None)
+        self._pending.pop(sid, None)
+        self._open.discard(sid)
+        self._heads.discard(sid)
+
+    def next_event(self):
+        if self._events:
+            return self._events.popleft()
+        return NEED_DATA
+
+    # -- output --------------------------------------------------------------
+    def send_response(self, stream_id: int, response: Response) -> None:
+        if stream_id not in self._open or self._closed:
+            return  # reset by the peer meanwhile, or the connection is gone
+        self._open.discard(stream_id)
+        inc = self._incoming.pop(stream_id, None)
+        reset_after = inc is not None and inc.rejected
+        body = b"" if stream_id in self._heads else response.body
+        self._heads.discard(stream_id)
+        headers = [(b":status", str(response.status).encode()),
+                   (b"content-length", str(len(response.body)).encode()), SERVER_HEADER, *response.headers]
+        try:
+            self._h2.send_headers(stream_id, headers, end_stream=not body and not reset_after)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            return
+        if body or reset_after:
+            self._pending[stream_id] = _Outgoing(memoryview(body), reset_after)
+            self._pump()
+
+    def _pump(self) -> None:
+        """Send pending bodies as far as flow control allows (RFC 9113 5.2)."""
+        for sid in list(self._pending):
+            out = self._pending[sid]
+            try:
+                while out.data:
+                    size = min(self._h2.local_flow_control_window(sid), self._h2.max_outbound_frame_size,
+                               len(out.data))
+                    if size <= 0:
+                        break
+                    chunk, out.data = out.data[:size], out.data[size:]
+                    self._h2.send_data(sid, chunk.tobytes(), end_stream=not out.data and not out.reset_after)
+                if out.data:
+                    continue
+                del self._pending[sid]
+                if out.reset_after:
+                    self._h2.end_stream(sid)
+                    # The peer may still be sending the body we refused (RFC 9113 8.1).
+                    self._h2.reset_stream(sid, error_code=h2.errors.ErrorCodes.NO_ERROR)
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+                self._pending.pop(sid, None)
+
+    def close(self) -> None:
+        """Send GOAWAY: no new streams; the ones in flight may finish."""
+        if not self._closed:
+            try:
+                self._h2.close_connection()
+            except h2.exceptions.ProtocolError:
+                pass
+
+    def data_to_send(self) -> bytes:
+        return self._h2.data_to_send()
+
+
+__all__ = ["H2Side", "StreamReset"]

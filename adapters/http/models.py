@@ -1,0 +1,484 @@
+"""Every conversion between core objects and Iggy's HTTP JSON, in one place.
+
+Theory of operation
+-------------------
+The JSON shapes are Iggy's HTTP API of the 0.6.202 SDK / 0.4.210 server
+(../shared/protocols/iggy.md sections 10.1, 10.5 and 10.6; headers per
+seeds/000). They are written by hand *here only*: the Iggy command table
+(``adapters/iggy/spec.py``) is meant to become their single source, and when it
+can derive JSON forms this module is the one to switch over (docs/http.md).
+
+* **Ids**: that generation numbers streams, topics, partitions, groups and
+  users from 1; the core is 0-based (docs/internals.md), so
+  ``wire = canonical + ID_BASE`` for every entity id, in paths, bodies,
+  responses and permission maps. Consumer ids are the client's own numbers
+  and pass unchanged.
+* **Path identifiers** follow iggy.md 3.1: all digits -> numeric id,
+  anything else -> a name; empty or over 255 bytes -> 400, error 6.
+* **Sizes** are strings ``"<n> B"`` (10.1: the SDK parses byte-unit strings).
+* **Never-expire / unlimited** are u64::MAX on the wire and 0 in the core.
+* **Reading bodies**: :class:`Fields` checks each JSON value's type and names
+  the offending field (``messages[2].headers.k.kind``) in a 400, so bad input
+  never surfaces as a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+import zlib
+from typing import Any, Iterable
+
+import xxhash
+
+from core.errors import FerryError
+from core.header_value import HeaderKind, HeaderValue
+from core.log import AppendInput
+from core.message import MAX_HEADERS_SIZE, Headers, Message
+from core.metadata import ConsumerGroupInfo, PartitionInfo, StreamInfo, TopicInfo, UserInfo
+from core.permissions import Permissions
+
+from .errors import HttpError, bad_field, from_core
+from .limits import MAX_SEND_COUNT
+
+ID_BASE = 1  # the wire numbering of iggy.md's generation starts at 1
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+U128_LIMIT = 2**128
+MAX_IDENT_BYTES = 255  # iggy.md 3.1: a string identifier is 1..255 bytes
+# iggy.md 3.5: summed header *value* bytes of one batch (4017 TooBigHeadersPayload).
+MAX_BATCH_HEADER_VALUES = 100_000
+_U32 = struct.Struct("<I")
+
+
+# -- ids -------------------------------------------------------------------------
+def wire_id(canonical: int) -> int:
+    return canonical + ID_BASE
+
+
+def parse_identifier(text: str, field: str) -> int | str:
+    """A path segment as a canonical id (int) or a name (str); 400 error 6 otherwise."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= MAX_IDENT_BYTES:
+        raise HttpError.iggy(6, f"{field} must be 1..{MAX_IDENT_BYTES} bytes", field)
+    if text.isascii() and text.isdigit():
+        value = int(text)
+        if not ID_BASE <= value <= U32_MAX:
+            raise HttpError.iggy(6, f"{field} {value} is not a valid id", field)
+        return value - ID_BASE
+    return text
+
+
+def parse_wire_id(value: int, field: str) -> int:
+    """A numeric entity id from a body or query (1-based) as canonical."""
+    if not ID_BASE <= value <= U32_MAX:
+        raise bad_field(field, f"must be within {ID_BASE}..{U32_MAX}")
+    return value - ID_BASE
+
+
+def consumer_id(text: str, field: str = "id") -> int:
+    """Iggy's consumer key (iggy.md 3.2): the number itself, or XXH32 of a name."""
+    if not text:
+        raise bad_field(field, "must not be empty")
+    if text.isascii() and text.isdigit():
+        value = int(text)
+        if value > U32_MAX - 1:
+            raise bad_field(field, f"must be at most {U32_MAX - 1}")
+        return value
+    return xxhash.xxh32_intdigest(text.encode("utf-8", "surrogatepass"))
+
+
+# -- reading JSON bodies --------------------------------------------------------
+def parse_json(body: bytes) -> Any:
+    """The decoded JSON body; 400 (field ``body``) when it is not JSON."""
+    if not body.strip():
+        raise bad_field("body", "a JSON body is required")
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise bad_field("body", f"malformed JSON ({type(exc).__name__})") from None
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else {bool: "boolean", int: "integer", float: "number", str: "string",
+                                         list: "array", dict: "object"}.get(type(value), type(value).__name__)
+
+
+class Fields:
+    """Typed access to one JSON object; errors name ``prefix + key``."""
+
+    _MISSING = object()
+
+    def __init__(self, obj: Any, prefix: str = "") -> None:
+        if not isinstance(obj, dict):
+            raise bad_field(prefix.rstrip(".") or "body", f"must be an object, got {_type_name(obj)}")
+        self.obj = obj
+        self.prefix = prefix
+
+    def name(self, key: str) -> str:
+        return self.prefix + key
+
+    def _get(self, key: str, required: bool) -> Any:
+        value = self.obj.get(key, self._MISSING)
+        if value is self._MISSING or value is None:
+            if required:
+                raise bad_field(self.name(key), "is required")
+            return None
+        return value
+
+    def str(self, key: str, *, required: bool = True) -> str | None:
+        value = self._get(key, required)
+        if value is not None and not isinstance(value, str):
+            raise bad_field(self.name(key), f"must be a string, got {_type_name(value)}")
+        return value
+
+    def int(self, key: str, lo: int = 0, hi: int = U64_MAX, *, required: bool = True) -> int | None:
+        value = self._get(key, required)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad_field(self.name(key), f"must be an integer, got {_type_name(value)}")
+        if not lo <= value <= hi:
+            raise bad_field(self.name(key), f"must be within {lo}..{hi}")
+        return value
+
+    def bool(self, key: str, *, required: bool = True) -> bool | None:
+        value = self._get(key, required)
+        if value is not None and not isinstance(value, bool):
+            raise bad_field(self.name(key), f"must be true or false, got {_type_name(value)}")
+        return value
+
+    def b64(self, key: str, *, required: bool = True) -> bytes | None:
+        text = self.str(key, required=required)
+        return None if text is None else decode_b64(text, self.name(key))
+
+    def sub(self, key: str, *, required: bool = True) -> "Fields | None":
+        value = self._get(key, required)
+        return None if value is None else Fields(value, self.name(key) + ".")
+
+
+def decode_b64(text: str, field: str) -> bytes:
+    """Standard base64 with padding (iggy.md 10.1); 400 naming ``field`` otherwise."""
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        raise bad_field(field, "is not valid base64") from None
+
+
+def b64(data: bytes | memoryview) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def size_text(n: int) -> str:
+    return f"{n} B"
+
+
+def expiry_in(value: int) -> int:
+    """Wire message_expiry / max_topic_size -> core (0 and u64::MAX both mean none)."""
+    return 0 if value in (0, U64_MAX) else value
+
+
+def expiry_out(value: int) -> int:
+    return U64_MAX if value == 0 else value
+
+
+# -- streams, topics, partitions ---------------------------------------------------
+def partition_json(info: PartitionInfo, part) -> dict:
+    return {
+        "id": wire_id(info.id),
+        "created_at": info.created_at,
+        "segments_count": part.segment_count,
+        "current_offset": max(part.next_offset - 1, 0),
+        "size": size_text(part.size_bytes),
+        "messages_count": part.record_count,
+    }
+
+
+def topic_json(topic: TopicInfo, parts: Iterable, partitions: list[dict] | None = None) -> dict:
+    parts = list(parts)
+    out = {
+        "id": wire_id(topic.id),
+        "created_at": topic.created_at,
+        "name": topic.name,
+        "size": size_text(sum(p.size_bytes for p in parts)),
+        "message_expiry": expiry_out(topic.message_expiry),
+        "compression_algorithm": topic.compression_algorithm,
+        "max_topic_size": expiry_out(topic.max_topic_size),
+        "replication_factor": topic.replication_factor,
+        "messages_count": sum(p.record_count for p in parts),
+        "partitions_count": topic.partitions_count,
+    }
+    if partitions is not None:
+        out["partitions"] = partitions
+    return out
+
+
+def stream_json(stream: StreamInfo, topics: list[dict], details: bool) -> dict:
+    out = {
+        "id": wire_id(stream.id),
+        "created_at": stream.created_at,
+        "name": stream.name,
+        "size": size_text(sum(int(t["size"][:-2]) for t in topics)),
+        "messages_count": sum(t["messages_count"] for t in topics),
+        "topics_count": stream.topics_count,
+    }
+    if details:
+        out["topics"] = topics
+    return out
+
+
+def create_topic_args(f: Fields) -> dict:
+    """POST /streams/{s}/topics body -> ``Broker.create_topic`` keyword arguments."""
+    topic_id = f.int("topic_id", 0, U32_MAX, required=False)
+    rf = f.int("replication_factor", 0, 255, required=False)
+    return {
+        "name": f.str("name"),
+        "partitions": f.int("partitions_count", 0, U32_MAX),
+        "topic_id": None if not topic_id else parse_wire_id(topic_id, f.name("topic_id")),
+        "compression": _compression(f),
+        "message_expiry": expiry_in(f.int("message_expiry")),
+        "max_topic_size": expiry_in(f.int("max_topic_size")),
+        "replication_factor": rf or 1,  # 0 / null = "not given", stored as 1 (iggy.md 3.6)
+    }
+
+
+def update_topic_args(f: Fields) -> dict:
+    rf = f.int("replication_factor", 0, 255, required=False)
+    return {
+        "name": f.str("name"),
+        "compression": _compression(f),
+        "message_expiry": expiry_in(f.int("message_expiry")),
+        "max_topic_size": expiry_in(f.int("max_topic_size")),
+        "replication_factor": rf or 1,
+    }
+
+
+def _compression(f: Fields) -> str:
+    algo = f.str("compression_algorithm").lower()  # case-insensitive on input (iggy.md 3.6)
+    if algo not in ("none", "gzip"):
+        raise bad_field(f.name("compression_algorithm"), "must be none or gzip")
+    return algo
+
+
+# -- consumer groups and offsets ----------------------------------------------------------
+def group_json(group: ConsumerGroupInfo, partitions_count: int, members: dict[int, tuple[int, ...]],
+               details: bool) -> dict:
+    out = {"id": wire_id(group.id), "name": group.name, "partitions_count": partitions_count,
+           "members_count": len(members)}
+    if details:
+        out["members"] = [
+            {"id": mid, "partitions_count": len(parts), "partitions": [wire_id(p) for p in parts]}
+            for mid, parts in members.items()
+        ]
+    return out
+
+
+def offset_json(partition_id: int, current: int, stored: int) -> dict:
+    return {"partition_id": wire_id(partition_id), "current_offset": current, "stored_offset": stored}
+
+
+# -- users, permissions, tokens ---------------------------------------------------------
+def _shift_ids(mapping: dict | None, delta: int, field: str) -> dict | None:
+    if mapping is None:
+        return None
+    out = {}
+    for key, value in mapping.items():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit()) or int(key) + delta < 0:
+            raise bad_field(field, f"key {key!r} is not a valid id")
+        out[str(int(key) + delta)] = value
+    return out
+
+
+def permissions_json(perms: Permissions | None) -> dict | None:
+    if perms is None:
+        return None
+    data = perms.to_dict()
+    streams = _shift_ids(data["streams"], ID_BASE, "permissions.streams")
+    for sp in (streams or {}).values():
+        sp["topics"] = _shift_ids(sp["topics"], ID_BASE, "permissions.streams.topics")
+    data["streams"] = streams
+    return data
+
+
+def permissions_from_json(value: Any, field: str = "permissions") -> Permissions | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_field(field, f"must be an object or null, got {_type_name(value)}")
+    data = dict(value)
+    streams = data.get("streams")
+    if streams is not None:
+        if not isinstance(streams, dict):
+            raise bad_field(f"{field}.streams", "must be an object or null")
+        streams = _shift_ids(streams, -ID_BASE, f"{field}.streams")
+        for sid, sp in streams.items():
+            if isinstance(sp, dict) and isinstance(sp.get("topics"), dict):
+                streams[sid] = dict(sp, topics=_shift_ids(sp["topics"], -ID_BASE, f"{field}.streams.{sid}.topics"))
+        data["streams"] = streams
+    try:
+        return Permissions.from_dict(data)
+    except FerryError as exc:
+        raise bad_field(field, exc.message) from None
+
+
+def user_json(user: UserInfo, details: bool) -> dict:
+    out = {"id": wire_id(user.id), "created_at": user.created_at, "status": user.status, "username": user.username}
+    if details:
+        out["permissions"] = permissions_json(user.permissions)
+    return out
+
+
+def identity_json(user_id: int, token: str, expiry: int) -> dict:
+    return {"user_id": wire_id(user_id), "access_token": {"token": token, "expiry": expiry}}
+
+
+def pat_json(token) -> dict:
+    return {"name": token.name, "expiry_at": token.expiry_at}
+
+
+# -- messages -------------------------------------------------------------------------------
+def headers_json(headers: Headers) -> dict | None:
+    """A header map for JSON; a repeated key keeps its last value (Headers.to_dict).
+    A non-string key is written as its text form, since JSON object keys are text."""
+    if not headers:
+        return None
+    out: dict[str, dict] = {}
+    for key, value in headers.to_dict().items():
+        name = key.as_str() if key.kind is HeaderKind.STRING else key.to_text()
+        out[name] = {"kind": value.kind.json_name, "value": b64(value.data)}
+    return out
+
+
+def message_json(msg: Message) -> dict:
+    return {
+        "offset": msg.offset,
+        "state": "available",
+        "timestamp": msg.timestamp,
+        "id": msg.id,
+        # iggy.md 6.3: that generation's checksum is CRC-32 (IEEE) of the payload.
+        "checksum": zlib.crc32(msg.payload),
+        "headers": headers_json(msg.headers),
+        "payload": b64(msg.payload),
+    }
+
+
+def polled_json(partition_id: int, current_offset: int, messages: list[Message]) -> dict:
+    return {"partition_id": wire_id(partition_id), "current_offset": max(current_offset, 0),
+            "messages": [message_json(m) for m in messages]}
+
+
+def parse_headers(f: Fields) -> tuple[Headers, int]:
+    """A JSON header map -> (Headers, summed value bytes)."""
+    headers = Headers()
+    value_bytes = 0
+    for key, raw in f.obj.items():
+        entry = Fields(raw, f"{f.prefix}{key}.")
+        kind_name = entry.str("kind")
+        try:
+            kind = HeaderKind.from_json_name(kind_name)
+        except FerryError:
+            raise HttpError.iggy(209, f"unknown header kind {kind_name!r}", entry.name("kind")) from None
+        data = entry.b64("value")
+        try:
+            value = HeaderValue(kind, data)
+            headers.add(key, value)
+        except FerryError as exc:
+            field = entry.name("value") if "value" in type(exc).__name__.lower() else f.prefix + key
+            raise _core_field(exc, field) from None
+        value_bytes += len(data)
+    return headers, value_bytes
+
+
+def _core_field(exc: FerryError, field: str) -> HttpError:
+    err = from_core(exc)
+    err.field = field
+    return err
+
+
+def parse_partitioning(f: Fields | None) -> tuple[int | None, bytes | None]:
+    """-> (canonical partition or None, key or None); balanced when absent."""
+    if f is None:
+        return None, None
+    kind = f.str("kind")
+    if kind == "balanced":
+        return None, None
+    value = f.b64("value")
+    if kind == "partition_id":
+        if len(value) != 4:  # iggy.md 3.3: exactly a u32 LE, else 82
+            raise HttpError.iggy(82, "partition_id value must be 4 bytes (u32 LE)", f.name("value"))
+        return parse_wire_id(_U32.unpack(value)[0], f.name("value")), None
+    if kind == "messages_key":
+        if not 1 <= len(value) <= 255:
+            raise HttpError.iggy(4028, "messages_key must be 1..255 bytes", f.name("value"))
+        return None, value
+    raise bad_field(f.name("kind"), "must be balanced, partition_id or messages_key")
+
+
+def parse_send(body: Any, max_payload: int) -> tuple[int | None, bytes | None, list[AppendInput]]:
+    """SendMessages JSON (iggy.md 10.6) -> (partition, key, items)."""
+    f = Fields(body)
+    partition, key = parse_partitioning(f.sub("partitioning", required=False))
+    messages = f._get("messages", True)
+    if not isinstance(messages, list):
+        raise bad_field("messages", f"must be an array, got {_type_name(messages)}")
+    if not messages:
+        raise HttpError.iggy(4009, "no messages to send", "messages")
+    if len(messages) > MAX_SEND_COUNT:
+        raise HttpError.iggy(4009, f"at most {MAX_SEND_COUNT} messages per request", "messages")
+    items, header_values = [], 0
+    for i, raw in enumerate(messages):
+        m = Fields(raw, f"messages[{i}].")
+        payload = m.b64("payload")
+        if not payload:
+            raise HttpError.iggy(4024, "empty message payload", m.name("payload"))
+        if len(payload) > max_payload:
+            raise HttpError.iggy(4022, f"payload over {max_payload} bytes", m.name("payload"))
+        hf = m.sub("headers", required=False)
+        encoded = b""
+        if hf is not None:
+            headers, size = parse_headers(hf)
+            header_values += size
+            encoded = headers.encode()
+        msg_id = m.int("id", 0, U128_LIMIT - 1, required=False) or 0
+        items.append(AppendInput(payload=payload, headers=encoded, id=msg_id))
+    if header_values > MAX_BATCH_HEADER_VALUES:
+        raise HttpError.iggy(4017, f"header values total {header_values} bytes, max {MAX_BATCH_HEADER_VALUES}",
+                             "messages")
+    return partition, key, items
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON; big ints (u128 ids) stay exact integers."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+__all__ = [
+    "Fields",
+    "ID_BASE",
+    "MAX_HEADERS_SIZE",
+    "U64_MAX",
+    "consumer_id",
+    "create_topic_args",
+    "decode_b64",
+    "dumps",
+    "group_json",
+    "identity_json",
+    "message_json",
+    "offset_json",
+    "parse_identifier",
+    "parse_json",
+    "parse_send",
+    "parse_wire_id",
+    "partition_json",
+    "pat_json",
+    "permissions_from_json",
+    "permissions_json",
+    "polled_json",
+    "stream_json",
+    "topic_json",
+    "update_topic_args",
+    "user_json",
+    "wire_id",
+]

@@ -1,0 +1,224 @@
+"""Messages (send, poll, long poll, flush), consumer offsets and consumer groups.
+
+Sends answer only once the records are durable under the configured fsync
+policy (ARCHITECTURE.md: "every producer is acknowledged only after its batch
+is durable"), through a :class:`~.app.Park` on the append's ``on_durable``.
+
+Polls accept ``wait_ms`` (Ferry's addition to Iggy's query): when nothing is
+there yet, the request parks on ``broker.wait_for_append`` for that partition
+until a message arrives or the time is up (at most ``limits.max_wait_ms``),
+then answers whatever the poll finds, possibly nothing. Long polls end early
+when the gateway drains (``broker.live.wake_all`` wakes them).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from core.consumers import Consumer, PollStrategy
+from core.errors import FerryError, NotFound
+from core.message import Message
+from core.permissions import Action
+from core.record import MAX_PAYLOAD
+
+from . import models
+from .app import Ctx, HttpApp, Park, Route, empty, json_response
+from .errors import HttpError, from_core, internal_error, not_found_entity
+from .limits import MAX_POLL_BYTES, MAX_POLL_COUNT
+from .routes_streams import T, topic_of
+
+POLL_KINDS = {"offset": "offset", "o": "offset", "timestamp": "timestamp", "t": "timestamp",
+              "first": "first", "f": "first", "last": "last", "l": "last", "next": "next", "n": "next"}
+
+
+class _Durable:
+    """Bridges ``on_durable`` (called from the flusher) to a Park's wake-up."""
+
+    __slots__ = ("result", "_wake", "_done")
+
+    def __init__(self) -> None:
+        self.result: object = None
+        self._wake: Callable[[], None] | None = None
+        self._done = False
+
+    def done(self, result: object) -> None:
+        self.result, self._done = result, True
+        if self._wake is not None:
+            self._wake()
+
+    def subscribe(self, wake: Callable[[], None]) -> Callable[[], None]:
+        if self._done:
+            wake()
+        else:
+            self._wake = wake
+        return self._unsubscribe
+
+    def _unsubscribe(self) -> None:
+        self._wake = None
+
+    def outcome(self, _timed_out: bool):
+        if isinstance(self.result, FerryError):
+            return from_core(self.result).response()
+        if isinstance(self.result, BaseException):
+            return internal_error().response()
+        return empty(201)  # iggy.md 10.4: 201, empty body
+
+
+def send_messages(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.SEND_MESSAGES, topic.stream_id, topic.id)
+    partition, key, items = models.parse_send(ctx.json(), MAX_PAYLOAD)
+    ack = _Durable()
+    app.broker.append(topic.stream_id, topic.id, items, partition=partition, key=key,
+                      on_durable=ack.done, origin="http")
+    app.counters["messages_in"].inc(app.listener, amount=len(items))
+    app.counters["bytes_in"].inc(app.listener, amount=sum(len(i.payload) for i in items))
+    return Park(ack.subscribe, ack.outcome, None)
+
+
+def _consumer(ctx: Ctx) -> Consumer:
+    # iggy.md 10.4: the key is `id`; the upstream sample's `consumer_id` is accepted too.
+    text = ctx.query.get("id") or ctx.query.get("consumer_id") or "1"
+    return Consumer("consumer", models.consumer_id(text))
+
+
+def _partition(ctx: Ctx) -> int:
+    return ctx.q_int("partition_id", models.ID_BASE, models.ID_BASE, models.U32_MAX) - models.ID_BASE
+
+
+def poll_messages(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
+    consumer, partition = _consumer(ctx), _partition(ctx)
+    kind = POLL_KINDS.get(ctx.query.get("kind", "offset").lower())
+    if kind is None:
+        raise models.bad_field("kind", "must be offset, timestamp, first, last or next")
+    strategy = PollStrategy(kind, ctx.q_int("value", 0))
+    count = ctx.q_int("count", 10, 0, MAX_POLL_COUNT)
+    if count == 0:
+        raise HttpError.iggy(4009, "count must be greater than 0", "count")
+    auto_commit = ctx.q_bool("auto_commit", False)
+    wait_s = ctx.q_int("wait_ms", 0, 0, app.limits.max_wait_ms) / 1000
+    deadline = app.clock() + wait_s
+
+    def attempt(_timed_out: bool = False):
+        result = app.broker.poll(topic.stream_id, topic.id, consumer, strategy, count, partition=partition,
+                                 auto_commit=auto_commit, max_bytes=MAX_POLL_BYTES)
+        remaining = deadline - app.clock()
+        if result.batch.count == 0 and remaining > 0 and not app.broker.draining:
+            return Park(lambda wake: app.broker.wait_for_append(topic.stream_id, topic.id, partition, wake),
+                        attempt, remaining)
+        messages = [Message.from_record(rv) for rv in result.batch.records()]
+        app.counters["messages_out"].inc(app.listener, amount=len(messages))
+        app.counters["bytes_out"].inc(app.listener, amount=sum(len(m.payload) for m in messages))
+        return json_response(models.polled_json(result.partition_id, result.current_offset, messages))
+
+    return attempt()
+
+
+def flush_messages(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.SEND_MESSAGES, topic.stream_id, topic.id)
+    pid = models.parse_identifier(ctx.params["partition_id"], "partition_id")
+    fsync = ctx.params["fsync"].lower()
+    if isinstance(pid, str) or fsync not in ("true", "false"):
+        raise models.bad_field("fsync" if not isinstance(pid, str) else "partition_id",
+                               "expected /flush/{partition_id}/{true|false}")
+    # A synchronous write (+fsync) of what is pending; an explicit admin call.
+    app.broker.partition(topic.stream_id, topic.id, pid).flush(fsync=fsync == "true")
+    return empty(200)
+
+
+# -- consumer offsets ----------------------------------------------------------------------
+def get_offset(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
+    consumer, partition = _consumer(ctx), _partition(ctx)
+    stored = app.broker.get_offset(consumer, topic.stream_id, topic.id, partition)
+    if stored is None:
+        raise not_found_entity()
+    part = app.broker.partition(topic.stream_id, topic.id, partition)
+    return json_response(models.offset_json(partition, max(part.next_offset - 1, 0), stored))
+
+
+def store_offset(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
+    f = ctx.fields()
+    raw_id = f.obj.get("id")
+    if raw_id is None:
+        cid = 1
+    elif isinstance(raw_id, str):  # iggy.md 10.4: the consumer id travels as a STRING
+        cid = models.consumer_id(raw_id)
+    else:
+        cid = f.int("id", 0, models.U32_MAX - 1)
+    wire_pid = f.int("partition_id", models.ID_BASE, models.U32_MAX, required=False) or models.ID_BASE
+    offset = f.int("offset", 0, 2**63 - 1)
+    app.broker.store_offset(Consumer("consumer", cid), topic.stream_id, topic.id, wire_pid - models.ID_BASE, offset)
+    return empty()
+
+
+def delete_offset(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
+    consumer = Consumer("consumer", models.consumer_id(ctx.params["consumer_id"], "consumer_id"))
+    app.broker.delete_offset(consumer, topic.stream_id, topic.id, _partition(ctx))
+    return empty()
+
+
+# -- consumer groups -----------------------------------------------------------------------
+def _group_json(app: HttpApp, topic, group, details: bool) -> dict:
+    members = app.broker.group_members(topic.stream_id, topic.id, group.id)
+    return models.group_json(group, topic.partitions_count, members, details)
+
+
+def get_groups(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
+    groups = app.broker.list_groups(topic.stream_id, topic.id)
+    return json_response([_group_json(app, topic, g, False) for g in groups])
+
+
+def get_group(app: HttpApp, ctx: Ctx):
+    try:
+        topic = topic_of(app, ctx)
+        group = app.broker.get_group(topic.stream_id, topic.id, ctx.ident("group_id"))
+    except NotFound:
+        raise not_found_entity() from None
+    ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
+    return json_response(_group_json(app, topic, group, True))
+
+
+def create_group(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
+    f = ctx.fields()
+    # iggy.md 10.4: the key is `group_id`; `consumer_group_id` is accepted too.
+    key = "group_id" if f.obj.get("group_id") is not None else "consumer_group_id"
+    wire = f.int(key, 0, models.U32_MAX, required=False)
+    group_id = models.parse_wire_id(wire, key) if wire else None
+    group = app.broker.create_group(topic.stream_id, topic.id, f.str("name"), group_id)
+    return json_response(_group_json(app, topic, group, True), 201)  # iggy.md 10.4: 201 details
+
+
+def delete_group(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
+    app.broker.delete_group(topic.stream_id, topic.id, ctx.ident("group_id"))
+    return empty()
+
+
+ROUTES = [
+    Route("GET", T + "/messages", poll_messages, entity="topic"),
+    Route("POST", T + "/messages", send_messages, entity="topic"),
+    Route("GET", T + "/messages/flush/{partition_id}/{fsync}", flush_messages, entity="topic"),
+    Route("GET", T + "/consumer-offsets", get_offset, entity="topic"),
+    Route("PUT", T + "/consumer-offsets", store_offset, entity="topic"),
+    Route("DELETE", T + "/consumer-offsets/{consumer_id}", delete_offset, entity="topic"),
+    Route("GET", T + "/consumer-groups", get_groups, entity="group"),
+    Route("POST", T + "/consumer-groups", create_group, entity="group"),
+    Route("GET", T + "/consumer-groups/{group_id}", get_group, entity="group"),
+    Route("DELETE", T + "/consumer-groups/{group_id}", delete_group, entity="group"),
+]
+
+__all__ = ["ROUTES"]

@@ -1,0 +1,168 @@
+"""Streams, topics and partitions (iggy.md section 10.4), over core.broker."""
+
+from __future__ import annotations
+
+from core.errors import NotFound
+from core.permissions import Action
+
+from . import models
+from .app import Ctx, HttpApp, Route, empty, json_response
+from .errors import not_found_entity
+
+
+# -- helpers shared with the other route modules ---------------------------------------
+def topic_of(app: HttpApp, ctx: Ctx):
+    """The TopicInfo named by the path's stream_id and topic_id (errors as Iggy's)."""
+    return app.broker.get_topic(ctx.ident("stream_id"), ctx.ident("topic_id"))
+
+
+def topic_parts(app: HttpApp, topic) -> list:
+    broker = app.broker
+    return [broker.partition(topic.stream_id, topic.id, pid) for pid in range(topic.partitions_count)]
+
+
+def topic_details(app: HttpApp, topic, details: bool) -> dict:
+    parts = topic_parts(app, topic)
+    partitions = None
+    if details:
+        infos = app.broker.meta.list_partitions(topic.stream_id, topic.id)
+        partitions = [models.partition_json(info, parts[info.id]) for info in infos if info.id < len(parts)]
+    return models.topic_json(topic, parts, partitions)
+
+
+def stream_details(app: HttpApp, stream, details: bool) -> dict:
+    topics = [topic_details(app, t, False) for t in app.broker.list_topics(stream.id)]
+    return models.stream_json(stream, topics, details)
+
+
+# -- streams --------------------------------------------------------------------------------
+def get_streams(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.READ_STREAMS)
+    return json_response([stream_details(app, s, False) for s in app.broker.list_streams()])
+
+
+def get_stream(app: HttpApp, ctx: Ctx):
+    ident = ctx.ident("stream_id")
+    try:
+        stream = app.broker.get_stream(ident)
+    except NotFound:
+        raise not_found_entity() from None
+    ctx.require(Action.READ_STREAM, stream.id)
+    return json_response(stream_details(app, stream, True))
+
+
+def create_stream(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.CREATE_STREAM)
+    f = ctx.fields()
+    wire = f.int("stream_id", 0, models.U32_MAX, required=False)
+    name = f.str("name")
+    stream_id = models.parse_wire_id(wire, "stream_id") if wire else None
+    stream = app.broker.create_stream(name, stream_id)
+    return json_response(stream_details(app, stream, True))  # iggy.md 10.4: 200 StreamDetails
+
+
+def update_stream(app: HttpApp, ctx: Ctx):
+    stream = app.broker.get_stream(ctx.ident("stream_id"))
+    ctx.require(Action.MANAGE_STREAM, stream.id)
+    app.broker.update_stream(stream.id, ctx.fields().str("name"))
+    return empty()
+
+
+def delete_stream(app: HttpApp, ctx: Ctx):
+    stream = app.broker.get_stream(ctx.ident("stream_id"))
+    ctx.require(Action.MANAGE_STREAM, stream.id)
+    app.broker.delete_stream(stream.id)
+    return empty()
+
+
+def purge_stream(app: HttpApp, ctx: Ctx):
+    stream = app.broker.get_stream(ctx.ident("stream_id"))
+    ctx.require(Action.MANAGE_STREAM, stream.id)
+    app.broker.purge_stream(stream.id)
+    return empty()
+
+
+# -- topics ---------------------------------------------------------------------------------
+def get_topics(app: HttpApp, ctx: Ctx):
+    stream = app.broker.get_stream(ctx.ident("stream_id"))
+    ctx.require(Action.READ_TOPICS, stream.id)
+    return json_response([topic_details(app, t, False) for t in app.broker.list_topics(stream.id)])
+
+
+def get_topic(app: HttpApp, ctx: Ctx):
+    sid, tid = ctx.ident("stream_id"), ctx.ident("topic_id")
+    try:
+        topic = app.broker.get_topic(sid, tid)
+    except NotFound:
+        raise not_found_entity() from None
+    ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
+    return json_response(topic_details(app, topic, True))
+
+
+def create_topic(app: HttpApp, ctx: Ctx):
+    stream = app.broker.get_stream(ctx.ident("stream_id"))
+    ctx.require(Action.CREATE_TOPIC, stream.id)
+    args = models.create_topic_args(ctx.fields())
+    topic = app.broker.create_topic(stream.id, args.pop("name"), args.pop("partitions"), **args)
+    return json_response(topic_details(app, topic, True))  # iggy.md 10.4: 200 TopicDetails
+
+
+def update_topic(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+    app.broker.update_topic(topic.stream_id, topic.id, **models.update_topic_args(ctx.fields()))
+    return empty()
+
+
+def delete_topic(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+    app.broker.delete_topic(topic.stream_id, topic.id)
+    return empty()
+
+
+def purge_topic(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+    app.broker.purge_topic(topic.stream_id, topic.id)
+    return empty()
+
+
+# -- partitions -----------------------------------------------------------------------------
+def create_partitions(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+    count = ctx.fields().int("partitions_count", 1, models.U32_MAX)
+    app.broker.add_partitions(topic.stream_id, topic.id, count)
+    return empty(201)  # iggy.md 10.4: 201, empty body
+
+
+def delete_partitions(app: HttpApp, ctx: Ctx):
+    topic = topic_of(app, ctx)
+    ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+    count = ctx.q_int("partitions_count", None, 1, models.U32_MAX)
+    app.broker.delete_partitions(topic.stream_id, topic.id, count)
+    return empty()
+
+
+S = "/streams/{stream_id}"
+T = S + "/topics/{topic_id}"
+
+ROUTES = [
+    Route("GET", "/streams", get_streams, entity="stream"),
+    Route("POST", "/streams", create_stream, entity="stream"),
+    Route("GET", S, get_stream, entity="stream"),
+    Route("PUT", S, update_stream, entity="stream"),
+    Route("DELETE", S, delete_stream, entity="stream"),
+    Route("DELETE", S + "/purge", purge_stream, entity="stream"),
+    Route("GET", S + "/topics", get_topics, entity="topic"),
+    Route("POST", S + "/topics", create_topic, entity="topic"),
+    Route("GET", T, get_topic, entity="topic"),
+    Route("PUT", T, update_topic, entity="topic"),
+    Route("DELETE", T, delete_topic, entity="topic"),
+    Route("DELETE", T + "/purge", purge_topic, entity="topic"),
+    Route("POST", T + "/partitions", create_partitions, entity="topic"),
+    Route("DELETE", T + "/partitions", delete_partitions, entity="topic"),
+]
+
+__all__ = ["ROUTES", "T", "S", "stream_details", "topic_details", "topic_of", "topic_parts"]

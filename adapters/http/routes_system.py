@@ -1,0 +1,107 @@
+"""Public system routes: /, /ping, /healthz, /metrics, /stats (iggy.md 10.2, 10.4).
+
+``/metrics`` renders the broker's registry (core/metrics.py) plus the per-
+partition figures collected from the log at render time: next offset, stored
+bytes and record count per (stream, topic, partition). ``/healthz`` answers
+200 while serving and 503 once the gateway drains, so a load balancer stops
+sending new work during shutdown.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+
+from core.metrics import CONTENT_TYPE, render_families
+
+from . import models
+from .app import Ctx, HttpApp, Route, json_response, text_response
+
+START_US = int(time.time() * 1_000_000)
+
+
+def root(app: HttpApp, ctx: Ctx):
+    return text_response("Ferry HTTP API (Iggy-compatible)\n")
+
+
+def ping(app: HttpApp, ctx: Ctx):
+    return text_response("pong")
+
+
+def healthz(app: HttpApp, ctx: Ctx):
+    if app.broker.draining or app.broker.closed:
+        return json_response({"status": "draining"}, 503)
+    return json_response({"status": "ok"})
+
+
+def partition_families(broker):
+    """Collector: per-partition gauges read from the log at render time."""
+    offsets, sizes, counts = [], [], []
+    for stream in broker.list_streams():
+        for topic in broker.list_topics(stream.id):
+            for pid in range(topic.partitions_count):
+                part = broker.partition(stream.id, topic.id, pid)
+                labels = {"stream": stream.name, "topic": topic.name, "partition": str(pid)}
+                offsets.append((labels, part.next_offset))
+                sizes.append((labels, part.size_bytes))
+                counts.append((labels, part.record_count))
+    return [
+        ("ferry_partition_next_offset", "gauge", "Offset the next appended message gets.", offsets),
+        ("ferry_partition_size_bytes", "gauge", "Bytes stored in the partition.", sizes),
+        ("ferry_partition_messages", "gauge", "Messages stored in the partition (after retention).", counts),
+    ]
+
+
+def metrics(app: HttpApp, ctx: Ctx):
+    text = app.metrics.render()
+    text += render_families(partition_families(app.broker))
+    return text_response(text, CONTENT_TYPE.encode())
+
+
+def stats(app: HttpApp, ctx: Ctx):
+    broker = app.broker
+    streams = broker.list_streams()
+    topics = [t for s in streams for t in broker.list_topics(s.id)]
+    parts = [broker.partition(t.stream_id, t.id, p) for t in topics for p in range(t.partitions_count)]
+    now = int(time.time() * 1_000_000)
+    uname = platform.uname()
+    return json_response({
+        "process_id": os.getpid(),
+        "cpu_usage": 0.0,
+        "total_cpu_usage": 0.0,
+        "memory_usage": models.size_text(0),
+        "total_memory": models.size_text(0),
+        "available_memory": models.size_text(0),
+        "run_time": now - START_US,
+        "start_time": START_US,
+        "read_bytes": models.size_text(0),
+        "written_bytes": models.size_text(0),
+        "messages_size_bytes": models.size_text(sum(p.size_bytes for p in parts)),
+        "streams_count": len(streams),
+        "topics_count": len(topics),
+        "partitions_count": len(parts),
+        "segments_count": sum(p.segment_count for p in parts),
+        "messages_count": sum(p.record_count for p in parts),
+        "clients_count": int(app.counters["connections_open"].value(app.listener)),
+        "consumer_groups_count": sum(len(broker.list_groups(t.stream_id, t.id)) for t in topics),
+        "hostname": socket.gethostname(),
+        "os_name": uname.system,
+        "os_version": uname.release,
+        "kernel_version": uname.version,
+        "iggy_server_version": "ferry",
+        "iggy_server_semver": None,
+        "cache_metrics": {},
+    })
+
+
+ROUTES = [
+    Route("GET", "/", root, public=True),
+    Route("GET", "/ping", ping, public=True),
+    Route("GET", "/healthz", healthz, public=True),
+    Route("GET", "/metrics", metrics, public=True),
+    Route("GET", "/stats", stats, public=True),
+]
+
+__all__ = ["ROUTES", "partition_families"]

@@ -1,0 +1,180 @@
+"""Login, logout, token refresh, users and personal access tokens (iggy.md 10.2, 10.4).
+
+Password checks and hashing (argon2id, core/auth.py) cost tens of
+milliseconds of CPU, so they run in a worker thread through
+:class:`~.app.Offload`; everything else is quick and stays on the trio thread.
+"""
+
+from __future__ import annotations
+
+from core.errors import NotFound
+from core.permissions import Action
+
+from . import models
+from .app import Ctx, HttpApp, Offload, Route, empty, json_response
+from .errors import HttpError, not_found_entity
+from .tokens import TokenError
+
+
+def _raise_if_error(result: object) -> None:
+    if isinstance(result, BaseException):
+        raise result
+
+
+def _identity(app: HttpApp, user_id: int):
+    token, exp = app.tokens.issue(user_id)
+    return json_response(models.identity_json(user_id, token, exp))
+
+
+# -- sessions ----------------------------------------------------------------------------
+def login(app: HttpApp, ctx: Ctx):
+    f = ctx.fields()
+    username, password = f.str("username"), f.str("password")
+    f.str("version", required=False)  # accepted and ignored, as Iggy does
+    f.str("context", required=False)
+
+    def then(result):
+        _raise_if_error(result)
+        return _identity(app, result.id)
+
+    return Offload(lambda: app.broker.meta.authenticate(username, password), then)
+
+
+def logout(app: HttpApp, ctx: Ctx):
+    app.tokens.revoke(ctx.claims)
+    return empty()
+
+
+def refresh(app: HttpApp, ctx: Ctx):
+    token = ctx.fields().str("token")
+    if not token:
+        raise HttpError(401, 78, "empty token", "token")
+    try:
+        claims, new, exp = app.tokens.refresh(token)
+    except TokenError as exc:
+        # iggy.md 10.2: a used-up token answers 78, an invalid or expired one 40.
+        raise HttpError(401, 78 if exc.revoked else 40, exc.reason, "token") from None
+    user = app.broker.meta.get_user(claims.user_id)
+    if not user.active:
+        raise HttpError(401, 40, "user inactive", "token")
+    return json_response(models.identity_json(claims.user_id, new, exp))
+
+
+def pat_login(app: HttpApp, ctx: Ctx):
+    user = app.broker.meta.login_with_pat(ctx.fields().str("token"))
+    return _identity(app, user.id)
+
+
+# -- users -------------------------------------------------------------------------------
+def _user(app: HttpApp, ctx: Ctx):
+    return app.broker.meta.get_user(ctx.ident("user_id"))
+
+
+def get_users(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.READ_USERS)
+    return json_response([models.user_json(u, False) for u in app.broker.meta.list_users()])
+
+
+def get_user(app: HttpApp, ctx: Ctx):
+    try:
+        user = _user(app, ctx)
+    except NotFound:
+        raise not_found_entity() from None
+    if user.id != ctx.user.id:
+        ctx.require(Action.READ_USERS)
+    return json_response(models.user_json(user, True))
+
+
+def create_user(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.MANAGE_USERS)
+    f = ctx.fields()
+    username, password = f.str("username"), f.str("password")
+    status = f.str("status", required=False) or "active"
+    perms = models.permissions_from_json(f.obj.get("permissions"))
+    meta = app.broker.meta
+
+    def then(result):
+        _raise_if_error(result)
+        return json_response(models.user_json(result, True))  # iggy.md 10.4: 200 UserInfoDetails
+
+    return Offload(lambda: meta.create_user(username, password, status, perms), then)
+
+
+def update_user(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.MANAGE_USERS)
+    user = _user(app, ctx)
+    f = ctx.fields()
+    app.broker.meta.update_user(user.id, username=f.str("username", required=False),
+                                status=f.str("status", required=False))
+    return empty()
+
+
+def delete_user(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.MANAGE_USERS)
+    app.broker.meta.delete_user(_user(app, ctx).id)
+    return empty()
+
+
+def update_permissions(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.MANAGE_USERS)
+    user = _user(app, ctx)
+    perms = models.permissions_from_json(ctx.fields().obj.get("permissions"))
+    app.broker.meta.update_permissions(user.id, perms)
+    return empty()
+
+
+def change_password(app: HttpApp, ctx: Ctx):
+    user = _user(app, ctx)
+    if user.id != ctx.user.id:
+        ctx.require(Action.MANAGE_USERS)
+    f = ctx.fields()
+    current, new = f.str("current_password"), f.str("new_password")
+    meta = app.broker.meta
+
+    def then(result):
+        _raise_if_error(result)
+        return empty()
+
+    return Offload(lambda: meta.change_password(user.id, current, new), then)
+
+
+# -- personal access tokens ----------------------------------------------------------------
+def get_pats(app: HttpApp, ctx: Ctx):
+    return json_response([models.pat_json(t) for t in app.broker.meta.list_pats(ctx.user.id)])
+
+
+def create_pat(app: HttpApp, ctx: Ctx):
+    f = ctx.fields()
+    name = f.str("name")
+    expiry = f.int("expiry", 0, models.U64_MAX, required=False)
+    # iggy.md 10.4: 0 = server default, u64::MAX = never; our default is never.
+    expiry_us = None if expiry in (None, 0, models.U64_MAX) else expiry
+    if expiry_us is not None and expiry_us > 2**63 - 1:
+        raise models.bad_field("expiry", "is too large")
+    token = app.broker.meta.create_pat(ctx.user.id, name, expiry_us)
+    return json_response({"token": token})
+
+
+def delete_pat(app: HttpApp, ctx: Ctx):
+    app.broker.meta.delete_pat(ctx.user.id, ctx.params["name"])
+    return empty()
+
+
+ROUTES = [
+    Route("POST", "/users/login", login, public=True, entity="user"),
+    Route("POST", "/users/refresh-token", refresh, public=True, entity="user"),
+    Route("DELETE", "/users/logout", logout, entity="user"),
+    Route("POST", "/personal-access-tokens/login", pat_login, public=True, entity="token"),
+    Route("GET", "/users", get_users, entity="user"),
+    Route("POST", "/users", create_user, entity="user"),
+    Route("GET", "/users/{user_id}", get_user, entity="user"),
+    Route("PUT", "/users/{user_id}", update_user, entity="user"),
+    Route("DELETE", "/users/{user_id}", delete_user, entity="user"),
+    Route("PUT", "/users/{user_id}/permissions", update_permissions, entity="user"),
+    Route("PUT", "/users/{user_id}/password", change_password, entity="user"),
+    Route("GET", "/personal-access-tokens", get_pats, entity="token"),
+    Route("POST", "/personal-access-tokens", create_pat, entity="token"),
+    Route("DELETE", "/personal-access-tokens/{name}", delete_pat, entity="token"),
+]
+
+__all__ = ["ROUTES"]
