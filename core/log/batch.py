@@ -42,6 +42,7 @@ from typing import Iterable
 
 from ..errors import CorruptSegment, InvalidArgument
 from ..record import RECORD_HEADER_SIZE
+from .index import INDEX_ENTRY, TIME_ENTRY
 
 BATCH_MAGIC = b"FRB1"
 BATCH_VERSION = 1
@@ -58,6 +59,8 @@ _SEQ = struct.Struct("<q")
 # NATS client name is rarely longer); one length byte keeps entries compact.
 MAX_PRODUCER_ID = 255
 _MIN_ENTRY = _ID_LEN.size + 1 + _SEQ.size  # a one-byte id
+# offset, timestamp, headers_length, payload_length of a core.record header
+_REC_FIELDS = struct.Struct("<24xQQ8xII")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +185,31 @@ def decode_producers(buf: bytes | memoryview, at: int, info: BatchInfo) -> list[
         out.append((pid, _SEQ.unpack_from(buf, stop)[0]))
         pos = stop + _SEQ.size
     return out
+
+
+def batch_entries(
+    batch: bytes | memoryview, info: BatchInfo, segment_base: int, position: int | None = None
+) -> tuple[bytes, bytes, int]:
+    """The offset-index entries and the time-index entry of one CRC-checked
+    batch, and the Pravega byte position just past its last record.
+    CorruptSegment when the records do not exactly fill the batch.
+    ``position`` is where the batch lies in its file (``info.position`` unless
+    the batch is being copied elsewhere, as salvage does)."""
+    at = info.position if position is None else position
+    parts = []
+    pos = info.header_length
+    byte_pos = info.base_byte_pos
+    for i in range(info.count):
+        if pos + RECORD_HEADER_SIZE > info.length:
+            raise CorruptSegment("record overruns its batch", position=info.position)
+        offset, ts, hlen, plen = _REC_FIELDS.unpack_from(batch, pos)
+        if offset != info.base_offset + i:
+            raise CorruptSegment("record offset does not match its batch", position=info.position)
+        size = RECORD_HEADER_SIZE + hlen + plen
+        parts.append(INDEX_ENTRY.pack(at + pos, size, byte_pos, ts))
+        byte_pos += 8 + plen
+        pos += size
+    if pos != info.length:
+        raise CorruptSegment("records do not fill their batch", position=info.position)
+    time_entry = TIME_ENTRY.pack(info.max_timestamp, at, info.base_offset - segment_base, info.count)
+    return b"".join(parts), time_entry, byte_pos

@@ -134,6 +134,10 @@ class Partition(PartitionReads):
         self.fsync_count = 0  # fdatasyncs of batches (tests and metrics)
         self.write_count = 0  # batches written
         self.torn_bytes = 0  # bytes cut off the tail at open
+        self.salvaged = 0  # damaged segments quarantined and salvaged (tests, metrics)
+        # After salvaging the active segment its first batch may not hold the
+        # dedup snapshot any more: the next batch written carries one.
+        self._snapshot_due = False
 
     # -- open / recovery -----------------------------------------------------
     @classmethod
@@ -157,21 +161,24 @@ class Partition(PartitionReads):
         bases = sorted(
             int(p.stem) for p in self.path.glob("*" + LOG_SUFFIX) if len(p.stem) == NAME_DIGITS and p.stem.isdigit()
         )
-        active, producers = self._recover_active(bases)  # pops the bases it consumed
+        active, producers, salvaged = self._recover_active(bases)  # pops the bases it consumed
         try:
             for base in bases:
                 seg = Segment(self.path, base)
                 try:
                     open_sealed(seg)
                 except CorruptSegment as exc:
-                    self._quarantine(seg, exc)
+                    self._segments += self._salvage(seg, exc, seg.next_offset)[0]
                     continue
                 except BaseException:
                     seg.close()
                     raise
                 self._segments.append(seg)
+            self._segments += salvaged
         except BaseException:
             active.close()
+            for seg in salvaged:
+                seg.close()
             raise
         if not active.count and self._segments:
             active.start_byte = active.end_byte = self._segments[-1].end_byte
@@ -182,25 +189,54 @@ class Partition(PartitionReads):
         self._durable_producers = producers
         self._producers = dict(producers)
 
-    def _recover_active(self, bases: list[int]) -> tuple[Segment, dict[str, int]]:
+    def _recover_active(self, bases: list[int]) -> tuple[Segment, dict[str, int], list[Segment]]:
         """Recover the last segment; one left empty by a crashed roll is removed
-        and the one before it becomes active again."""
+        and the one before it becomes active again. One damaged in the middle
+        is salvaged: its last good run becomes the active segment, the runs
+        before it are returned as sealed segments to follow the others."""
         while bases:
             seg = Segment(self.path, bases.pop())
             try:
                 producers, torn = recover_active(seg, self.cfg.max_producers)
+            except CorruptSegment as exc:
+                return self._salvage_active(seg, exc, bases)
             except BaseException:
                 seg.close()
                 raise
             self.torn_bytes += torn
             if seg.count or not bases:
-                return seg, producers
+                return seg, producers, []
             log.warning("removing empty segment %s (a roll that never got its first batch)", seg.path(LOG_SUFFIX))
             seg.remove()
         seg = Segment.create(self.path, 0, 0)
         if self.cfg.fsyncs:
             fsync_dir(self.path)
-        return seg, {}
+        return seg, {}, []
+
+    def _salvage_active(
+        self, seg: Segment, exc: CorruptSegment, bases: list[int]
+    ) -> tuple[Segment, dict[str, int], list[Segment]]:
+        kept, entries = self._salvage(seg, exc, 0)
+        if not kept:  # nothing good was left: the segment before becomes active
+            return self._recover_active(bases)
+        last = kept.pop()
+        last.close()
+        active = Segment(self.path, last.base_offset)
+        try:
+            recover_active(active, self.cfg.max_producers)  # walks cleanly: it was just written
+        except BaseException:
+            active.close()
+            for other in kept:
+                other.close()
+            raise
+        # The dedup snapshot sat in the segment's first batch, which may be the
+        # damaged one: keep every entry the good batches still carry, and have
+        # the next write carry a full snapshot so the next restart sees them too.
+        producers: dict[str, int] = {}
+        for pid, seq in entries:
+            _remember(producers, pid, seq, self.cfg.max_producers)
+        self._snapshot_due = True
+        return active, producers, kept
 
     # -- wiring ------------------------------------------------------------------
     def set_wakeup(self, wake: Callable[[], None]) -> None:
@@ -380,7 +416,7 @@ class Partition(PartitionReads):
         job.ncalls, job.records_len, job.fsync = n, total, fsync
         job.producers = written_producers(taken)
         flags, entries = 0, job.producers
-        if roll:
+        if roll or self._snapshot_due:
             # The first batch of a segment carries the whole table, so recovery only
             # ever replays the active segment (docs/storage.md, "Producer dedup").
             table = dict(self._durable_producers)
@@ -433,6 +469,7 @@ class Partition(PartitionReads):
                 log.exception("could not map the indexes of sealed segment %s", job.sealing.path(LOG_SUFFIX))
             self._segments.append(job.new_segment)
         job.target.commit(job.batch_len, job.index_data, job.time_data, job.end_byte)
+        self._snapshot_due = False
         for pid, seq in job.producers:
             _remember(self._durable_producers, pid, seq, self.cfg.max_producers)
         self.write_count += 1

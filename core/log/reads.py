@@ -17,9 +17,12 @@ from operator import attrgetter
 from pathlib import Path
 
 from ..errors import CorruptSegment, InvalidArgument, InvalidOffset, StorageError
+from .config import LogConfig
 from .index import I_BYTE, I_TS, T_MAXTS
 from .pending import PendingCall
 from .readbatch import ReadBatch
+from .recovery import rebuild_indexes
+from .salvage import lost_ranges, salvage
 from .segment import LOG_SUFFIX, Segment
 
 log = logging.getLogger("ferry.log")
@@ -52,6 +55,8 @@ class PartitionReads:
     _calls: list[PendingCall]
     _next_offset: int
     _byte_end: int
+    cfg: LogConfig
+    salvaged: int  # damaged segments taken out of service (tests, metrics)
 
     # -- bounds --------------------------------------------------------------
     @property
@@ -131,12 +136,33 @@ class PartitionReads:
 
     def _read_segment(self, seg: Segment, off: int, count: int, budget: int, need_one: bool):
         try:
-            return seg.read(off - seg.base_offset, count, budget, need_one)
+            try:
+                return seg.read(off - seg.base_offset, count, budget, need_one)
+            except CorruptSegment as exc:
+                if not (seg.sealed and self._rebuild_indexes(seg, exc)):
+                    raise
+            return seg.read(off - seg.base_offset, count, budget, need_one)  # the log was fine
         except CorruptSegment as exc:
-            self._quarantine(seg, exc)
+            self._replace_damaged(seg, exc)
             raise
         except OSError as exc:
             raise StorageError(f"reading {seg.path(LOG_SUFFIX)} failed: {exc}", errno=exc.errno) from exc
+
+    def _rebuild_indexes(self, seg: Segment, exc: CorruptSegment) -> bool:
+        """A check failed: if the log walks cleanly, only the (derived) indexes
+        were damaged; rebuild them and say True. False when the log is damaged."""
+        try:
+            rebuild_indexes(seg)
+        except CorruptSegment:
+            return False
+        except OSError:
+            log.exception("could not rebuild the indexes of %s", seg.path(LOG_SUFFIX))
+            return False
+        log.warning(
+            "partition %d: the indexes of segment %d disagreed with its log (%s); rebuilt them from the log",
+            self.partition_id, seg.base_offset, exc,
+        )  # fmt: skip
+        return True
 
     def _read_pending(self, batch: ReadBatch, off: int, count: int, budget: int) -> None:
         calls = self._calls
@@ -158,22 +184,38 @@ class PartitionReads:
                 budget -= size
             skip = 0
 
-    def _quarantine(self, seg: Segment, exc: BaseException) -> None:
-        """Take a segment that failed its checksum out of service for good."""
-        if not seg.sealed:  # the active segment is checked at open and written by us
+    def _replace_damaged(self, seg: Segment, exc: BaseException) -> None:
+        """Take a sealed segment whose log failed its checks out of service for
+        good, keeping its good batches as segments of their own (salvage.py)."""
+        if not seg.sealed or seg not in self._segments:  # the active one is checked at open
             return
-        if seg in self._segments:
-            self._segments.remove(seg)
+        i = self._segments.index(seg)
+        self._segments[i : i + 1] = self._salvage(seg, exc, seg.next_offset)[0]
+
+    def _salvage(
+        self, seg: Segment, exc: BaseException, seg_next: int
+    ) -> tuple[list[Segment], list[tuple[str, int]]]:
+        """Quarantine ``seg``; return the segments its good runs became (maybe
+        none) and the dedup entries those carry, in file order. Logs what was
+        lost; a disk error leaves the segment out of service."""
         qdir = self.path / QUARANTINE_DIR
         try:
-            moved = seg.quarantine(qdir)
+            kept, found, moved = salvage(seg, qdir, self.cfg.fsyncs)
         except OSError:
-            log.exception("could not move corrupt segment %s to %s", seg.path(LOG_SUFFIX), qdir)
-            return
+            log.exception("could not salvage corrupt segment %s into %s", seg.path(LOG_SUFFIX), qdir)
+            seg.close()
+            return [], []
+        seg_next = max([seg_next, *(run.next_offset for run in found.runs)])
+        lost = lost_ranges(seg.base_offset, seg_next, found.runs)
         log.error(
-            "partition %d: segment %s failed its checksum (%s); moved to %s, its records are no longer served",
+            "partition %d: segment %d failed its checksum (%s); moved to %s; kept %d good runs as segments %s; "
+            "offsets lost: %s; its damaged records are never served",
             self.partition_id, seg.base_offset, exc, ", ".join(str(p) for p in moved) or qdir,
+            len(kept), [s.base_offset for s in kept] or "none",
+            ", ".join(f"{a}..{b}" for a, b in lost) or "none (only batch framing)",
         )  # fmt: skip
+        self.salvaged += 1
+        return kept, found.producers
 
     # -- lookups ---------------------------------------------------------------
     def _filled_segments(self) -> list[Segment]:

@@ -8,30 +8,31 @@ have the right shape (entry sizes, last record ending exactly at the end of
 the log file, time index covering every record). If not, both indexes are
 rebuilt from the log by walking its batches, checking every CRC; a sealed
 segment that does not walk cleanly to its end raises :class:`CorruptSegment`
-and the partition quarantines it.
+and the partition salvages it (``salvage.py``).
 
 The *active* (last) segment may end in a torn write: the process or the machine
 died during a flush. Its batches are walked from the start, each one's framing,
 CRC and base offset checked; the file is cut at the first batch that fails, and
-a warning says how many bytes went. Index entries are trusted batch by batch
-while they agree with the batch walked (time entry equal, first and last
-record entries matching the batch's bounds); from the first disagreement on
-they are rebuilt from the records. The same walk replays the producer-dedup
-entries of every batch header (the first batch of a segment carries a snapshot
-of the whole table, so nothing before the active segment is needed).
+a warning says how many bytes went. Only the last write can be torn, so when a
+good batch follows the bad one the segment is damaged, not torn: nothing is
+cut and the partition salvages it instead (``salvage.py``). Index entries are
+trusted batch by batch while every one of them equals what the batch walked
+gives; from the first disagreement on they are rebuilt from the records. The
+same walk replays the producer-dedup entries of every batch header (the first
+batch of a segment carries a snapshot of the whole table, so nothing before
+the active segment is needed).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 from typing import Iterator
 
 from ..errors import CorruptSegment
-from .batch import BATCH_HEADER_SIZE, BatchInfo, batch_crc_ok, decode_producers, parse_batch_header
+from .batch import BATCH_HEADER_SIZE, BATCH_MAGIC, BatchInfo, batch_crc_ok, batch_entries, decode_producers, parse_batch_header
 from .config import MiB
-from .index import I_BYTE, I_LEN, I_POS, INDEX_ENTRY, T_COUNT, T_FIRST, T_POS, TIME_ENTRY, EntryTable
+from .index import I_LEN, I_POS, INDEX_ENTRY, T_COUNT, T_FIRST, T_POS, TIME_ENTRY, EntryTable
 from .segment import LOG_SUFFIX, Segment, pread_exact
 
 log = logging.getLogger("ferry.log")
@@ -41,10 +42,6 @@ log = logging.getLogger("ferry.log")
 # irrelevant next to the segment itself.
 SCAN_WINDOW = 4 * MiB
 
-# offset, timestamp, headers_length, payload_length of a core.record header
-_REC_FIELDS = struct.Struct("<24xQQ8xII")
-_REC_HEADER = 64
-
 
 class BatchScan:
     """Iterate the batches of a segment file whose framing and CRC hold.
@@ -53,10 +50,11 @@ class BatchScan:
     just past the last good batch and ``reason`` says why it stopped ("" at a
     clean end of file). A caller may also cut the walk with :meth:`cut`."""
 
-    def __init__(self, fd: int, size: int) -> None:
+    def __init__(self, fd: int, size: int, start: int = 0) -> None:
         self.fd = fd
         self.size = size
-        self.stop = 0
+        self.start = start  # where the walk begins (salvage resumes past damage)
+        self.stop = start
         self.reason = ""
         self._buf = b""
         self._at = 0  # file position of _buf[0]
@@ -70,7 +68,7 @@ class BatchScan:
         return pos - self._at
 
     def __iter__(self) -> Iterator[tuple[BatchInfo, memoryview]]:
-        pos = 0
+        pos = self.start
         while pos < self.size:
             if self.size - pos < BATCH_HEADER_SIZE:
                 self.reason = "batch header truncated"
@@ -98,27 +96,26 @@ class BatchScan:
         self.reason = reason
 
 
-def batch_entries(batch: memoryview, info: BatchInfo, segment_base: int) -> tuple[bytes, bytes, int]:
-    """The offset-index entries and the time-index entry of one CRC-checked
-    batch, and the Pravega byte position just past its last record.
-    CorruptSegment when the records do not exactly fill the batch."""
-    parts = []
-    pos = info.header_length
-    byte_pos = info.base_byte_pos
-    for i in range(info.count):
-        if pos + _REC_HEADER > info.length:
-            raise CorruptSegment("record overruns its batch", position=info.position)
-        offset, ts, hlen, plen = _REC_FIELDS.unpack_from(batch, pos)
-        if offset != info.base_offset + i:
-            raise CorruptSegment("record offset does not match its batch", position=info.position)
-        size = _REC_HEADER + hlen + plen
-        parts.append(INDEX_ENTRY.pack(info.position + pos, size, byte_pos, ts))
-        byte_pos += 8 + plen
-        pos += size
-    if pos != info.length:
-        raise CorruptSegment("records do not fill their batch", position=info.position)
-    time_entry = TIME_ENTRY.pack(info.max_timestamp, info.position, info.base_offset - segment_base, info.count)
-    return b"".join(parts), time_entry, byte_pos
+def find_next_batch(fd: int, size: int, start: int, min_offset: int) -> BatchInfo | None:
+    """The first batch at or after file position ``start`` whose framing and CRC
+    hold and whose base offset is at least ``min_offset``, or None. Used to step
+    over damage: a CRC-32 match on a candidate found by its magic is what tells
+    a damaged batch followed by good ones from a torn tail."""
+    pos = start
+    while size - pos >= BATCH_HEADER_SIZE:
+        n = min(SCAN_WINDOW, size - pos)
+        window = pread_exact(fd, n, pos)
+        i = window.find(BATCH_MAGIC)
+        while i >= 0:
+            for info, _view in BatchScan(fd, size, pos + i):
+                if info.base_offset >= min_offset:
+                    return info
+                break
+            i = window.find(BATCH_MAGIC, i + 1)
+        if pos + n >= size:
+            break
+        pos += n - (len(BATCH_MAGIC) - 1)  # a magic split across two windows is still found
+    return None
 
 
 # -- sealed segments -------------------------------------------------------------
@@ -139,59 +136,62 @@ def _sealed_shape_ok(seg: Segment) -> bool:
     )
 
 
+def rebuild_indexes(seg: Segment) -> None:
+    """Rebuild a sealed segment's two index files by walking its log, checking
+    every CRC, and map them again. Raises CorruptSegment when the log itself
+    does not walk cleanly to its end (then only salvage can help)."""
+    index, times, rel = bytearray(), bytearray(), 0
+    scan = BatchScan(seg.fd, seg.size)
+    for info, view in scan:
+        if info.base_offset != seg.base_offset + rel:
+            raise CorruptSegment("batch offsets are not contiguous", position=info.position)
+        idx, tim, _end = batch_entries(view, info, seg.base_offset)
+        index += idx
+        times += tim
+        rel += info.count
+    if scan.stop != seg.size or not rel:
+        raise CorruptSegment(f"sealed segment is damaged: {scan.reason or 'empty'}", position=scan.stop)
+    seg.index.close()
+    seg.times.close()
+    seg.index = EntryTable(INDEX_ENTRY, index)
+    seg.times = EntryTable(TIME_ENTRY, times)
+    seg.rewrite_tables()
+    seg.load_tables(mapped=True)
+    seg.reset_verified(True)  # every batch was just checked
+    seg.compute_end_byte()
+
+
 def open_sealed(seg: Segment) -> None:
     """Open a sealed segment; rebuild its indexes when their shape is wrong.
-    Raises CorruptSegment (files left open; the caller quarantines)."""
+    Raises CorruptSegment (files left open; the caller salvages)."""
     seg.sealed = True
     seg.open_files(writable=False)
     seg.load_tables(mapped=True)
     if not _sealed_shape_ok(seg):
         log.warning("rebuilding the indexes of segment %s", seg.path(LOG_SUFFIX))
-        index, times, rel = bytearray(), bytearray(), 0
-        scan = BatchScan(seg.fd, seg.size)
-        for info, view in scan:
-            if info.base_offset != seg.base_offset + rel:
-                raise CorruptSegment("batch offsets are not contiguous", position=info.position)
-            idx, tim, _end = batch_entries(view, info, seg.base_offset)
-            index += idx
-            times += tim
-            rel += info.count
-        if scan.stop != seg.size or not rel:
-            raise CorruptSegment(
-                f"sealed segment is damaged: {scan.reason or 'empty'}", position=scan.stop,
-            )  # fmt: skip
-        seg.index.close()
-        seg.times.close()
-        seg.index = EntryTable(INDEX_ENTRY, index)
-        seg.times = EntryTable(TIME_ENTRY, times)
-        seg.rewrite_tables()
-        seg.load_tables(mapped=True)
-        seg.reset_verified(True)
+        rebuild_indexes(seg)
     else:
         seg.reset_verified(False)
     seg.compute_end_byte()
 
 
 # -- the active segment ----------------------------------------------------------
-def _covered(seg: Segment, k: int, rel: int, info: BatchInfo) -> bool:
-    """Do the stored index entries agree with batch number ``k`` as walked?"""
-    index, times = seg.index, seg.times
-    if k >= times.count or rel + info.count > index.count:
+def _covered(seg: Segment, k: int, rel: int, idx: bytes, tim: bytes) -> bool:
+    """Do the stored index entries of batch number ``k`` equal the ones rebuilt
+    from it? Every entry is compared, not just the batch's bounds: one flipped
+    position in the middle would otherwise serve the wrong bytes as a record."""
+    isz, tsz = seg.index.entry.size, seg.times.entry.size
+    if k >= seg.times.count or rel * isz + len(idx) > seg.index.nbytes:
         return False
-    if times.get(k) != (info.max_timestamp, info.position, rel, info.count):
-        return False
-    first, last = index.get(rel), index.get(rel + info.count - 1)
-    return (
-        first[I_POS] == info.records_start
-        and first[I_BYTE] == info.base_byte_pos
-        and last[I_POS] + last[I_LEN] == info.end
-    )
+    return seg.times.buf[k * tsz : (k + 1) * tsz] == tim and seg.index.buf[rel * isz : rel * isz + len(idx)] == idx
 
 
 def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, int], int]:
     """Open the active segment: walk its batches, truncate a torn tail, bring
     its indexes in line. Returns the producer-dedup table replayed from the batch
-    headers and the number of bytes cut off the tail."""
+    headers and the number of bytes cut off the tail. Raises CorruptSegment,
+    changing nothing on disk, when a bad batch is followed by good ones (the
+    partition then salvages the segment, ``core/log/salvage.py``)."""
     seg.open_files(writable=True)
     seg.load_tables(mapped=False)
     producers: dict[str, int] = {}
@@ -204,17 +204,17 @@ def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, int], in
             break
         try:
             entries = decode_producers(view, 0, info) if info.producer_count else ()
-            rebuilt = None if trusting and _covered(seg, k, rel, info) else batch_entries(view, info, seg.base_offset)
+            idx, tim, _end = batch_entries(view, info, seg.base_offset)
         except CorruptSegment as exc:
             scan.cut(info.position, exc.message)
             break
-        if rebuilt is not None:
+        if not (trusting and _covered(seg, k, rel, idx, tim)):
             if trusting:  # first disagreement: drop the stored entries from here on
                 seg.index.truncate(rel)
                 seg.times.truncate(k)
                 trusting, changed = False, True
-            seg.index.extend(rebuilt[0])
-            seg.times.extend(rebuilt[1])
+            seg.index.extend(idx)
+            seg.times.extend(tim)
         for pid, seq in entries:
             producers.pop(pid, None)
             producers[pid] = seq
@@ -226,6 +226,11 @@ def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, int], in
         seg.times.truncate(k)
         changed = True
     torn = seg.size - scan.stop
+    if torn and find_next_batch(seg.fd, seg.size, scan.stop + 1, seg.base_offset + rel) is not None:
+        # A good batch after the bad one: this is damage in the middle, not a
+        # write torn by a crash (only the last write can be torn). Cutting here
+        # would silently drop acknowledged records; the caller salvages instead.
+        raise CorruptSegment(f"damaged batch inside the active segment: {scan.reason}", position=scan.stop)
     if torn:
         log.warning(
             "truncating %d bytes of a torn or corrupt write at the tail of %s (%s)",

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from ..errors import CorruptSegment
-from .batch import batch_crc_ok, parse_batch_header
+from .batch import batch_crc_ok, batch_entries, parse_batch_header
 from .index import I_BYTE, I_LEN, I_POS, INDEX_ENTRY, T_FIRST, T_POS, TIME_ENTRY, EntryTable
 
 LOG_SUFFIX = ".log"
@@ -193,14 +193,18 @@ class Segment:
             self.path(suffix).unlink(missing_ok=True)
 
     def quarantine(self, qdir: Path) -> list[Path]:
-        """Close and move the files into ``qdir``; returns their new paths."""
+        """Close and move the files into ``qdir``; returns their new paths. A
+        name already taken there (a segment salvaged twice) gets ``.1``, ``.2``..."""
         self.close()
         qdir.mkdir(exist_ok=True)
         moved = []
         for suffix in SUFFIXES:
             src = self.path(suffix)
             if src.exists():
-                dst = qdir / src.name
+                dst, n = qdir / src.name, 0
+                while dst.exists():
+                    n += 1
+                    dst = qdir / f"{src.name}.{n}"
                 os.replace(src, dst)
                 moved.append(dst)
         return moved
@@ -270,9 +274,15 @@ class Segment:
                 raise CorruptSegment(
                     "batch checksum mismatch", segment=self.base_offset, position=pos,
                 )  # fmt: skip
+            # The CRC vouches for the batch, not for the index that slices it: a
+            # flipped index entry would serve the wrong bytes as a record.
+            with memoryview(data)[pos - start : pos - start + info.length] as view:
+                idx, tim, _end = batch_entries(view, info, self.base_offset)
+            isz = INDEX_ENTRY.size
+            if self.times.get(k) != TIME_ENTRY.unpack(tim) or self.index.buf[first * isz : first * isz + len(idx)] != idx:
+                raise CorruptSegment("index does not match its batch", segment=self.base_offset, position=pos)
             self._verified[k >> 3] |= 1 << (k & 7)
         return start, data
-
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
