@@ -1,0 +1,77 @@
+"""Scenario tests with the real Iggy clients, each in its own venv (conftest.py).
+
+One gateway per test on 127.0.0.1 port 0; the scenario script prints one
+JSON line per step, compared here with what Iggy's own server would answer
+(texts of errors are each client's own: Debug form up to 0.8, Display form
+in 0.9, protocols/iggy-current.md section 9)."""
+
+from __future__ import annotations
+
+from iggy_clients import run_scenario
+
+
+def steps(lines):
+    return {line["step"]: {k: v for k, v in line.items() if k != "step"} for line in lines}
+
+
+COMMON_POLLS = {
+    "poll_first": {"got": [0]},
+    "poll_last": {"got": [1]},
+    "poll_ts": {"got": [0, 1]},
+    "poll_next1": {"got": [0]},
+    "poll_next2": {"got": [1]},
+    "poll_next3": {"got": []},
+}
+
+
+def test_apache_iggy_0_8_0_scenario(iggy_gateway):
+    got = steps(run_scenario("apache-iggy==0.8.0", "middle_basic.py", iggy_gateway.ports["iggy_tcp"]))
+    assert got == {
+        "bad_login": {"error": "InvalidCredentials"},
+        "login": {},
+        "dup_stream": {"error": 'StreamNameAlreadyExists("")'},
+        "get_stream": {"id": 0, "name": "orders", "topics": 0},
+        "missing_stream": {"value": None},
+        "get_topic": {"id": 0, "name": "created", "partitions": 2},
+        "poll_offset": {"got": [[0, "68656c6c6f", 0], [1, "0001", 0]]},
+        **COMMON_POLLS,
+        "poll_p1": {"got": ["7031"]},
+        "poll_missing_topic": {"error": 'TopicNameNotFound("", "")'},
+        "group_iter": {"got": ["0001", "68656c6c6f", "7031"]},
+        "delete_offset_again": {"error": "ConsumerOffsetNotFound(0)"},
+    }
+
+
+def test_apache_iggy_0_9_0_scenario(iggy_gateway):
+    got = steps(run_scenario("apache-iggy==0.9.0", "current_basic.py", iggy_gateway.ports["iggy_tcp"]))
+    assert got == {
+        "bad_login": {"error": "Invalid credentials"},
+        "login": {},
+        "dup_stream": {"error": "Stream with name:  already exists."},
+        "get_stream": {"id": 0, "name": "orders", "topics": 0},
+        "missing_stream": {"value": None},
+        "get_topic": {"id": 0, "name": "created", "partitions": 2},
+        "send": {"confirmations": [[0, 0]]},
+        "poll_offset": {"got": [[0, "68656c6c6f", 0], [1, "0001", 0]]},
+        "headers": {"got": {"n": 7, "trace": "abc"}},
+        **COMMON_POLLS,
+        "poll_missing_topic": {"error": "Topic with name:  for stream with ID:  was not found."},
+        "group_iter": {"got": ["0001", "68656c6c6f", "7031"]},
+        "delete_offset_again": {"error": "Consumer offset for consumer with ID: 0 was not found."},
+        "delete_missing": {"error": "Stream with name:  was not found."},
+    }
+
+
+def test_iggy_py_0_4_0_scenario(iggy_gateway):
+    got = steps(run_scenario("iggy-py==0.4.0", "seed_basic.py", iggy_gateway.ports["iggy_tcp"]))
+    assert got == {
+        "login": {},
+        "dup_stream": {"error": 'StreamNameAlreadyExists("")'},
+        "get_stream": {"id": 1, "name": "orders", "topics": 0},  # 1-based at this generation's edge
+        "missing_stream": {"value": None},
+        "get_topic": {"id": 1, "name": "created", "partitions": 2},
+        "poll_offset": {"got": [[0, "68656c6c6f", True], [1, "77", True]]},  # CRC32 of the payload
+        **COMMON_POLLS,
+        "poll_p2": {"got": [0]},
+        "poll_missing_topic": {"error": "TopicIdNotFound(0, 0)"},
+    }
