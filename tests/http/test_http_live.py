@@ -1,0 +1,75 @@
+"""Long poll (wait_ms), /metrics and /healthz."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from http_helpers import TEST_LIMIT_S, b64, client, gateway, login, make_topic
+
+M = "/streams/s1/topics/t1/messages"
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["h1", "h2"])
+async def test_long_poll_wakes_on_append(tmp_path, http2):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port, client(port, http2=http2) as c, client(port) as producer:
+            await login(c)
+            await login(producer)
+            await make_topic(c)
+            got = {}
+
+            async def poll():
+                r = await c.get(M, params={"kind": "offset", "value": 0, "count": 5, "wait_ms": 20_000})
+                got["r"] = r
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poll)
+                await trio.sleep(0.2)  # let the poll park (not a timing assertion: order only)
+                assert "r" not in got
+                r = await producer.post(M, json={"messages": [{"payload": b64("wake")}]})
+                assert r.status_code == 201
+            assert [m["payload"] for m in got["r"].json()["messages"]] == [b64("wake")]
+
+
+async def test_long_poll_times_out_empty(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port, client(port) as c:
+            await login(c)
+            await make_topic(c)
+            r = await c.get(M, params={"count": 5, "wait_ms": 50})
+            assert r.status_code == 200 and r.json()["messages"] == []
+
+
+async def test_h2_streams_are_independent_of_a_parked_poll(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port, client(port, http2=True) as c:
+            await login(c)
+            await make_topic(c)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(c.get, M, )  # no wait: returns at once
+                nursery.start_soon(lambda: c.get(M, params={"wait_ms": 20_000}))
+                await trio.sleep(0.1)
+                # the same connection keeps answering while one stream is parked
+                assert (await c.get("/ping")).status_code == 200
+                assert (await c.post(M, json={"messages": [{"payload": "eA=="}]})).status_code == 201
+
+
+async def test_metrics_and_healthz(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port, client(port) as c:
+            await login(c)
+            await make_topic(c)
+            await c.post(M, json={"messages": [{"payload": b64("abc")}, {"payload": b64("de")}]})
+            await c.get(M, params={"count": 10})
+            assert (await c.get("/healthz")).json() == {"status": "ok"}
+            r = await c.get("/metrics")
+            assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+            text = r.text
+            assert 'ferry_messages_in_total{listener="http"} 2' in text
+            assert 'ferry_bytes_in_total{listener="http"} 5' in text
+            assert 'ferry_messages_out_total{listener="http"} 2' in text
+            assert 'ferry_connections_open{listener="http"} 1' in text
+            assert 'ferry_partition_next_offset{stream="s1",topic="t1",partition="0"} 2' in text
+            assert 'ferry_http_requests_total{listener="http",status="201"} 1' in text
+            assert "# TYPE ferry_connections_total counter" in text
