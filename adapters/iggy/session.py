@@ -96,6 +96,10 @@ class IggySession:
     def handle(self, event: Request | BadRequest) -> Reply | Evict | Deferred:
         """Answer one event. Never raises for anything the peer sent."""
         if isinstance(event, BadRequest):
+            # Not logged in beats "undecodable": before login the legacy dialect
+            # is still a guess (connection.py), so a body may only look malformed.
+            if event.command is not None and event.command.auth and self.user is None:
+                return Reply(IggyError.UNAUTHENTICATED, command=event.command)
             return Reply(event.status, command=event.command)
         cmd = event.command
         if cmd.auth and self.user is None:
