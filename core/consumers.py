@@ -107,6 +107,16 @@ class ConsumerOps:
             return {}
         return {m: state.assignment(m) for m in state.members}
 
+    def group_assignment(self, stream: "Ident", topic: "Ident", group: "Ident",
+                         member_id: int) -> tuple[int, tuple[int, ...]] | None:
+        """``(generation, partitions)`` of a member, or ``None`` when it is not in the
+        group (Iggy's SyncConsumerGroup, iggy-current.md section 6.9)."""
+        g = self.meta.get_group(stream, topic, group)
+        state = self._groups.get((g.stream_id, g.topic_id, g.id))
+        if state is None or member_id not in state:
+            return None
+        return state.generation, state.assignment(member_id)
+
     def join_group(self, stream: "Ident", topic: "Ident", group: "Ident", member_id: int) -> tuple[int, ...]:
         g = self.meta.get_group(stream, topic, group)
         info = self.meta.get_topic(g.stream_id, g.topic_id)
