@@ -391,12 +391,10 @@ def sync_group(s, v):
     """iggy-current.md 6.9: ``u64 generation, u32 n, n partitions``; empty = not a member."""
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
-    g = s.group(t, v.group_id)
-    state = s.broker._groups.get((t.stream_id, t.id, g.id))
-    if state is None or s.client_id not in state:
+    found = s.broker.group_assignment(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
+    if found is None:
         return b""
-    return R.SYNC_GROUP.encode(3, R.SYNC_GROUP.make(generation=state.generation,
-                                                     partitions=state.assignment(s.client_id)))
+    return R.SYNC_GROUP.encode(3, R.SYNC_GROUP.make(generation=found[0], partitions=found[1]))
 
 
 # -- messages and offsets ---------------------------------------------------------------------------
@@ -451,10 +449,8 @@ def poll_messages(s, v):
         if res is None:  # a member without partitions (iggy.md 4.9)
             return render.polled(s.dialect, 0 - s.edge, 0, None)
     else:
-        if consumer.kind == "group":
-            state = b._groups.get((t.stream_id, t.id, consumer.id))
-            if state is None or s.client_id not in state:
-                raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
+        if consumer.kind == "group" and b.group_assignment(t.stream_id, t.id, consumer.id, s.client_id) is None:
+            raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
         res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
     return render.polled(s.dialect, res.partition_id, res.current_offset, res.batch)
 
@@ -487,12 +483,7 @@ def get_offset(s, v):
 
 def store_offset(s, v):
     t, consumer, pid = _offset_target(s, v)
-    try:
-        s.broker.store_offset(consumer, t.stream_id, t.id, pid, v.offset)
-    except ce.InvalidArgument as exc:
-        if isinstance(exc, ce.FerryError) and not isinstance(exc, (ce.InvalidName,)):
-            raise IggyStatus(IggyError.INVALID_OFFSET, str(exc)) from None
-        raise
+    s.broker.store_offset(consumer, t.stream_id, t.id, pid, v.offset)  # past the end: InvalidOffset -> 4100
     return b""
 
 

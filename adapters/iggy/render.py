@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 import zlib
 
+from core.errors import NotFound
 from core.message import Headers
 
 from . import replies as R
@@ -49,8 +50,9 @@ def size_out(n: int) -> int:
 
 def partition_stats(broker, sid: int, tid: int, pid: int) -> tuple[int, int, int, int]:
     """``(segments, current_offset, size, messages)`` of one partition (zeros if gone)."""
-    part = broker._partitions.get((sid, tid, pid))
-    if part is None:
+    try:
+        part = broker.partition(sid, tid, pid)
+    except NotFound:
         return 0, 0, 0, 0
     return part.segment_count, max(part.next_offset - 1, 0), part.size_bytes, part.record_count
 
