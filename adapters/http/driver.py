@@ -15,7 +15,7 @@ One :func:`http_session` per accepted connection (STYLE.md section 3):
   reading: the kernel's receive window then pushes back on the client and
   nothing piles up in h11's buffer.
 * **Timeouts**: a partly received request must complete within
-  ``request_timeout_s`` of the previous read; a connection with nothing in
+  ``request_timeout_s`` of its first byte (slowloris guard); a connection with nothing in
   flight closes after ``idle_timeout_s``; a write the peer does not drain
   within ``WRITE_TIMEOUT_S`` ends the connection (no unbounded stall).
 * **Outcomes**: :class:`~.app.Offload` runs in ``trio.to_thread``;
@@ -71,6 +71,7 @@ class _Session:
         self.send_lock = trio.Lock()
         self.changed = trio.Event()
         self.closing = False
+        self.request_started: float | None = None
 
     async def read_loop(self) -> None:
         while True:
@@ -96,7 +97,13 @@ class _Session:
 
     def _read_timeout(self) -> float:
         if self.conn.mid_request:
-            return self.limits.request_timeout_s
+            # Measured from the request's first byte, not the last read, so a
+            # client trickling a byte at a time cannot hold the slot forever.
+            now = trio.current_time()
+            if self.request_started is None:
+                self.request_started = now
+            return self.request_started + self.limits.request_timeout_s - now
+        self.request_started = None
         if self.conn.idle and not self.inflight:
             return self.limits.idle_timeout_s
         return math.inf  # requests in flight (HTTP/2): they carry their own bounds

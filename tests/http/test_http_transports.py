@@ -102,3 +102,27 @@ async def test_curl_tls_alpn_h2(tmp_path, tls_files):
         async with gateway(tmp_path, FERRY_HTTP_TLS_CERT=str(pem)) as port:
             body, tail = await _curl("--http2", "--cacert", str(ca_pem), f"https://127.0.0.1:{port}/ping")
             assert (body, tail) == ("pong", "200 2")
+
+
+async def _read_until_eof(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while chunk := await stream.receive_some(4096):
+        data += chunk
+    return data
+
+
+async def test_idle_keepalive_connection_is_closed(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path, FERRY_HTTP_IDLE_TIMEOUT_S="0.2") as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = await _read_until_eof(stream)  # answered, then closed once idle
+            assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"pong")
+
+
+async def test_slow_request_is_cut(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path, FERRY_HTTP_REQUEST_TIMEOUT_S="0.2") as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(b"POST /streams HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            assert await _read_until_eof(stream) == b""  # never completed: closed without an answer
