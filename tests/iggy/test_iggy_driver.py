@@ -1,0 +1,100 @@
+"""The trio driver over in-memory streams (STYLE.md 6.5): lockstep replies,
+durability-gated send acks, fatal framing closes, other connections go on."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.iggy.codec import legacy_request
+from adapters.iggy.connection import IggyServerConnection
+from adapters.iggy.driver import iggy_connection
+from adapters.iggy.events import NEED_DATA, Reply
+from adapters.iggy.messages import WireMessage
+from adapters.iggy.spec import COMMANDS
+from adapters.iggy.types import PartitioningValue
+from core.broker import Broker
+from core.flusher import run_broker_tasks
+
+LIMIT_S = 30  # hard per-test limit, not a timing assertion
+
+
+def frame(command: str, /, dialect: int = 2, **values) -> bytes:
+    cmd = COMMANDS.by_name[command]
+    return legacy_request(cmd.code, cmd.encode(dialect, cmd.make(**values)))
+
+
+async def reply(stream) -> tuple[int, bytes]:
+    head = b""
+    while len(head) < 8:
+        head += await stream.receive_some(8 - len(head))
+    status, length = struct.unpack("<II", head)
+    body = b""
+    while len(body) < length:
+        body += await stream.receive_some(length - len(body))
+    return status, body
+
+
+@pytest.fixture
+async def broker(tmp_path, nursery):
+    b = Broker.open(tmp_path / "data")
+    await nursery.start(run_broker_tasks, b)
+    yield b
+    b.close()
+
+
+async def test_lockstep_session_with_durable_send(broker, nursery):
+    with trio.fail_after(LIMIT_S):
+        client, server = trio.testing.memory_stream_pair()
+        nursery.start_soon(iggy_connection, broker, server)
+        await client.send_all(legacy_request(1))
+        assert await reply(client) == (0, b"")
+        await client.send_all(frame("user.login", username="iggy", password="iggy", version="0.10.0"))
+        assert await reply(client) == (0, struct.pack("<I", 0))
+        await client.send_all(frame("stream.create", name="s"))
+        assert (await reply(client))[0] == 0
+        await client.send_all(frame("topic.create", stream_id="s", partitions_count=1, name="t"))
+        assert (await reply(client))[0] == 0
+        await client.send_all(frame("message.send", stream_id="s", topic_id="t",
+                                    partitioning=PartitioningValue(2, bytes(4)),
+                                    messages=(WireMessage(0, b"x", b"", 1),)))
+        assert await reply(client) == (0, b"")  # sent once the flusher made it durable
+        assert broker.partition("s", "t", 0).durable_next_offset == 1
+        await client.aclose()
+
+
+async def test_fatal_frame_gets_status_then_close(broker, nursery):
+    with trio.fail_after(LIMIT_S):
+        client, server = trio.testing.memory_stream_pair()
+        nursery.start_soon(iggy_connection, broker, server)
+        await client.send_all(legacy_request(1))
+        assert await reply(client) == (0, b"")
+        await client.send_all(struct.pack("<II", 1, 1))  # length below 4
+        assert await reply(client) == (3, b"")
+        assert await client.receive_some(10) == b""  # closed
+
+
+@settings(max_examples=50, deadline=None)
+@given(cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_arbitrary_splits_do_not_change_events(cuts):
+    poll = bytes.fromhex("01010400000000020273310202743101000000000100000000000000000a00000000")
+    data = (legacy_request(1) + frame("user.login", username="iggy", password="iggy", version="0.10.0")
+            + legacy_request(100, poll))
+
+    def run(chunks):
+        conn, out = IggyServerConnection(), []
+        for chunk in chunks:
+            conn.receive_data(chunk)
+            while (ev := conn.next_event()) is not NEED_DATA:
+                out.append(ev)
+                conn.send(Reply(0))
+        return out
+
+    points = sorted({min(c, len(data)) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+    assert run(chunks) == run([data])
