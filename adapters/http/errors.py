@@ -164,7 +164,7 @@ class HttpError(Exception):
     def response(self) -> Response:
         if self.empty_body:
             return Response(self.status, self.headers)
-        data = json.dumps(self.body(), ensure_ascii=False).encode()
+        data = json.dumps(self.body(), ensure_ascii=False, separators=(",", ":")).encode()
         return Response(self.status, (JSON_TYPE, *self.headers), data)
 
     def __repr__(self) -> str:
