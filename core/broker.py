@@ -323,6 +323,8 @@ class Broker(ConsumerOps):
         live_subject: str | None = None,
         origin: str = "",
         native: object = None,
+        publisher: object = None,
+        reply: str | None = None,
     ) -> AppendResult:
         """Append ``items`` to one partition of a topic.
 
@@ -350,10 +352,10 @@ class Broker(ConsumerOps):
         self.live.wake(key3)
         for listener in self._append_listeners:
             listener(info, pid, result, items)
-        self._deliver_live(info, pid, result, items, live_subject, origin, native)
+        self._deliver_live(info, pid, result, items, live_subject, origin, native, publisher, reply)
         return result
 
-    def _deliver_live(self, info, pid, result, items, live_subject, origin, native) -> None:
+    def _deliver_live(self, info, pid, result, items, live_subject, origin, native, publisher, reply) -> None:
         subject = live_subject or self.addressing.live_subject_for(self._stream_name(info), info.name)
         if subject is None or not self.live.has_interest(subject):
             return
@@ -371,6 +373,8 @@ class Broker(ConsumerOps):
                     offset=result.base_offset + i,
                     timestamp=result.timestamp,
                     id=item.id,
+                    publisher=publisher,
+                    reply=reply,
                 )
             )
 

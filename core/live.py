@@ -39,6 +39,8 @@ class Delivery:
     ``native`` optionally carries the publishing protocol's own header form
     (e.g. the NATS header block) so a same-protocol hop needs no translation;
     ``origin`` names that protocol. Stored messages carry their address.
+    ``publisher`` identifies the publishing connection and ``prepared`` caches
+    the first protocol-specific encoding of this delivery.
     """
 
     subject: str
@@ -53,6 +55,11 @@ class Delivery:
     offset: int | None = None
     timestamp: int = 0
     id: int = 0
+    # The publishing connection (NATS ``echo: false`` skips its own messages).
+    publisher: object = None
+    # Per-protocol cache of the encoded frame, filled by the first subscriber
+    # of that protocol so a fan-out encodes once (nats-server does the same).
+    prepared: object = None
 
 
 class Subscriber(Protocol):

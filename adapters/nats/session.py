@@ -1,0 +1,269 @@
+"""One NATS client as seen by the broker: events in, broker calls out (no trio).
+
+Theory of operation
+-------------------
+:class:`NatsSession` sits between a :class:`~adapters.nats.connection.NatsServerConnection`
+(protocol state) and the :class:`~core.broker.Broker` (subjects, storage).
+The trio driver feeds it the connection's events with :meth:`handle`; every
+frame for the client, replies and deliveries alike, goes into one bounded
+:class:`Outbox` that the driver's write loop drains.
+
+* ``Sub``/``Unsub`` add and remove :class:`_Sink` objects in the broker's
+  subject trie (``core.live``); a sink delivers to one subscription.
+* ``Pub``/``HPub`` on a subject that a stored topic captures
+  (``Broker.topic_for_subject``, docs/addressing.md) is appended to the log:
+  headers translated to canonical (``adapters.nats.translate``), the subject
+  kept in ``ferry-nats-subject``, the client's own header block passed along
+  so live NATS subscribers get it byte for byte. When the publish has a reply
+  subject, a JetStream-style PubAck (``{"stream","seq"}``) is published to it
+  once the append is durable under the fsync policy (nats.md section 10).
+  Any other publish is plain core NATS: offered to live subscribers, not
+  stored; if nobody listens and the client asked for ``no_responders``, the
+  client gets the 503 status message on its reply subscription.
+* Fan-out never awaits (STYLE.md section 3): :meth:`Outbox.offer` refuses once
+  ``max_pending`` bytes are queued, and the session is marked slow. The driver
+  then closes the connection without an ``-ERR``, as nats-server does
+  (nats.md section 11).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Callable
+
+from core.addressing import PARTITION_KEY_HEADER
+from core.errors import FerryError, HeadersTooLarge, InvalidHeaderKey, InvalidHeaderValue
+from core.live import Delivery
+from core.log import AppendInput
+from core.subjects import subject_matches
+
+from .codec import PreparedMessage
+from .connection import NatsServerConnection
+from .errors import NatsHeaderError
+from .events import Connect, ConnectionClosed, Event, HPub, Ping, Pong, Pub, Sub, Unsub
+from .headers import no_responders_block, parse_headers
+from .subscriptions import Subscription
+from .translate import canonical_to_nats, nats_to_canonical
+
+log = logging.getLogger("ferry.nats")
+
+ORIGIN = "nats"
+# nats-server's default per-connection outbound limit (max_pending, 64 MiB,
+# nats.md section 11); past it the client is a slow consumer.
+MAX_PENDING = 64 * 1024 * 1024
+# JetStream API error codes nats-py understands (APIError): 503 while the
+# broker shuts down, 400 for a message Ferry cannot store, 500 otherwise.
+_STORE_ERROR_CODE = {"ShuttingDown": 503}
+_UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
+
+
+class Outbox:
+    """Frames queued for one client, bounded by bytes (STYLE.md section 3).
+
+    ``wake`` is called (sync) whenever data arrives for an idle writer."""
+
+    __slots__ = ("frames", "pending", "max_pending", "closed", "wake")
+
+    def __init__(self, max_pending: int = MAX_PENDING, wake: Callable[[], None] = lambda: None) -> None:
+        self.frames: list[bytes | memoryview] = []
+        self.pending = 0
+        self.max_pending = max_pending
+        self.closed = False
+        self.wake = wake
+
+    def offer(self, data: bytes) -> bool:
+        """Queue control bytes (replies); never refused while open."""
+        if data and not self.closed:
+            self.frames.append(data)
+            self.pending += len(data)
+            self.wake()
+        return not self.closed
+
+    def take(self) -> bytes:
+        """Everything queued, as one bytes; resets the pending count."""
+        data = b"".join(self.frames)
+        self.frames.clear()
+        self.pending = 0
+        return data
+
+
+class _Sink:
+    """The broker-side subscriber of one NATS subscription."""
+
+    __slots__ = ("session", "sub")
+
+    def __init__(self, session: NatsSession, sub: Subscription) -> None:
+        self.session = session
+        self.sub = sub
+
+    def deliver(self, delivery: Delivery) -> bool:
+        return self.session.deliver(self.sub, delivery)
+
+
+class NatsSession:
+    """The broker side of one NATS connection. Synchronous."""
+
+    def __init__(self, broker, conn: NatsServerConnection, outbox: Outbox) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.outbox = outbox
+        self.slow = False
+        self.msgs_in = self.bytes_in = self.msgs_out = self.bytes_out = 0
+
+    # -- events from the client ----------------------------------------------------
+    def handle(self, event: Event) -> None:
+        """Act on one event from the connection (replies already queued there)."""
+        kind = type(event)
+        if kind is Pub or kind is HPub:
+            self._publish(event)  # type: ignore[arg-type]
+        elif kind is Sub:
+            sub = event.subscription  # type: ignore[union-attr]
+            sub.owner = _Sink(self, sub)
+            self.broker.live.subscribe(sub.subject, sub.owner, sub.queue or None)
+        elif kind is Unsub:
+            sub = event.subscription  # type: ignore[union-attr]
+            if sub.closed:
+                self._drop(sub)
+        elif kind is ConnectionClosed:
+            self.close()
+        elif kind in (Connect, Ping, Pong):
+            pass
+
+    def close(self) -> None:
+        """Remove every subscription from the broker (idempotent)."""
+        for sub in self.conn.subscriptions.clear():
+            self._drop(sub)
+        self.outbox.closed = True
+
+    def _drop(self, sub: Subscription) -> None:
+        if sub.owner is not None:
+            self.broker.live.unsubscribe(sub.subject, sub.owner, sub.queue or None)
+            sub.owner = None
+
+    # -- publishing -----------------------------------------------------------------
+    def _publish(self, event: Pub | HPub) -> None:
+        header = event.header if type(event) is HPub else b""  # type: ignore[union-attr]
+        subject, reply, payload = event.subject, event.reply, event.payload
+        self.msgs_in += 1
+        self.bytes_in += len(payload)
+        broker = self.broker
+        topic = broker.topic_for_subject(subject)
+        if topic is not None:
+            self._store(topic, subject, reply, header, payload)
+            return
+        stats = broker.publish(Delivery(subject=subject, payload=payload, headers=b"", reply=reply or None,
+                                        origin=ORIGIN, native=header, publisher=self))
+        if not stats.delivered and reply and self.conn.no_responders:
+            self._no_responders(subject, reply)
+
+    def _store(self, topic, subject: str, reply: str, header: bytes, payload: bytes) -> None:
+        """Append a captured publish; PubAck (or its error) to ``reply`` once durable."""
+        broker = self.broker
+        stream_name = broker.get_stream(topic.stream_id).name
+        ack_stream = f"{stream_name}/{topic.name}"
+        try:
+            tlv = nats_to_canonical(header, subject)
+            key = _partition_key(header)
+
+            def on_durable(result) -> None:
+                if reply:
+                    self._ack(reply, ack_stream, result)
+
+            result = broker.append(topic.stream_id, topic.id, [AppendInput(payload=payload, headers=tlv)],
+                                   key=key, on_durable=on_durable, live_subject=subject, origin=ORIGIN,
+                                   native=header, publisher=self, reply=reply or None)
+            if result.duplicate and reply:
+                self._ack(reply, ack_stream, result)
+        except _UNSTORABLE as exc:
+            # Not storable as canonical headers: still core NATS for live subscribers.
+            broker.publish(Delivery(subject=subject, payload=payload, reply=reply or None,
+                                    origin=ORIGIN, native=header, publisher=self))
+            if reply:
+                self._ack(reply, ack_stream, exc, code=400)
+        except FerryError as exc:
+            if reply:
+                self._ack(reply, ack_stream, exc)
+
+    def _ack(self, reply: str, stream: str, result, code: int | None = None) -> None:
+        if isinstance(result, BaseException):
+            code = code or _STORE_ERROR_CODE.get(type(result).__name__, 500)
+            body = {"error": {"code": code, "description": str(result) or type(result).__name__}}
+        else:
+            body = {"stream": stream, "seq": result.base_offset + 1,
+                    "partition": result.partition_id, "offset": result.base_offset}
+            if result.duplicate:
+                body["duplicate"] = True
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.broker.publish(Delivery(subject=reply, payload=data, origin=ORIGIN, native=b""))
+
+    def _no_responders(self, subject: str, reply: str) -> None:
+        """nats-server sends the 503 status only to the requester, on the
+        subscription that matches the reply subject (nats.md section 9)."""
+        for sub in self.conn.subscriptions:
+            if not sub.closed and subject_matches(sub.subject, reply):
+                block = no_responders_block(subject)
+                frames: list = []
+                PreparedMessage(_wire(reply), b"", b"", block).append_to(frames, sub.sid, True)
+                self.outbox.offer(b"".join(frames))
+                return
+
+    # -- delivery to this client -----------------------------------------------------
+    def deliver(self, sub: Subscription, delivery: Delivery) -> bool:
+        """Queue ``delivery`` for ``sub``; False once the client is a slow consumer."""
+        if self.slow or sub.closed:
+            return True
+        if delivery.publisher is self and not self.conn.echo:
+            return True
+        prepared = delivery.prepared
+        if type(prepared) is not PreparedMessage:
+            prepared = delivery.prepared = _prepare(delivery)
+        outbox = self.outbox
+        frames = outbox.frames
+        size = prepared.append_to(frames, sub.sid, self.conn.headers)
+        outbox.pending += size
+        self.msgs_out += 1
+        self.bytes_out += size
+        if outbox.pending > outbox.max_pending:
+            self.slow = True
+            log.warning("slow consumer detected", extra={"client_id": self.conn.client_id,
+                                                         "pending": outbox.pending})
+            outbox.wake()
+            return False
+        if sub.record_delivery():
+            self.conn.subscriptions.remove(sub)
+            self._drop(sub)
+        outbox.wake()
+        return True
+
+
+def _prepare(delivery: Delivery) -> PreparedMessage:
+    """Encode a delivery once for every NATS subscriber."""
+    if delivery.origin == ORIGIN:
+        header = delivery.native or b""
+    else:
+        header = canonical_to_nats(delivery.headers) if delivery.headers else b""
+    reply = _wire(delivery.reply) if delivery.reply else b""
+    return PreparedMessage(_wire(delivery.subject), reply, delivery.payload, header)  # type: ignore[arg-type]
+
+
+def _partition_key(header: bytes) -> bytes | None:
+    """The first ``Ferry-Partition-Key`` value, compared without case (docs/addressing.md)."""
+    if not header or PARTITION_KEY_HEADER.lower().encode() not in header.lower():
+        return None
+    try:
+        block = parse_headers(header)
+    except NatsHeaderError:
+        return None
+    wanted = PARTITION_KEY_HEADER.lower()
+    for k, v in block.items:
+        if k.lower() == wanted:
+            return v.encode()
+    return None
+
+
+def _wire(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+__all__ = ["MAX_PENDING", "NatsSession", "Outbox"]

@@ -1,0 +1,98 @@
+"""Shared fixtures: a real gateway in a background thread, for real-client tests.
+
+Clients such as nats-py run on asyncio (or in subprocesses), so the gateway
+runs under ``trio.run`` in its own thread, listeners on 127.0.0.1 port 0, and
+the test talks to it over loopback exactly as a user's client would.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import trio
+
+from gateway.config import load_config
+from gateway.server import run_gateway
+
+START_LIMIT_S = 30  # a gateway that has not bound its ports by then is a failure
+
+
+class GatewayThread:
+    """A gateway running in a thread: ``ports``, ``url()`` and ``stop()``. Create
+    topics with ``[[binding]] create = true`` in its TOML; read what it stored by
+    opening its data directory after ``stop()``."""
+
+    def __init__(self, cfg) -> None:
+        self.cfg = cfg
+        self.ports: dict[str, int] = {}
+        self.out = io.StringIO()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="ferry-gateway", daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+            async with trio.open_nursery() as nursery:
+                self.ports = await nursery.start(
+                    lambda task_status: run_gateway(self.cfg, self._stop, out=self.out, task_status=task_status))
+                self._ready.set()
+        try:
+            trio.run(main)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def start(self) -> "GatewayThread":
+        self._thread.start()
+        if not self._ready.wait(START_LIMIT_S) or self._error is not None:
+            raise RuntimeError(f"gateway did not start: {self._error!r}")
+        return self
+
+    def url(self, listener: str = "nats", scheme: str = "nats") -> str:
+        return f"{scheme}://127.0.0.1:{self.ports[listener]}"
+
+    def stop(self) -> None:
+        if self._token is not None and self._stop is not None and self._thread.is_alive():
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(60)
+        if self._thread.is_alive():
+            raise RuntimeError("gateway did not stop within 60 s")
+
+
+def gateway_config(tmp_path: Path, toml: str = "", **env: str):
+    """A config with every listener on 127.0.0.1 port 0 and data under ``tmp_path``."""
+    from gateway.registry import default_registry
+    path = tmp_path / "ferry.toml"
+    path.write_text(toml)
+    base = {"FERRY_SERVER_DATA_DIR": str(tmp_path / "data"), "FERRY_SERVER_HOST": "127.0.0.1",
+            "FERRY_SERVER_GRACE_SECONDS": "5", "FERRY_LOG_FSYNC": "batch"}
+    for name in default_registry().specs:
+        base[f"FERRY_{name.upper()}_PORT"] = "0"
+    return load_config(path, env=base | env)
+
+
+@contextmanager
+def running_gateway(tmp_path: Path, toml: str = "", **env: str) -> Iterator[GatewayThread]:
+    """Start a gateway (every listener on a free port), yield it, stop it."""
+    gw = GatewayThread(gateway_config(tmp_path, toml, **env)).start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.fixture
+def gateway(tmp_path):
+    """A running gateway with default settings (see :func:`running_gateway`)."""
+    with running_gateway(tmp_path) as gw:
+        yield gw
