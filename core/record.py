@@ -36,6 +36,9 @@ from .errors import CorruptSegment, InvalidArgument, PayloadTooLarge
 RECORD_HEADER = struct.Struct("<QQQQQQIIQ")
 RECORD_HEADER_SIZE = RECORD_HEADER.size  # 64
 
+# The header after its checksum field: packed straight, not packed whole and
+# sliced (a slice is one more allocation per record on the append path).
+_HEAD_AFTER_CHECKSUM = struct.Struct("<QQQQQIIQ")
 # Per-field structs used to patch or peek at one field without a full unpack.
 _U64 = struct.Struct("<Q")
 _LENGTHS = struct.Struct("<II")  # headers_length, payload_length at byte 48
@@ -78,10 +81,9 @@ def encode_record(
     if not 0 <= id < _U128_LIMIT:
         raise InvalidArgument(f"message id {id} is not a u128")
     try:
-        head = RECORD_HEADER.pack(
-            0, id & _U64_MASK, id >> 64, offset, timestamp, origin_timestamp,
-            len(headers), len(payload), 0,
-        )[8:]  # fmt: skip
+        head = _HEAD_AFTER_CHECKSUM.pack(
+            id & _U64_MASK, id >> 64, offset, timestamp, origin_timestamp, len(headers), len(payload), 0,
+        )  # fmt: skip
     except struct.error as exc:  # negative or > u64 offset/timestamp
         raise InvalidArgument(f"record field out of range: {exc}") from exc
     # Hash the parts as they are and join once: the payload is copied a single
