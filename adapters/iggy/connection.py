@@ -23,8 +23,10 @@ any            fatal framing error    ERROR (stays; the driver closes)
 The dialect (spec.py) is 3 for VSR. Legacy frames decode as dialect 2 until
 a LoginUser's version string says otherwise (iggy-middle.md 3.1: before
 login, the two legacy generations send only Ping, GetStats and the logins,
-whose layouts are identical); a PAT login, which carries no version, keeps
-dialect 2 (structural detection is not done yet; docs/iggy.md).
+whose layouts are identical). A PAT login carries no version, so after one
+the first frame whose layout differs between dialects 1 and 2 decides, by
+the structural checks of iggy-middle.md 3.1 step 4 (:func:`guess_legacy_dialect`);
+until then frames decode as dialect 2.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from .codec import (
 )
 from .errors import IggyError, IggyStatus
 from .events import NEED_DATA, BadRequest, Evict, Reply, Request
-from .spec import COMMANDS, LOGIN_USER
+from .spec import COMMANDS, LOGIN_PAT, LOGIN_USER
+from .types import ConsumerRef, Identifier
 
 # A client that pipelines requests instead of waiting for replies may buffer at
 # most this much beyond the frame being served before we stop reading it
@@ -60,6 +63,40 @@ class LocalProtocolError(Exception):
     """We misused the state machine (a bug on our side, never the peer's)."""
 
 
+def guess_legacy_dialect(code: int, body) -> int | None:
+    """Dialect 1 or 2 from the shape of a legacy frame whose layout differs between
+    them (iggy-middle.md 3.1 step 4), or ``None`` when the frame cannot tell."""
+    try:
+        n = len(body)
+        if code == 12:  # GetClusterMetadata: only middle clients send it
+            return 2
+        if code == 101 and n:  # dialect 2 starts with u32 metadata_length >= 12, not an Id kind byte
+            return 1 if body[0] in (1, 2) else 2
+        if code == 202 and n:
+            if n >= 5 and n == 5 + body[4]:
+                return 1
+            return 2 if n == 1 + body[0] else None
+        if code in (100, 120, 121, 122):
+            _c, pos = ConsumerRef.read(body, 0, n)
+            _s, pos = Identifier.read(body, pos, n)
+            _t, pos = Identifier.read(body, pos, n)
+            left = n - pos
+            return {(100, 18): 1, (100, 19): 2, (120, 4): 1, (120, 5): 2, (121, 12): 1, (121, 13): 2,
+                    (122, 4): 1, (122, 5): 2}.get((code, left))
+        if code in (302, 602):
+            _s, pos = Identifier.read(body, 0, n)
+            if code == 602:
+                _t, pos = Identifier.read(body, pos, n)
+            rest = n - pos
+            fixed = 26 if code == 302 else 4  # the u32 id (and topic settings) before the name
+            if rest > fixed and rest == fixed + 1 + body[pos + fixed]:
+                return 1
+            return 2
+    except (IggyStatus, IndexError):
+        return None
+    return None
+
+
 def dialect_for_version(version: str) -> int:
     """iggy-middle.md 3.1: empty or < 0.7 -> dialect 1; newer legacy-framed SDKs -> 2."""
     m = _VERSION.match(version or "")
@@ -79,6 +116,7 @@ class IggyServerConnection:
         self.state = State.DETECT
         self._framing: State | None = None
         self.dialect = 2
+        self._guessing = False  # after a versionless (PAT) login: the next telling frame decides
         self._vsr: VsrHeader | None = None
         self._pending_cmd = None
         self.eof = False
@@ -140,6 +178,10 @@ class IggyServerConnection:
     def _decode(self, code: int, vsr: VsrHeader | None, start: int, end: int):
         if vsr is not None and vsr.operation != 2:
             return self._decode_vsr_op(vsr, start, end)
+        if self._guessing:
+            guess = guess_legacy_dialect(code, bytes(self._buf[start:end]))  # rare: one copy
+            if guess is not None:
+                self.dialect, self._guessing = guess, False
         cmd = COMMANDS.get(code, self.dialect)
         if cmd is None:
             self._pending_cmd = None
@@ -151,6 +193,9 @@ class IggyServerConnection:
             return BadRequest(code, err.code, err.detail, vsr, cmd)
         if cmd is LOGIN_USER:
             self.dialect = dialect_for_version(value.version)
+            self._guessing = False
+        elif cmd is LOGIN_PAT:
+            self._guessing = True
         return Request(cmd, value, self.dialect, vsr)
 
     def _decode_vsr_op(self, vsr: VsrHeader, start: int, end: int):

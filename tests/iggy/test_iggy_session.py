@@ -11,6 +11,7 @@ import xxhash
 
 from adapters.iggy import replies as R
 from adapters.iggy.codec import legacy_request, vsr_request
+from adapters.iggy.connection import guess_legacy_dialect
 from adapters.iggy.errors import IggyError
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy
@@ -93,12 +94,31 @@ def test_pat_login(broker):
     assert status == 0 and R.LOGIN_REPLY.decode(3, body).user_id == 0
 
 
-@pytest.mark.xfail(strict=True, reason="PAT logins carry no version: dialect 1 needs the structural "
-                   "checks of iggy-middle.md 3.1 step 4 (not done yet; iggy-py 0.4.0 has no PAT login)")
-def test_pat_login_seed_era_ids(broker):
+@pytest.mark.parametrize("dialect", [1, 2])
+def test_pat_login_then_structural_dialect_detection(broker, dialect):
+    """A PAT login has no version (iggy-middle.md 3.1 step 4): the first frame whose
+    layout differs between the legacy dialects decides; ids follow."""
     token = broker.meta.create_pat(0, "ci-token")
-    c = Client(broker, 1)
-    assert c.call("pat.login", token=token) == (0, struct.pack("<I", 1))
+    c = Client(broker, dialect)
+    assert c.call("pat.login", token=token)[0] == 0
+    c.ok("stream.create", name="s")  # dialect 1 sends u32 id 0 + name; 2 sends the name only
+    assert c.session.dialect == dialect
+    rec, _ = R.STREAM.decode(dialect, c.ok("stream.get", stream_id="s"), exact=False)
+    assert rec.id == (1 if dialect == 1 else 0)
+
+
+@pytest.mark.parametrize("code,body,expected", [
+    (100, "01010401000000 010401000000 010401000000 01000000 01 0000000000000000 0a000000 00", 1),  # iggy.md 4.7
+    (100, "01010400000000 02027331 02027431 0100000000 01 0000000000000000 0a000000 00", 2),  # middle 6.12
+    (121, "02020267 31 02027331 02027431 01 00000000 0100000000000000".replace(" 31", "31"), 2),
+    (202, "01000000 02 7331", 1), (202, "02 7331", 2), (12, "", 2),
+    (101, "02027331 02027431 020401000000", 1), (101, "12000000 02027331", 2),
+    (302, "02027331 01000000 02000000 01 ffffffffffffffff 0000000000000000 00 02 7431", 1),
+    (302, "02027331 02000000 01 0000000000000000 0000000000000000 00 02 7431", 2),
+    (200, "01 04 01000000", None),
+])
+def test_guess_legacy_dialect(code, body, expected):
+    assert guess_legacy_dialect(code, bytes.fromhex(body.replace(" ", ""))) == expected
 
 
 def test_not_found_and_already_exists_codes(broker):
