@@ -23,8 +23,11 @@ One :func:`http_session` per accepted connection (STYLE.md section 3):
   bounded by its timeout.
 * **Writes** go through one lock, one ``send_all`` of everything the state
   machine has queued (batched per turn, as h2 suggests).
-* **Drain**: when the broker drains, HTTP/1.1 answers ``Connection: close``
-  and HTTP/2 sends GOAWAY after the current responses.
+* **Drain**: when the gateway stops accepting (the listener task is
+  cancelled), every session gets the ``drain`` event: HTTP/1.1 answers the
+  request in flight with ``Connection: close``, HTTP/2 sends GOAWAY and lets
+  open streams finish, and an idle connection closes at once instead of
+  holding the shutdown until the grace period ends.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def make_ssl_context(certfile: str, keyfile: str | None = None) -> ssl.SSLContex
 
 class _Session:
     def __init__(self, app: HttpApp, stream: trio.abc.Stream, conn: HttpServerConnection,
-                 nursery: trio.Nursery) -> None:
+                 nursery: trio.Nursery, drain: trio.Event) -> None:
         self.app = app
         self.stream = stream
         self.conn = conn
@@ -72,6 +75,8 @@ class _Session:
         self.changed = trio.Event()
         self.closing = False
         self.request_started: float | None = None
+        self.drain = drain
+        self.read_scope: trio.CancelScope | None = None
 
     async def read_loop(self) -> None:
         while True:
@@ -80,17 +85,26 @@ class _Session:
                     await self._wait_changed()
                 self._drain_events()  # a pipelined request may already be buffered
                 await self.flush()
-            if self.closing or self._done():
+            if self.closing or self._done() or (self.drain.is_set() and self.conn.idle and not self.inflight):
                 return
             with trio.move_on_after(self._read_timeout()) as scope:
+                self.read_scope = scope
                 data = await self.stream.receive_some(RECV_CHUNK)
             if scope.cancelled_caught:
-                return  # idle or too slow: close without a word (as nginx does)
+                return  # idle, too slow or draining: close without a word (as nginx does)
             self.conn.receive_data(data)
             self._drain_events()
             await self.flush()
             if not data:
                 return
+
+    async def watch_drain(self) -> None:
+        """On gateway drain: GOAWAY / close-after-response, and stop an idle read at once."""
+        await self.drain.wait()
+        self.conn.close()
+        await self.flush()
+        if not self.inflight and self.conn.idle and self.read_scope is not None:
+            self.read_scope.cancel()
 
     def _done(self) -> bool:
         return self.conn.state.value == "closed" and not self.inflight
@@ -188,7 +202,7 @@ class _Session:
                     await self.stream.send_all(data)
 
 
-async def http_session(app: HttpApp, limits: HttpLimits, stream: trio.abc.Stream) -> None:
+async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stream: trio.abc.Stream) -> None:
     """Serve one connection until it closes; never raises (STYLE.md section 3)."""
     counters = app.counters
     counters["connections_total"].inc(app.listener)
@@ -203,7 +217,8 @@ async def http_session(app: HttpApp, limits: HttpLimits, stream: trio.abc.Stream
             alpn = stream.selected_alpn_protocol()
         conn = HttpServerConnection(limits, alpn=alpn, tls=tls)
         async with trio.open_nursery() as nursery:
-            session = _Session(app, stream, conn, nursery)
+            session = _Session(app, stream, conn, nursery, drain)
+            nursery.start_soon(session.watch_drain)
             await session.read_loop()
             await session.flush()
             nursery.cancel_scope.cancel()  # whatever still runs has nobody to answer
@@ -225,8 +240,13 @@ async def serve_http(app: HttpApp, limits: HttpLimits, host: str, port: int, con
     bound = listeners[0].socket.getsockname()[1]
     if ssl_context is not None:
         listeners = [trio.SSLListener(lst, ssl_context, https_compatible=True) for lst in listeners]
+    drain = trio.Event()  # set when accepting stops: open sessions then wind down
     task_status.started(bound)
-    await trio.serve_listeners(partial(http_session, app, limits), listeners, handler_nursery=conn_nursery)
+    try:
+        await trio.serve_listeners(partial(http_session, app, limits, drain), listeners,
+                                   handler_nursery=conn_nursery)
+    finally:
+        drain.set()
 
 
 __all__ = ["http_session", "make_ssl_context", "serve_http"]
