@@ -1,0 +1,137 @@
+"""Units without sockets: metrics registry, JWT tokens, JSON models (header kinds round trip)."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.http import models
+from adapters.http.errors import HttpError
+from adapters.http.tokens import MIN_SECRET_BYTES, TokenError, TokenService, load_secret
+from core.header_value import HeaderKind, HeaderValue
+from core.message import Headers, Message
+from core.metrics import MAX_SERIES_PER_METRIC, MetricsRegistry, metrics_for, render_families
+
+
+# -- core/metrics.py -------------------------------------------------------------------
+def test_registry_renders_prometheus_text():
+    reg = MetricsRegistry()
+    c = reg.counter("x_total", "Things.", ("listener",))
+    c.inc("http")
+    c.inc("http", amount=2)
+    g = reg.gauge("open", "Open now.", ("listener",))
+    g.inc("a\"b\\c\nd")
+    g.dec("a\"b\\c\nd")
+    h = reg.histogram("lat_seconds", "Latency.", buckets=(0.1, 1.0))
+    for v in (0.05, 0.5, 5.0):
+        h.observe(v)
+    text = reg.render()
+    assert '# TYPE x_total counter\nx_total{listener="http"} 3' in text
+    assert 'open{listener="a\\"b\\\\c\\nd"} 0' in text  # escaped per the exposition format
+    assert 'lat_seconds_bucket{le="0.1"} 1\nlat_seconds_bucket{le="1"} 2\nlat_seconds_bucket{le="+Inf"} 3' in text
+    assert "lat_seconds_sum 5.55" in text and "lat_seconds_count 3" in text
+    assert reg.counter("x_total", "Things.", ("listener",)) is c  # get-or-create
+    with pytest.raises(ValueError):
+        reg.gauge("x_total", "clash", ("listener",))
+    with pytest.raises(ValueError):
+        c.inc()  # wrong label count
+
+
+def test_series_budget_and_per_owner_registries():
+    reg = MetricsRegistry()
+    c = reg.counter("n_total", "N.", ("k",))
+    for i in range(MAX_SERIES_PER_METRIC + 5):
+        c.inc(str(i))
+    assert len(c._values) == MAX_SERIES_PER_METRIC  # extra label sets dropped, not stored
+
+    class Owner:
+        pass
+
+    a, b = Owner(), Owner()
+    assert metrics_for(a) is metrics_for(a) and metrics_for(a) is not metrics_for(b)
+    assert render_families([("f", "gauge", "F.", [({"p": "0"}, 1.5), ({"p": "1"}, math.inf)])]) == (
+        '# HELP f F.\n# TYPE f gauge\nf{p="0"} 1.5\nf{p="1"} +Inf\n')
+
+
+# -- adapters/http/tokens.py -------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_tokens_issue_verify_expire_revoke():
+    clock, saved = Clock(), []
+    svc = TokenService(b"k" * 32, lifetime_s=60, clock=clock, persist=saved.append)
+    token, exp = svc.issue(0)
+    claims = svc.verify(token)
+    assert (claims.user_id, claims.exp, exp) == (0, int(clock.now) + 60, int(clock.now) + 60)
+    clock.now += 66  # past exp + 5 s leeway
+    with pytest.raises(TokenError):
+        svc.verify(token)
+    clock.now -= 66
+    svc.revoke(claims)
+    with pytest.raises(TokenError) as info:
+        svc.verify(token)
+    assert info.value.revoked and saved
+    reloaded = TokenService(b"k" * 32, clock=clock, revoked=saved[-1])
+    with pytest.raises(TokenError):
+        reloaded.verify(token)
+    with pytest.raises(TokenError):
+        TokenService(b"o" * 32, clock=clock).verify(token)  # another key
+    assert TokenService(b"k" * 32, clock=clock, revoked="{not json").verify(svc.issue(1)[0]).user_id == 1
+
+
+def test_secret_is_generated_once_and_configured_one_checked(tmp_path):
+    first = load_secret(tmp_path)
+    assert len(first) == MIN_SECRET_BYTES and load_secret(tmp_path) == first
+    assert load_secret(tmp_path, "s" * 32) == b"s" * 32
+    with pytest.raises(ValueError):
+        load_secret(tmp_path, "short")
+
+
+# -- adapters/http/models.py -----------------------------------------------------------------
+def _value(kind: HeaderKind, data: st.DataObject) -> HeaderValue:
+    if kind is HeaderKind.RAW:
+        return HeaderValue.raw(data.draw(st.binary(min_size=1, max_size=255)))
+    if kind is HeaderKind.STRING:
+        return HeaderValue.string(data.draw(st.text(min_size=1, max_size=60)))
+    if kind is HeaderKind.BOOL:
+        return HeaderValue.bool(data.draw(st.booleans()))
+    return HeaderValue(kind, data.draw(st.binary(min_size=kind.fixed_size, max_size=kind.fixed_size)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_every_header_kind_round_trips_through_json(data):
+    """Send JSON -> stored Headers -> polled JSON gives back the same map (seed 000 shapes)."""
+    kinds = data.draw(st.lists(st.sampled_from(list(HeaderKind)), min_size=1, max_size=8))
+    sent = {f"k{i}": {"kind": k.json_name, "value": models.b64(_value(k, data).data)} for i, k in enumerate(kinds)}
+    body = {"messages": [{"payload": "eA==", "headers": sent}]}
+    try:
+        _, _, (item,) = models.parse_send(body, 1 << 20)
+    except HttpError as exc:  # a random float NaN payload etc. is still valid; only shape errors fail
+        pytest.fail(f"valid headers refused: {exc!r}")
+    msg = Message(id=1, timestamp=0, origin_timestamp=0, headers=Headers.decode(item.headers), payload=b"x")
+    assert models.message_json(msg)["headers"] == sent
+
+
+def test_partitioning_and_ids():
+    assert models.parse_partitioning(None) == (None, None)
+    value = models.b64(struct.pack("<I", 3))
+    assert models.parse_partitioning(models.Fields({"kind": "partition_id", "value": value})) == (2, None)
+    assert models.parse_identifier("42", "stream_id") == 41 and models.parse_identifier("orders", "s") == "orders"
+    with pytest.raises(HttpError):
+        models.parse_identifier("0", "stream_id")
+    assert models.consumer_id("7") == 7 and models.consumer_id("worker") != models.consumer_id("worker2")
+    perms = {"global": {"read_streams": True}, "streams": {"2": {"read_stream": True, "topics": {"1": {}}}}}
+    parsed = models.permissions_from_json(perms)
+    assert set(parsed.streams) == {1} and set(parsed.streams[1].topics) == {0}
+    out = models.permissions_json(parsed)
+    assert list(out["streams"]) == ["2"] and list(out["streams"]["2"]["topics"]) == ["1"]
