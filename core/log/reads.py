@@ -64,12 +64,17 @@ class PartitionReads:
         """The offset the next appended record gets."""
         return self._next_offset
 
+    def _oldest_segment(self) -> Segment | None:
+        """The first segment holding records; None when all are empty (a fresh
+        or purged partition, or one whose records are all still pending)."""
+        return next((seg for seg in self._segments if seg.index.count), None)
+
     @property
     def first_offset(self) -> int:
         """Oldest offset still held (== next_offset when the partition is empty)."""
-        for seg in self._segments:
-            if seg.index.count:
-                return seg.base_offset
+        seg = self._oldest_segment()
+        if seg is not None:
+            return seg.base_offset
         return self._calls[0].base_offset if self._calls else self._next_offset
 
     @property
@@ -80,9 +85,9 @@ class PartitionReads:
     @property
     def byte_start(self) -> int:
         """Pravega byte position of the oldest record still held."""
-        for seg in self._segments:
-            if seg.index.count:
-                return seg.start_byte
+        seg = self._oldest_segment()
+        if seg is not None:
+            return seg.start_byte
         return self._calls[0].byte_pos if self._calls else self._byte_end
 
     @property

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import trio
-
 from core.broker import Broker, BrokerConfig
 from core.log import AppendInput, LogConfig
+from log_helpers import Acks  # noqa: F401 - re-exported for the broker tests
 
 
 def open_broker(path: Path, **log_cfg) -> Broker:
@@ -26,27 +25,6 @@ def payloads(batch) -> list[bytes]:
 
 def offsets(batch) -> list[int]:
     return [rv.offset for rv in batch.records()]
-
-
-class Acks:
-    """Collects on_durable outcomes; ``await wait(n)`` returns once n arrived."""
-
-    def __init__(self) -> None:
-        self.outcomes: list[object] = []
-        self._event = trio.Event()
-        self._want = 0
-
-    def __call__(self, outcome: object) -> None:
-        self.outcomes.append(outcome)
-        if len(self.outcomes) >= self._want:
-            self._event.set()
-
-    async def wait(self, n: int) -> list[object]:
-        self._want = n
-        if len(self.outcomes) < n:
-            self._event = trio.Event()
-            await self._event.wait()
-        return self.outcomes
 
 
 class Inbox:

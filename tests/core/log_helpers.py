@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from core.log import AppendInput, LogConfig, Partition
 
 T0 = 1_700_000_000_000_000  # µs, a fixed "now" for deterministic timestamps
@@ -52,3 +54,24 @@ def read_all(part: Partition) -> list[tuple[int, bytes]]:
 
 def segment_files(path: Path, suffix: str = ".log") -> list[Path]:
     return sorted(path.glob("*" + suffix))
+
+
+class Acks:
+    """Collects on_durable outcomes; ``await wait(n)`` returns once n have arrived."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[object] = []
+        self._event = trio.Event()
+        self._want = 0
+
+    def __call__(self, outcome: object) -> None:
+        self.outcomes.append(outcome)
+        if len(self.outcomes) >= self._want:
+            self._event.set()
+
+    async def wait(self, n: int) -> list[object]:
+        self._want = n
+        if len(self.outcomes) < n:
+            self._event = trio.Event()
+            await self._event.wait()
+        return self.outcomes

@@ -8,25 +8,10 @@ from pathlib import Path
 from argon2 import PasswordHasher
 
 from core.metadata import Metadata
+from log_helpers import T0, FakeClock  # noqa: F401 - re-exported for the metadata tests
 
 # The cheapest parameters argon2 accepts: the tests check behaviour, not cost.
 FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-T0 = 1_700_000_000_000_000  # µs
-
-
-class FakeClock:
-    """An injectable µs clock that moves only when told to."""
-
-    def __init__(self, now: int = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, us: int) -> None:
-        self.now += us
-
-
 def open_meta(path: Path, clock: FakeClock | None = None, **kw) -> Metadata:
     return Metadata(path, clock=clock or FakeClock(), hasher=kw.pop("hasher", FAST_HASHER), **kw)
 

@@ -10,33 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 import trio
-from log_helpers import items, numbered, offsets, open_part, read_all
+from log_helpers import Acks, items, numbered, offsets, open_part, read_all
 
 from core.errors import StorageError
 from core.flusher import run_broker_tasks, run_flusher, run_retention
 from core.log import AppendResult, LogConfig, PartitionSet
 from core.log import pending as pending_mod
-
-
-class Acks:
-    """Collects on_durable outcomes; ``wait(n)`` returns once n have arrived."""
-
-    def __init__(self) -> None:
-        self.outcomes: list[object] = []
-        self._event = trio.Event()
-        self._want = 0
-
-    def __call__(self, outcome: object) -> None:
-        self.outcomes.append(outcome)
-        if len(self.outcomes) >= self._want:
-            self._event.set()
-
-    async def wait(self, n: int) -> list[object]:
-        self._want = n
-        if len(self.outcomes) < n:
-            self._event = trio.Event()
-            await self._event.wait()
-        return self.outcomes
 
 
 async def _start(nursery, parts, **cfg) -> LogConfig:
