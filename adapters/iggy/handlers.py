@@ -22,6 +22,7 @@ from . import render
 from . import replies as R
 from .errors import IggyError, IggyStatus
 from .events import Reply
+from .permissions import decode_permissions, encode_permissions
 from .session import Deferred
 
 A = Action
@@ -136,9 +137,19 @@ def get_user(s, v):
     u = s.broker.meta.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
     if u.id != s.user.id:
         s.require(A.READ_USERS)
+    return _user_details(s, u)
+
+
+def _user_details(s, u) -> bytes:
+    """UserInfo + ``u8 1, u32 length, blob``, or four zero bytes without permissions
+    (iggy.md 5.6: the reference server writes u32 0; 0.11 decoders require all four)."""
     out: list[bytes] = []
     _user_info(s, u, out)
-    out.append(b"\x00")  # has_permissions = 0 (permission blobs: not rendered yet)
+    if u.permissions is None:
+        out.append(b"\x00\x00\x00\x00")
+    else:
+        blob = encode_permissions(u.permissions, s.edge)
+        out += (b"\x01", _U32.pack(len(blob)), blob)
     return b"".join(out)
 
 
@@ -152,22 +163,18 @@ def get_users(s, v):
 
 def create_user(s, v):
     s.require(A.MANAGE_USERS)
-    if v.permissions is not None:
-        raise IggyStatus(IggyError.FEATURE_UNAVAILABLE, "permission blobs")
+    perms = None if v.permissions is None else decode_permissions(v.permissions, s.edge)
     status = {1: "active", 2: "inactive"}.get(v.status)
     if status is None:
         raise IggyStatus(IggyError.INVALID_USER_STATUS)
 
     def work():
-        return s.broker.meta.create_user(v.username, v.password, status)
+        return s.broker.meta.create_user(v.username, v.password, status, perms)
 
     def finish(u):
         if isinstance(u, BaseException):
             raise u
-        out: list[bytes] = []
-        _user_info(s, u, out)
-        out.append(b"\x00")
-        return Reply(0, b"".join(out))
+        return Reply(0, _user_details(s, u))
 
     return Deferred(finish, work)
 
@@ -182,6 +189,13 @@ def update_user(s, v):
     s.require(A.MANAGE_USERS)
     status = None if v.status is None else {1: "active", 2: "inactive"}.get(v.status, "?")
     s.broker.meta.update_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), username=v.username, status=status)
+    return b""
+
+
+def update_permissions(s, v):
+    s.require(A.MANAGE_USERS)
+    perms = None if v.permissions is None else decode_permissions(v.permissions, s.edge)
+    s.broker.meta.update_permissions(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), perms)
     return b""
 
 
@@ -500,7 +514,7 @@ HANDLERS = {
     "system.cluster_metadata": cluster_metadata, "system.describe_options": describe_options,
     "client.me": get_me, "client.get": feature_unavailable, "client.list": feature_unavailable,
     "user.get": get_user, "user.list": get_users, "user.create": create_user, "user.delete": delete_user,
-    "user.update": update_user, "user.permissions": feature_unavailable, "user.password": change_password,
+    "user.update": update_user, "user.permissions": update_permissions, "user.password": change_password,
     "user.login": login_user, "user.logout": logout, "user.login_register": login_register,
     "pat.list": get_pats, "pat.create": create_pat, "pat.delete": delete_pat, "pat.login": login_pat,
     "pat.login_register": login_register_pat,

@@ -54,7 +54,10 @@ SYNC_GROUP = Struct("consumer_group_sync", (
 SEND_CONFIRMATION = Struct("send_confirmation", (
     F("stream_id", U32), F("topic_id", U32), F("partition_id", U32), F("base_offset", U64),
 ), versions="3")
-USER_INFO = Struct("user_info", (F("id", U32), F("created_at", U64), F("status", U8), F("username", Str8)))
+USER_INFO = Struct("user_info", (
+    F("id", U32), F("created_at", U64), F("status", U8), F("username", Str8),
+    F("options", Bytes32, default=b"", versions="3"),  # apache/iggy responses/users/user_response.rs
+))
 CLIENT_INFO = Struct("client_info", (
     F("client_id", U32), F("user_id", U32), F("transport", U8), F("address", Str32),
     F("consumer_groups_count", U32),

@@ -73,11 +73,13 @@ GET_USERS = Command(32, "user.list")
 CREATE_USER = Command(33, "user.create", (
     Field("username", Str8), Field("password", Str8), Field("status", U8, default=1),
     Field("permissions", Optional(Bytes32), default=None, about="iggy.md 3.7 blob"),
+    Field("options", Rest, default=b"", versions="3"),
 ), vsr_op=141)
 DELETE_USER = Command(34, "user.delete", _ids("user_id"), vsr_op=143)
 UPDATE_USER = Command(35, "user.update", (
     Field("user_id", Identifier), Field("username", Optional(Str8), default=None),
     Field("status", Optional(U8), default=None),
+    Field("options", Rest, default=b"", versions="3"),
 ), vsr_op=142)
 UPDATE_PERMISSIONS = Command(36, "user.permissions", (
     Field("user_id", Identifier), Field("permissions", Optional(Bytes32), default=None),

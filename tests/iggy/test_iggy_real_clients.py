@@ -75,3 +75,23 @@ def test_iggy_py_0_4_0_scenario(iggy_gateway):
         "poll_p2": {"got": [0]},
         "poll_missing_topic": {"error": "TopicIdNotFound(0, 0)"},
     }
+
+
+def test_apache_iggy_0_9_0_admin_scenario(iggy_gateway):
+    """Users with permissions, 41 for a user without the grant, PAT auto-login, listings."""
+    got = steps(run_scenario("apache-iggy==0.9.0", "current_admin.py", iggy_gateway.ports["iggy_tcp"]))
+    assert got == {
+        "stats": {"streams": 1, "topics": 1, "partitions": 1},
+        "streams": {"names": ["s1"]},
+        "topics": {"names": ["t1"]},
+        "partitions": {"count": 3},
+        "renamed": {"name": "s1b"},
+        "create_user": {"username": "alice", "id": 1},
+        "get_user": {"read_streams": True, "streams": [0]},
+        "users": {"names": ["alice", "iggy"]},
+        "dup_user": {"error": "User already exists"},
+        "alice_streams": {"names": ["s1b"]},
+        "alice_create_stream": {"error": "Unauthorized"},
+        "pat_streams": {"names": ["s1b"]},
+        "users_after_delete": {"names": ["iggy"]},
+    }
