@@ -1,0 +1,134 @@
+"""The blocking Iggy client of the Spark data source, against a real gateway (no Spark)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from adapters.iggy.errors import IggyError
+from adapters.spark.client import MAX_SEND_BYTES, FerryClient, FerryClientError, WireMessage, chunked
+from core.message import Headers, HeaderValue
+
+
+def every_kind_headers(i: int) -> Headers:
+    h = Headers()
+    h.add("s", f"v{i}")
+    h.add("raw", HeaderValue.raw(bytes([i % 256, 0, 255])))
+    h.add("b", HeaderValue.bool(i % 2 == 0))
+    for kind in ("int8", "int16", "int32", "int64", "int128"):
+        h.add(kind, getattr(HeaderValue, kind)(-i - 1))
+    for kind in ("uint8", "uint16", "uint32", "uint64", "uint128"):
+        h.add(kind, getattr(HeaderValue, kind)(i + 1))
+    h.add("f32", HeaderValue.float32(1.5))
+    h.add("f64", HeaderValue.float64(-2.25e300))
+    h.add("s", "repeated key")
+    h.add(HeaderValue.uint32(7), "typed key")
+    return h
+
+
+def test_client_imports_neither_trio_nor_pyspark():
+    code = ("import sys, adapters.spark.client; "
+            "bad = [m for m in ('trio', 'pyspark', 'gateway') if m in sys.modules]; sys.exit(str(bad) if bad else 0)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=".")
+
+
+def test_bad_password_is_the_iggy_error(ferry):
+    with pytest.raises(FerryClientError) as err:
+        FerryClient("127.0.0.1", ferry.ports["iggy_tcp"], password="wrong").connect()
+    assert err.value.code == IggyError.INVALID_CREDENTIALS
+    assert "invalid_credentials" in str(err.value)
+
+
+def test_unreachable_gateway_is_a_client_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connection refused
+        with pytest.raises(FerryClientError) as err:
+            FerryClient("127.0.0.1", port, timeout=5).connect()
+    assert err.value.code is None and str(port) in str(err.value)
+
+
+def test_metadata_and_missing_entities(client, stream_name):
+    info = client.ensure_topic(stream_name, "t", 3)
+    assert [p.id for p in info.partitions] == [0, 1, 2]
+    assert client.ensure_topic(stream_name, "t", 3) == info  # idempotent
+    assert client.stream(stream_name).topics == ("t",)
+    assert stream_name in [s.name for s in client.streams()]
+    assert client.topic(stream_name, "missing") is None
+    assert client.topic(stream_name + "-missing", "t") is None
+    assert client.stream(stream_name + "-missing") is None
+    with pytest.raises(FerryClientError):
+        client.next_offsets(stream_name, "missing")
+
+
+def test_next_offsets_tell_empty_from_one_message(client, stream_name):
+    client.ensure_topic(stream_name, "t", 3)
+    client.send(stream_name, "t", 1, [WireMessage(0, b"a")])
+    client.send(stream_name, "t", 2, [WireMessage(0, b"a"), WireMessage(0, b"b")])
+    assert client.next_offsets(stream_name, "t") == {0: 0, 1: 1, 2: 2}
+
+
+def test_send_and_poll_keep_ids_payloads_and_every_header_kind(client, stream_name):
+    client.ensure_topic(stream_name, "t", 1)
+    sent = [WireMessage(1000 + i, b"p%d" % i, every_kind_headers(i).encode()) for i in range(20)]
+    client.send(stream_name, "t", 0, sent)
+    got = client.poll(stream_name, "t", 0, 5, 10)
+    assert (got.partition_id, got.current_offset, got.count) == (0, 19, 10)
+    recs = list(got.records())
+    assert [r.offset for r in recs] == list(range(5, 15))
+    assert [r.id for r in recs] == [1000 + i for i in range(5, 15)]
+    assert [r.payload for r in recs] == [b"p%d" % i for i in range(5, 15)]
+    assert [Headers.decode(r.headers) for r in recs] == [every_kind_headers(i) for i in range(5, 15)]
+    assert all(r.timestamp > 0 for r in recs)
+
+
+def test_poll_range_covers_exactly_the_range_in_several_polls(client, stream_name):
+    client.ensure_topic(stream_name, "t", 1)
+    client.send_many(stream_name, "t", 0, (WireMessage(0, b"%d" % i) for i in range(50)), max_count=7)
+    polls = list(client.poll_range(stream_name, "t", 0, 3, 41, count=8))
+    offsets = [r.offset for p in polls for r in p.records()]
+    assert offsets == list(range(3, 41))
+    assert len(polls) == 5
+    assert list(client.poll_range(stream_name, "t", 0, 50, 60)) == []  # past the end: nothing, no wait
+
+
+def test_partitioning_by_key_is_stable_and_balanced_spreads(client, stream_name):
+    client.ensure_topic(stream_name, "t", 4)
+    for _ in range(3):
+        client.send(stream_name, "t", None, [WireMessage(0, b"k")], key=b"user-1")
+    ends = client.next_offsets(stream_name, "t")
+    assert sorted(ends.values()) == [0, 0, 0, 3]
+    for _ in range(4):
+        client.send(stream_name, "t", None, [WireMessage(0, b"b")])
+    assert sum(client.next_offsets(stream_name, "t").values()) == 7
+
+
+def test_offset_for_timestamp(client, stream_name):
+    client.ensure_topic(stream_name, "t", 1)
+    client.send(stream_name, "t", 0, [WireMessage(0, b"a")])
+    first = next(client.poll(stream_name, "t", 0, 0, 1).records())
+    client.send(stream_name, "t", 0, [WireMessage(0, b"b")])
+    second = next(client.poll(stream_name, "t", 0, 1, 1).records())
+    assert client.offset_for_timestamp(stream_name, "t", 0, 0) == 0
+    assert client.offset_for_timestamp(stream_name, "t", 0, first.timestamp + 1) == (
+        1 if second.timestamp > first.timestamp else None)
+    assert client.offset_for_timestamp(stream_name, "t", 0, second.timestamp + 1) is None
+
+
+def test_missing_topic_on_poll_is_the_iggy_code(client, stream_name):
+    client.ensure_topic(stream_name, "t", 1)
+    with pytest.raises(FerryClientError) as err:
+        client.poll(stream_name, "nope", 0, 0, 1)
+    assert err.value.code in (IggyError.TOPIC_NAME_NOT_FOUND, IggyError.TOPIC_ID_NOT_FOUND)
+    client.ping()  # an error status leaves the connection usable
+
+
+def test_chunked_bounds_count_and_bytes():
+    small = [WireMessage(0, b"x")] * 10
+    assert [len(c) for c in chunked(small, 4)] == [4, 4, 2]
+    big = [WireMessage(0, b"x" * (MAX_SEND_BYTES // 3))] * 4
+    assert [len(c) for c in chunked(big, 100)] == [2, 2]
+    assert list(chunked([], 4)) == []
