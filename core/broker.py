@@ -86,9 +86,18 @@ class Broker(ConsumerOps):
         data_dir.mkdir(parents=True, exist_ok=True)
         cfg = cfg or BrokerConfig()
         meta = Metadata(data_dir / METADATA_FILE)
-        meta.ensure_root(cfg.root_username, cfg.root_password)
         broker = cls(data_dir, cfg, meta)
-        broker._recover()
+        try:
+            meta.ensure_root(cfg.root_username, cfg.root_password)
+            broker._recover()
+        except BaseException:
+            # Release whatever was opened before the failure: a caller that
+            # retries must not inherit open files or a second SQLite writer.
+            for part in broker._partitions.values():
+                part.close()  # nothing was appended yet: closes files only
+            broker._partitions.clear()
+            meta.close()
+            raise
         return broker
 
     def _recover(self) -> None:
@@ -98,23 +107,25 @@ class Broker(ConsumerOps):
             for topic in self.meta.list_topics(stream.id):
                 wanted.add(self._topic_dir(stream.id, topic.id))
                 for pid in range(topic.partitions_count):
-                    self._open_partition(stream.id, topic.id, pid)
+                    wanted.add(self._open_partition(stream.id, topic.id, pid).path)
         self._remove_orphans(wanted)
 
     def _remove_orphans(self, wanted: set[Path]) -> None:
-        root = self.data_dir / "streams"
-        if not root.is_dir():
-            return
-        for sdir in root.iterdir():
-            if sdir not in wanted:
-                log.warning("removing stream directory with no metadata", extra={"path": str(sdir)})
-                shutil.rmtree(sdir, ignore_errors=True)
-                continue
-            tdirs = sdir / "topics"
-            for tdir in tdirs.iterdir() if tdirs.is_dir() else ():
-                if tdir not in wanted:
-                    log.warning("removing topic directory with no metadata", extra={"path": str(tdir)})
-                    shutil.rmtree(tdir, ignore_errors=True)
+        """Remove stream, topic and partition directories that no metadata row
+        names: what a crash between a delete's metadata commit and its ``rmtree``
+        leaves. Partition ids are reused by the next ``add_partitions``, which
+        must start empty, not with the deleted partition's records."""
+        parents = [self.data_dir / "streams"]
+        for level, sub in (("stream", "topics"), ("topic", "partitions"), ("partition", "")):
+            kept = []
+            for parent in parents:
+                for path in parent.iterdir() if parent.is_dir() else ():
+                    if path in wanted:
+                        kept.append(path)
+                    elif path.is_dir():
+                        log.warning("removing %s directory with no metadata: %s", level, path)
+                        shutil.rmtree(path, ignore_errors=True)
+            parents = [k / sub for k in kept]
 
     def close(self) -> None:
         """Flush and fsync every partition, then close files and the metadata store."""

@@ -61,8 +61,16 @@ class ConsumerOps:
         self._member_groups: dict[int, set[tuple[int, int, int]]] = {}
 
     # -- offsets -------------------------------------------------------------
+    def _check_consumer(self, consumer: Consumer, info: "TopicInfo") -> None:
+        """A group consumer's id must name an existing group of the topic
+        (ConsumerGroupNotFound): an offset stored for no group would be
+        inherited by the next group created under that id."""
+        if consumer.kind == "group":
+            self.meta.get_group(info.stream_id, info.id, consumer.id)
+
     def store_offset(self, consumer: Consumer, stream: "Ident", topic: "Ident", partition: int, offset: int) -> None:
         info = self.meta.get_topic(stream, topic)
+        self._check_consumer(consumer, info)
         part = self._partition(info, partition)
         if offset < 0 or offset >= part.next_offset:
             # InvalidOffset (an InvalidArgument), so adapters answer Iggy's INVALID_OFFSET
@@ -72,11 +80,13 @@ class ConsumerOps:
 
     def get_offset(self, consumer: Consumer, stream: "Ident", topic: "Ident", partition: int) -> int | None:
         info = self.meta.get_topic(stream, topic)
+        self._check_consumer(consumer, info)
         self._partition(info, partition)
         return self.meta.get_offset(consumer.kind, consumer.id, info.stream_id, info.id, partition)
 
     def delete_offset(self, consumer: Consumer, stream: "Ident", topic: "Ident", partition: int) -> None:
         info = self.meta.get_topic(stream, topic)
+        self._check_consumer(consumer, info)
         self.meta.delete_offset(consumer.kind, consumer.id, info.stream_id, info.id, partition)
 
     # -- groups --------------------------------------------------------------

@@ -239,3 +239,53 @@ def test_draining_refuses_appends_but_still_serves_reads(broker):
     with pytest.raises(ShuttingDown):
         broker.append("s", "t", items("b"))
     assert offsets(broker.read("s", "t", 0, 0, 10)) == [0]
+
+
+def test_partition_directory_left_by_a_crash_is_not_resurrected_issue_3(tmp_path):
+    """delete_partitions commits the metadata, then removes the directories. A
+    crash in between left partition 2's directory behind; re-adding partition 2
+    later opened it and served the deleted records again."""
+    b = open_broker(tmp_path)
+    b.create_stream("s")
+    b.create_topic("s", "t", partitions=3)
+    b.append("s", "t", items("deleted long ago"), partition=2)
+    b.meta.delete_partitions("s", "t", 1)  # the metadata step only: the crash came next
+    b.close()
+    again = open_broker(tmp_path)
+    try:
+        assert not (tmp_path / "streams" / "0" / "topics" / "0" / "partitions" / "2").exists()
+        assert again.add_partitions("s", "t", 1) == [2]
+        assert again.read("s", "t", 2, 0, 10).count == 0
+    finally:
+        again.close()
+
+
+def test_failed_open_releases_what_it_opened_issue_3(tmp_path, monkeypatch):
+    """A partition that could not be opened made Broker.open raise with the
+    metadata store and the partitions opened before it left open."""
+    from core.errors import StorageError
+    from core.log import Partition
+
+    b = open_broker(tmp_path)
+    b.create_stream("s")
+    b.create_topic("s", "t", partitions=2)
+    b.close()
+    opened, real_open = [], Partition.open
+
+    def open_or_fail(path, partition_id, cfg, **kw):
+        if partition_id == 1:
+            raise StorageError("disk says no")
+        part = real_open(path, partition_id, cfg, **kw)
+        opened.append(part)
+        return part
+
+    closed_meta = []
+    from core.metadata import Metadata
+
+    real_close = Metadata.close
+    monkeypatch.setattr(Metadata, "close", lambda self: (closed_meta.append(self), real_close(self)))
+    monkeypatch.setattr(Partition, "open", open_or_fail)
+    with pytest.raises(StorageError):
+        open_broker(tmp_path)
+    assert [p.closed for p in opened] == [True]
+    assert len(closed_meta) == 1 and closed_meta[0].closed

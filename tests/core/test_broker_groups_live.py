@@ -279,3 +279,23 @@ async def test_long_poll_reader_wakes_on_append(broker):
                 await trio.sleep(0.01)
                 broker.append("s", "t", items(word), partition=2)
     assert got == [b"one", b"two", b"three"]
+
+
+def test_group_offsets_need_an_existing_group_issue_3(broker):
+    """store_offset for a "group" consumer took any id: the row outlived no
+    group, and a group created later under that id started from it, skipping
+    messages it never read."""
+    broker.append("s", "t", items("a", "b", "c"), partition=0)
+    ghost = Consumer("group", 5)
+    for call in (
+        lambda: broker.store_offset(ghost, "s", "t", 0, 2),
+        lambda: broker.get_offset(ghost, "s", "t", 0),
+        lambda: broker.delete_offset(ghost, "s", "t", 0),
+    ):
+        with pytest.raises(ConsumerGroupNotFound):
+            call()
+    g = broker.create_group("s", "t", "late", group_id=5)
+    broker.join_group("s", "t", "late", 1)
+    assert offsets(broker.poll_group("s", "t", "late", 1, NEXT, 10).batch) == [0, 1, 2]
+    broker.store_offset(Consumer("group", g.id), "s", "t", 0, 1)  # an existing group: fine
+    assert broker.get_offset(Consumer("group", g.id), "s", "t", 0) == 1
