@@ -16,6 +16,7 @@ import struct
 
 from core import errors as ce
 from core.consumers import Consumer
+from core.message import HeaderKind, Headers
 from core.permissions import Action
 
 from . import render
@@ -305,13 +306,42 @@ def create_topic(s, v):
     st = s.stream(v.stream_id)
     s.require(A.CREATE_TOPIC, st.id)
     wanted = v.topic_id - 1 if s.dialect == 1 and v.topic_id else None
-    expiry, max_size, compression = _expiry_in(v.message_expiry), _expiry_in(v.max_topic_size), "none"
-    if s.dialect != 3:
+    if s.dialect == 3:
+        expiry, max_size, compression = _vsr_topic_options(v.options)
+    else:
+        expiry, max_size = _expiry_in(v.message_expiry), _expiry_in(v.max_topic_size)
         compression = _compression(v.compression)
     t = s.broker.create_topic(st.id, v.name, v.partitions_count, topic_id=wanted, message_expiry=expiry,
                               max_topic_size=max_size, compression=compression,
                               replication_factor=max(v.replication_factor or 1, 1))
     return render.topic_details(s.broker, t, s.dialect)
+
+
+def _vsr_topic_options(block: bytes) -> tuple[int, int, str]:
+    """``(message_expiry, max_topic_size, compression)`` from a VSR options block: the
+    same TLV as user headers, string keys (iggy-current.md 6.1, 6.8). Keys Ferry does
+    not apply (durability, segment_size, ...) are accepted and ignored."""
+    expiry, max_size, compression = 0, 0, "none"
+    if not block:
+        return expiry, max_size, compression
+    try:
+        pairs = Headers.decode(block).items()
+    except ce.HeaderError:
+        raise IggyStatus(IggyError.INVALID_COMMAND, "malformed options block") from None
+    for key, value in pairs:
+        name = key.as_str() if key.kind == HeaderKind.STRING else ""
+        try:
+            if name == "message_expiry":
+                expiry = _expiry_in(value.as_int())
+            elif name == "max_topic_size":
+                max_size = _expiry_in(value.as_int())
+            elif name == "compression_algorithm":
+                compression = value.as_str().lower()
+                if compression not in _COMPRESSION.values():
+                    raise IggyStatus(IggyError.INVALID_COMMAND, f"compression {compression!r}")
+        except (ce.FerryError, TypeError, ValueError):
+            raise IggyStatus(IggyError.INVALID_COMMAND, f"option {name!r}") from None
+    return expiry, max_size, compression
 
 
 def update_topic(s, v):

@@ -272,3 +272,18 @@ def test_consumer_offsets(broker):
     assert (info.partition_id, info.current_offset, info.stored_offset) == (0, 1, 1)
     c.ok("consumer_offset.delete", **key)
     assert c.call("consumer_offset.delete", **key)[0] == E.CONSUMER_OFFSET_NOT_FOUND
+
+
+def test_vsr_topic_options_are_applied(broker):
+    """iggy-current.md 6.8: the 0.9.0 client sends topic settings as a TLV options block."""
+    c = logged_in(broker, 3)
+    c.ok("stream.create", name="s")
+    options = Headers([("compression_algorithm", "gzip"), ("consumer_offset_durability", "replicated"),
+                       ("durability", "replicated"), ("max_topic_size", HeaderValue.uint64(10_000_000)),
+                       ("message_expiry", HeaderValue.uint64(60_000_000))]).encode()
+    c.ok("topic.create", stream_id="s", partitions_count=1, name="t", options=options)
+    info = broker.get_topic("s", "t")
+    assert (info.compression_algorithm, info.message_expiry, info.max_topic_size) == ("gzip", 60_000_000, 10_000_000)
+    bad = Headers([("compression_algorithm", "zip")]).encode()
+    assert c.call("topic.create", stream_id="s", partitions_count=1, name="u", options=bad)[0] == E.INVALID_COMMAND
+    assert c.call("topic.create", stream_id="s", partitions_count=1, name="u", options=b"\x02")[0] == E.INVALID_COMMAND
