@@ -294,3 +294,31 @@ def test_consumer_offsets_survive_reopen(tmp_path, broker, ten):
         assert offsets(again.poll("s", "t", ME, PollStrategy("next"), 10, partition=0).batch) == [7, 8, 9]
     finally:
         again.close()
+
+
+def test_retention_by_age_and_size_through_the_broker(tmp_path):
+    b = open_broker(tmp_path, segment_bytes=600)
+    try:
+        b.create_stream("s")
+        b.create_topic("s", "old", message_expiry=1_000_000)  # 1 s, in µs
+        b.create_topic("s", "big", partitions=2, max_topic_size=2 * 1400)  # 1400 bytes per partition
+        b.create_topic("s", "keep")
+        for name in ("old", "big", "keep"):
+            for i in range(30):
+                b.append("s", name, items(f"{name}-{i:03d}".ljust(100, ".")), partition=0)
+                b.flush()  # one batch each: many small segments
+        old, big, keep = (b.partition("s", n, 0) for n in ("old", "big", "keep"))
+        segments = old.segment_count
+        last_ts = b.read_messages("s", "old", 0, 29, 1)[0].timestamp
+        b.enforce_retention(now=last_ts + 500_000)
+        assert old.segment_count == segments and old.first_offset == 0  # nothing a second old yet
+        assert b.enforce_retention(now=last_ts + 2_000_000) == segments - 1
+        assert old.segment_count == 1 and old.first_offset > 0  # only the active segment stays
+        assert big.size_bytes <= 1400 + 600 and big.first_offset > 0
+        assert keep.first_offset == 0  # no limits: untouched
+        first = b.poll("s", "old", ME, PollStrategy("first"), 1, partition=0).batch
+        assert offsets(first) == [old.first_offset]  # reads start at what is left
+        assert offsets(b.read("s", "old", 0, 0, 1)) == [old.first_offset]
+        assert old.next_offset == 30  # offsets are never reused
+    finally:
+        b.close()
