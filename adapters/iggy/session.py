@@ -113,6 +113,9 @@ class IggySession:
             return Reply(err.code, command=cmd)
         except ce.FerryError as exc:
             return Reply(status_for(exc, _entity_of(cmd.name)), command=cmd)
+        except Exception:  # a bug of ours (STYLE.md 5): log it, answer a generic error, keep serving
+            log.exception("iggy handler failed", extra={"command": cmd.name})
+            return Reply(IggyError.ERROR, command=cmd)
         if isinstance(out, Deferred):
             return out
         if isinstance(out, (Reply, Evict)):
@@ -127,6 +130,9 @@ class IggySession:
             return Reply(err.code, command=command)
         except ce.FerryError as exc:
             return Reply(status_for(exc), command=command)
+        except Exception:
+            log.exception("iggy deferred reply failed")
+            return Reply(IggyError.ERROR, command=command)
 
     def close(self) -> None:
         """The connection ended: leave every consumer group (core rebalances)."""
