@@ -38,6 +38,7 @@ from .index import T_MAXTS, TIME_ENTRY
 from .pending import FlushJob, PendingCall, index_entries, written_producers
 from .reads import PartitionReads
 from .recovery import open_sealed, recover_active
+from .salvage import TEMP_SUFFIX as SALVAGE_TEMP
 from .segment import LOG_SUFFIX, NAME_DIGITS, Segment, fsync_dir
 
 log = logging.getLogger("ferry.log")
@@ -158,6 +159,8 @@ class Partition(PartitionReads):
         return part
 
     def _recover(self) -> None:
+        for leftover in self.path.glob("*" + SALVAGE_TEMP):  # a salvage cut short by a crash
+            leftover.unlink()
         bases = sorted(
             int(p.stem) for p in self.path.glob("*" + LOG_SUFFIX) if len(p.stem) == NAME_DIGITS and p.stem.isdigit()
         )

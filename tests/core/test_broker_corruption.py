@@ -255,3 +255,15 @@ def test_no_single_byte_flip_is_ever_served_or_crashes(tmp_path, which):
         finally:
             part.close()
         shutil.rmtree(work)
+
+
+def test_leftover_of_a_salvage_cut_short_is_removed_at_open(tmp_path):
+    pdir, logs = _build(tmp_path)
+    leftover = pdir / (logs[1].name + ".salvage")
+    leftover.write_bytes(b"half a copy")
+    broker = open_broker(tmp_path, segment_bytes=SEG)
+    try:
+        assert not leftover.exists()
+        assert offsets(broker.read("s", "t", 0, 0, N)) == list(range(N))
+    finally:
+        broker.close()
