@@ -267,3 +267,56 @@ def test_leftover_of_a_salvage_cut_short_is_removed_at_open(tmp_path):
         assert offsets(broker.read("s", "t", 0, 0, N)) == list(range(N))
     finally:
         broker.close()
+
+
+async def test_salvage_while_the_flusher_keeps_writing_and_rolling(tmp_path):
+    import trio
+
+    from core.flusher import run_broker_tasks
+
+    pdir, logs = _build(tmp_path)
+    victim = logs[1]
+    pos, base, count = _batches(victim.read_bytes())[0]
+    _flip(victim, pos + BATCH_HEADER_SIZE + 64 + 3)
+    broker = open_broker(tmp_path, segment_bytes=SEG, fsync="always")
+    acked: list[int] = []
+    errors = 0
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_broker_tasks, broker)
+
+            async def producer():
+                for i in range(N, N + 120):
+                    done = trio.Event()
+                    broker.append("s", "t", [items(_payload(i))[0]], partition=0,
+                                  on_durable=lambda r, d=done: (acked.append(r.base_offset), d.set()))  # fmt: skip
+                    await done.wait()
+
+            async with trio.open_nursery() as work:
+                work.start_soon(producer)
+                offset = 0
+                while offset < N + 120:  # a reader chasing the producer through the damage
+                    try:
+                        batch = broker.read("s", "t", 0, offset, 4)
+                    except CorruptSegment:
+                        errors += 1
+                        continue
+                    if not batch.count:
+                        await trio.sleep(0.001)
+                        continue
+                    for rv in batch.records():
+                        assert bytes(rv.payload) == _payload(rv.offset)
+                    offset = batch.next_offset
+            nursery.cancel_scope.cancel()
+    finally:
+        broker.close()
+    assert errors == 1 and acked == list(range(N, N + 120))
+    again = open_broker(tmp_path, segment_bytes=SEG)
+    try:
+        got = {rv.offset: bytes(rv.payload) for rv in again.read("s", "t", 0, 0, 1000).records()}
+        got.update({rv.offset: bytes(rv.payload) for rv in again.read("s", "t", 0, base + count, 1000).records()})
+        assert set(got) == set(range(N + 120)) - set(range(base, base + count))
+        assert all(got[o] == _payload(o) for o in got)
+        assert again.partition("s", "t", 0).segment_count > len(logs)  # it kept rolling meanwhile
+    finally:
+        again.close()
