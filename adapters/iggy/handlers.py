@@ -23,6 +23,7 @@ from . import render
 from . import replies as R
 from .errors import IggyError, IggyStatus
 from .events import Reply
+from .producer import take_producer
 from .permissions import decode_permissions, encode_permissions
 from .session import Deferred
 
@@ -448,9 +449,10 @@ def send_messages(s, v):
     if not v.messages:
         raise IggyStatus(IggyError.INVALID_MESSAGES_COUNT)
     partition, key = _partitioning(s, v.partitioning)
-    items = s.to_append_inputs(v.messages)
+    items, producer = take_producer(s.to_append_inputs(v.messages))  # Ferry's idempotent-send tag (producer.py)
     pending = Deferred(lambda outcome: _sent(s, t, outcome))
-    s.broker.append(t.stream_id, t.id, items, partition=partition, key=key, on_durable=pending.fire, origin="iggy")
+    s.broker.append(t.stream_id, t.id, items, partition=partition, key=key, producer=producer,
+                    on_durable=pending.fire, origin="iggy")
     return pending
 
 
