@@ -75,6 +75,13 @@ class Route:
     handler: Handler
     public: bool = False
     entity: str | None = None  # "stream" | "topic" | "group" | "user" | "token"
+    # For /openapi.json (adapters/http/openapi.py): the Iggy command this route
+    # serves (its name in adapters/iggy/spec.py), the request body schema, the
+    # success status and its body schema ("[Name]" = array of Name), query names.
+    command: str | None = None
+    body: str | None = None
+    ok: tuple[int, str | None] = (200, None)
+    query: tuple[str, ...] = ()
     segments: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -173,6 +180,7 @@ class HttpApp:
 
             routes = ROUTES
         self.routes = routes
+        self.openapi: bytes | None = None  # built on first GET /openapi.json
 
     # -- entry points -------------------------------------------------------------
     def handle(self, request: Request) -> Outcome:
@@ -203,18 +211,21 @@ class HttpApp:
             parts = tuple(unquote(p, errors="strict") for p in path.strip("/").split("/")) if path != "/" else ()
         except UnicodeDecodeError:
             raise HttpError.http(400, "path is not valid percent-encoded UTF-8", "path") from None
-        allowed, found = [], None
+        matching, found = [], None
         for route in self.routes:
             params = route.match(parts)
             if params is None:
                 continue
-            allowed.append(route.method)
+            matching.append(route)
             if route.method == request.method or (request.method == "HEAD" and route.method == "GET"):
                 found = (route, params)
                 break
         if found is None:
-            if allowed:
-                allow = ", ".join(sorted(set(allowed)))
+            if matching:
+                # Allow lists the methods of the most specific pattern that matched
+                # (RFC 9110 15.5.6), not of every pattern the path happens to fit.
+                best = max(matching, key=lambda r: sum(not s.startswith("{") for s in r.segments)).pattern
+                allow = ", ".join(sorted({r.method for r in self.routes if r.pattern == best}))
                 raise HttpError.http(405, f"method {request.method} not allowed here", "method",
                                      headers=((b"allow", allow.encode()),))
             raise HttpError.http(404, f"no route for {path}", "path")

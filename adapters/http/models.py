@@ -33,7 +33,9 @@ from typing import Any, Iterable
 
 import xxhash
 
-from core.errors import FerryError
+from core.errors import (
+    ConsumerGroupNotFound, FerryError, NotFound, PartitionNotFound, StreamNotFound, TopicNotFound, UserNotFound,
+)
 from core.header_value import HeaderKind, HeaderValue
 from core.log import AppendInput
 from core.message import MAX_HEADERS_SIZE, Headers, Message
@@ -58,15 +60,23 @@ def wire_id(canonical: int) -> int:
     return canonical + ID_BASE
 
 
+# Which "not found" a numeric path id that can name nothing (0, below ID_BASE) raises.
+_NOT_FOUND_FOR = {"stream_id": StreamNotFound, "topic_id": TopicNotFound, "group_id": ConsumerGroupNotFound,
+                  "user_id": UserNotFound, "partition_id": PartitionNotFound}
+
+
 def parse_identifier(text: str, field: str) -> int | str:
-    """A path segment as a canonical id (int) or a name (str); 400 error 6 otherwise."""
+    """A path segment as a canonical id (int) or a name (str), by iggy.md 3.1's
+    text rule: what parses as a u32 is an id, anything else a name. Empty or
+    over 255 bytes -> 400 error 6; id 0 -> that entity's "not found" (Iggy's
+    server accepts numeric 0 and simply finds nothing)."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if not 1 <= size <= MAX_IDENT_BYTES:
         raise HttpError.iggy(6, f"{field} must be 1..{MAX_IDENT_BYTES} bytes", field)
-    if text.isascii() and text.isdigit():
+    if text.isascii() and text.isdigit() and int(text) <= U32_MAX:
         value = int(text)
-        if not ID_BASE <= value <= U32_MAX:
-            raise HttpError.iggy(6, f"{field} {value} is not a valid id", field)
+        if value < ID_BASE:
+            raise _NOT_FOUND_FOR.get(field, NotFound)(f"{field} {value} not found", field="id")
         return value - ID_BASE
     return text
 

@@ -209,16 +209,26 @@ def delete_group(app: HttpApp, ctx: Ctx):
 
 
 ROUTES = [
-    Route("GET", T + "/messages", poll_messages, entity="topic"),
-    Route("POST", T + "/messages", send_messages, entity="topic"),
-    Route("GET", T + "/messages/flush/{partition_id}/{fsync}", flush_messages, entity="topic"),
-    Route("GET", T + "/consumer-offsets", get_offset, entity="topic"),
-    Route("PUT", T + "/consumer-offsets", store_offset, entity="topic"),
-    Route("DELETE", T + "/consumer-offsets/{consumer_id}", delete_offset, entity="topic"),
-    Route("GET", T + "/consumer-groups", get_groups, entity="group"),
-    Route("POST", T + "/consumer-groups", create_group, entity="group"),
-    Route("GET", T + "/consumer-groups/{group_id}", get_group, entity="group"),
-    Route("DELETE", T + "/consumer-groups/{group_id}", delete_group, entity="group"),
+    Route("GET", T + "/messages", poll_messages, entity="topic", command="message.poll",
+          ok=(200, "PolledMessages"), query=("id", "partition_id", "kind", "value", "count", "auto_commit", "wait_ms")),
+    Route("POST", T + "/messages", send_messages, entity="topic", command="message.send", body="SendMessages",
+          ok=(201, None)),
+    Route("GET", T + "/messages/flush/{partition_id}/{fsync}", flush_messages, entity="topic",
+          command="message.flush"),
+    Route("GET", T + "/consumer-offsets", get_offset, entity="topic", command="consumer_offset.get",
+          ok=(200, "ConsumerOffsetInfo"), query=("id", "partition_id")),
+    Route("PUT", T + "/consumer-offsets", store_offset, entity="topic", command="consumer_offset.store",
+          body="StoreConsumerOffset", ok=(204, None)),
+    Route("DELETE", T + "/consumer-offsets/{consumer_id}", delete_offset, entity="topic",
+          command="consumer_offset.delete", ok=(204, None), query=("partition_id",)),
+    Route("GET", T + "/consumer-groups", get_groups, entity="group", command="consumer_group.list",
+          ok=(200, "[ConsumerGroup]")),
+    Route("POST", T + "/consumer-groups", create_group, entity="group", command="consumer_group.create",
+          body="CreateConsumerGroup", ok=(201, "ConsumerGroupDetails")),
+    Route("GET", T + "/consumer-groups/{group_id}", get_group, entity="group", command="consumer_group.get",
+          ok=(200, "ConsumerGroupDetails")),
+    Route("DELETE", T + "/consumer-groups/{group_id}", delete_group, entity="group",
+          command="consumer_group.delete", ok=(204, None)),
 ]
 
 __all__ = ["ROUTES"]

@@ -149,20 +149,24 @@ S = "/streams/{stream_id}"
 T = S + "/topics/{topic_id}"
 
 ROUTES = [
-    Route("GET", "/streams", get_streams, entity="stream"),
-    Route("POST", "/streams", create_stream, entity="stream"),
-    Route("GET", S, get_stream, entity="stream"),
-    Route("PUT", S, update_stream, entity="stream"),
-    Route("DELETE", S, delete_stream, entity="stream"),
-    Route("DELETE", S + "/purge", purge_stream, entity="stream"),
-    Route("GET", S + "/topics", get_topics, entity="topic"),
-    Route("POST", S + "/topics", create_topic, entity="topic"),
-    Route("GET", T, get_topic, entity="topic"),
-    Route("PUT", T, update_topic, entity="topic"),
-    Route("DELETE", T, delete_topic, entity="topic"),
-    Route("DELETE", T + "/purge", purge_topic, entity="topic"),
-    Route("POST", T + "/partitions", create_partitions, entity="topic"),
-    Route("DELETE", T + "/partitions", delete_partitions, entity="topic"),
+    Route("GET", "/streams", get_streams, entity="stream", command="stream.list", ok=(200, "[Stream]")),
+    Route("POST", "/streams", create_stream, entity="stream", command="stream.create", body="CreateStream",
+          ok=(200, "StreamDetails")),
+    Route("GET", S, get_stream, entity="stream", command="stream.get", ok=(200, "StreamDetails")),
+    Route("PUT", S, update_stream, entity="stream", command="stream.update", body="UpdateStream", ok=(204, None)),
+    Route("DELETE", S, delete_stream, entity="stream", command="stream.delete", ok=(204, None)),
+    Route("DELETE", S + "/purge", purge_stream, entity="stream", command="stream.purge", ok=(204, None)),
+    Route("GET", S + "/topics", get_topics, entity="topic", command="topic.list", ok=(200, "[Topic]")),
+    Route("POST", S + "/topics", create_topic, entity="topic", command="topic.create", body="CreateTopic",
+          ok=(200, "TopicDetails")),
+    Route("GET", T, get_topic, entity="topic", command="topic.get", ok=(200, "TopicDetails")),
+    Route("PUT", T, update_topic, entity="topic", command="topic.update", body="UpdateTopic", ok=(204, None)),
+    Route("DELETE", T, delete_topic, entity="topic", command="topic.delete", ok=(204, None)),
+    Route("DELETE", T + "/purge", purge_topic, entity="topic", command="topic.purge", ok=(204, None)),
+    Route("POST", T + "/partitions", create_partitions, entity="topic", command="partition.create",
+          body="CreatePartitions", ok=(201, None)),
+    Route("DELETE", T + "/partitions", delete_partitions, entity="topic", command="partition.delete",
+          ok=(204, None), query=("partitions_count",)),
 ]
 
 __all__ = ["ROUTES", "T", "S", "stream_details", "topic_details", "topic_of", "topic_parts"]

@@ -18,12 +18,26 @@ from core.metrics import CONTENT_TYPE, render_families
 
 from . import models
 from .app import Ctx, HttpApp, Route, json_response, text_response
+from .errors import JSON_TYPE, Response
+from .openapi import build as build_openapi
+from .webpage import CSP, PAGE
 
 START_US = int(time.time() * 1_000_000)
 
 
 def root(app: HttpApp, ctx: Ctx):
-    return text_response("Ferry HTTP API (Iggy-compatible)\n")
+    """The browser page (webpage.py); ``curl /`` and Iggy's "Iggy API" probe get text."""
+    accept = ctx.request.header(b"accept") or b""
+    if b"text/html" not in accept:
+        return text_response("Ferry HTTP API (Iggy-compatible); see /openapi.json\n")
+    return Response(200, ((b"content-type", b"text/html; charset=utf-8"), (b"content-security-policy", CSP),
+                          (b"x-content-type-options", b"nosniff")), PAGE.encode())
+
+
+def openapi_json(app: HttpApp, ctx: Ctx):
+    if app.openapi is None:
+        app.openapi = models.dumps(build_openapi(app.routes))
+    return Response(200, (JSON_TYPE,), app.openapi)
 
 
 def ping(app: HttpApp, ctx: Ctx):
@@ -97,11 +111,12 @@ def stats(app: HttpApp, ctx: Ctx):
 
 
 ROUTES = [
-    Route("GET", "/", root, public=True),
-    Route("GET", "/ping", ping, public=True),
-    Route("GET", "/healthz", healthz, public=True),
-    Route("GET", "/metrics", metrics, public=True),
-    Route("GET", "/stats", stats, public=True),
+    Route("GET", "/", root, public=True, ok=(200, "text")),
+    Route("GET", "/openapi.json", openapi_json, public=True),
+    Route("GET", "/ping", ping, public=True, command="system.ping", ok=(200, "text")),
+    Route("GET", "/healthz", healthz, public=True, ok=(200, "Health")),
+    Route("GET", "/metrics", metrics, public=True, ok=(200, "text")),
+    Route("GET", "/stats", stats, public=True, command="system.stats"),
 ]
 
 __all__ = ["ROUTES", "partition_families"]

@@ -147,10 +147,9 @@ def create_pat(app: HttpApp, ctx: Ctx):
     f = ctx.fields()
     name = f.str("name")
     expiry = f.int("expiry", 0, models.U64_MAX, required=False)
-    # iggy.md 10.4: 0 = server default, u64::MAX = never; our default is never.
-    expiry_us = None if expiry in (None, 0, models.U64_MAX) else expiry
-    if expiry_us is not None and expiry_us > 2**63 - 1:
-        raise models.bad_field("expiry", "is too large")
+    # iggy.md 10.4: 0 = server default, u64::MAX = never; our default is never,
+    # and a lifetime past the i64 µs range (292 000 years) is never as well.
+    expiry_us = None if expiry in (None, 0) or expiry > 2**63 - 1 else expiry
     token = app.broker.meta.create_pat(ctx.user.id, name, expiry_us)
     return json_response({"token": token})
 
@@ -161,20 +160,30 @@ def delete_pat(app: HttpApp, ctx: Ctx):
 
 
 ROUTES = [
-    Route("POST", "/users/login", login, public=True, entity="user"),
-    Route("POST", "/users/refresh-token", refresh, public=True, entity="user"),
-    Route("DELETE", "/users/logout", logout, entity="user"),
-    Route("POST", "/personal-access-tokens/login", pat_login, public=True, entity="token"),
-    Route("GET", "/users", get_users, entity="user"),
-    Route("POST", "/users", create_user, entity="user"),
-    Route("GET", "/users/{user_id}", get_user, entity="user"),
-    Route("PUT", "/users/{user_id}", update_user, entity="user"),
-    Route("DELETE", "/users/{user_id}", delete_user, entity="user"),
-    Route("PUT", "/users/{user_id}/permissions", update_permissions, entity="user"),
-    Route("PUT", "/users/{user_id}/password", change_password, entity="user"),
-    Route("GET", "/personal-access-tokens", get_pats, entity="token"),
-    Route("POST", "/personal-access-tokens", create_pat, entity="token"),
-    Route("DELETE", "/personal-access-tokens/{name}", delete_pat, entity="token"),
+    Route("POST", "/users/login", login, public=True, entity="user", command="user.login", body="Login",
+          ok=(200, "IdentityInfo")),
+    Route("POST", "/users/refresh-token", refresh, public=True, entity="user", body="Token",
+          ok=(200, "IdentityInfo")),
+    Route("DELETE", "/users/logout", logout, entity="user", command="user.logout", ok=(204, None)),
+    Route("POST", "/personal-access-tokens/login", pat_login, public=True, entity="token", command="pat.login",
+          body="Token", ok=(200, "IdentityInfo")),
+    Route("GET", "/users", get_users, entity="user", command="user.list", ok=(200, "[UserInfo]")),
+    Route("POST", "/users", create_user, entity="user", command="user.create", body="CreateUser",
+          ok=(200, "UserInfoDetails")),
+    Route("GET", "/users/{user_id}", get_user, entity="user", command="user.get", ok=(200, "UserInfoDetails")),
+    Route("PUT", "/users/{user_id}", update_user, entity="user", command="user.update", body="UpdateUser",
+          ok=(204, None)),
+    Route("DELETE", "/users/{user_id}", delete_user, entity="user", command="user.delete", ok=(204, None)),
+    Route("PUT", "/users/{user_id}/permissions", update_permissions, entity="user", command="user.permissions",
+          body="UpdatePermissions", ok=(204, None)),
+    Route("PUT", "/users/{user_id}/password", change_password, entity="user", command="user.password",
+          body="ChangePassword", ok=(204, None)),
+    Route("GET", "/personal-access-tokens", get_pats, entity="token", command="pat.list",
+          ok=(200, "[PersonalAccessTokenInfo]")),
+    Route("POST", "/personal-access-tokens", create_pat, entity="token", command="pat.create",
+          body="CreatePersonalAccessToken", ok=(200, "RawPersonalAccessToken")),
+    Route("DELETE", "/personal-access-tokens/{name}", delete_pat, entity="token", command="pat.delete",
+          ok=(204, None)),
 ]
 
 __all__ = ["ROUTES"]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from adapters.http import models
 from adapters.http.errors import HttpError
 from adapters.http.tokens import MIN_SECRET_BYTES, TokenError, TokenService, load_secret
+from core.errors import StreamNotFound
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers, Message
 from core.metrics import MAX_SERIES_PER_METRIC, MetricsRegistry, metrics_for, render_families
@@ -127,8 +128,9 @@ def test_partitioning_and_ids():
     value = models.b64(struct.pack("<I", 3))
     assert models.parse_partitioning(models.Fields({"kind": "partition_id", "value": value})) == (2, None)
     assert models.parse_identifier("42", "stream_id") == 41 and models.parse_identifier("orders", "s") == "orders"
-    with pytest.raises(HttpError):
+    with pytest.raises(StreamNotFound):
         models.parse_identifier("0", "stream_id")
+    assert models.parse_identifier(str(2**32), "stream_id") == str(2**32)  # past u32: a name (iggy.md 3.1)
     assert models.consumer_id("7") == 7 and models.consumer_id("worker") != models.consumer_id("worker2")
     perms = {"global": {"read_streams": True}, "streams": {"2": {"read_stream": True, "topics": {"1": {}}}}}
     parsed = models.permissions_from_json(perms)

@@ -1,0 +1,86 @@
+"""``GET /openapi.json``: the OpenAPI 3.1 document, built from the route table.
+
+Each :class:`~.app.Route` carries its Iggy command name, body schema, success
+status and query parameters; :mod:`.schemas` holds the component schemas. The
+document is built once per app (routes do not change at run time).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .schemas import SCHEMAS, ref
+
+# Query parameters by name (iggy.md 10.4, plus Ferry's wait_ms).
+QUERY = {
+    "id": ({"type": "string"}, "consumer id (digits, or a name hashed with XXH32); default 1"),
+    "partition_id": ({"type": "integer", "minimum": 1}, "partition (1-based); default 1"),
+    "kind": ({"enum": ["offset", "timestamp", "first", "last", "next", "o", "t", "f", "l", "n"]},
+             "polling strategy; default offset"),
+    "value": ({"type": "integer", "minimum": 0}, "offset, or timestamp in µs"),
+    "count": ({"type": "integer", "minimum": 1, "maximum": 10_000}, "messages to return; default 10"),
+    "auto_commit": ({"type": "boolean"}, "store the last polled offset; default false"),
+    "wait_ms": ({"type": "integer", "minimum": 0}, "long poll: wait up to this long for a message"),
+    "partitions_count": ({"type": "integer", "minimum": 1}, "how many partitions to delete"),
+}
+ERROR_STATUSES = {"400": "bad request", "401": "missing or invalid bearer token (empty body), or bad login token",
+                  "403": "not permitted", "404": "not found", "413": "request body too large"}
+
+
+def _response(status: int, schema: str | None) -> dict:
+    if schema is None:
+        return {"description": "empty body"} if status in (201, 204) else {"description": "OK"}
+    if schema.startswith("["):
+        body = {"type": "array", "items": ref(schema[1:-1])}
+    elif schema == "text":
+        return {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    else:
+        body = ref(schema)
+    return {"description": "OK", "content": {"application/json": {"schema": body}}}
+
+
+def _operation(route) -> dict:
+    params = [{"name": seg[1:-1], "in": "path", "required": True,
+               "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+               "description": "digits = id (1-based), anything else = name"}
+              for seg in route.segments if seg.startswith("{")]
+    for name in route.query:
+        schema, about = QUERY[name]
+        params.append({"name": name, "in": "query", "required": name == "partitions_count",
+                       "schema": schema, "description": about})
+    status, schema = route.ok
+    responses = {str(status): _response(status, schema)}
+    for code, about in ERROR_STATUSES.items():
+        if code == "413" and not route.body:
+            continue
+        entry = {"description": about}
+        if code != "401":
+            entry["content"] = {"application/json": {"schema": ref("Error")}}
+        responses[code] = entry
+    op = {"operationId": f"{route.method.lower()}_{route.handler.__name__}", "parameters": params,
+          "responses": responses}
+    if route.command:
+        op["x-iggy-command"] = route.command
+    if route.body:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(route.body)}}}
+    if not route.public:
+        op["security"] = [{"bearer": []}]
+    return op
+
+
+def build(routes: Iterable, version: str = "0.1.0") -> dict:
+    """The OpenAPI document for ``routes``."""
+    paths: dict[str, dict] = {}
+    for route in routes:
+        paths.setdefault(route.pattern, {})[route.method.lower()] = _operation(route)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Ferry HTTP API (Iggy-compatible)", "version": version,
+                 "description": "Iggy's HTTP API (protocols/iggy.md section 10) served by Ferry; see docs/http.md."},
+        "paths": paths,
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
+    }
+
+
+__all__ = ["build"]

@@ -1,0 +1,113 @@
+"""JSON Schemas of the HTTP API's bodies (OpenAPI 3.1 components), data only.
+
+They describe the shapes that :mod:`.models` reads and writes (iggy.md 10.5,
+10.6); ``models.py`` stays the one place that *converts*, this module only
+documents, for ``/openapi.json`` and for schema-driven tests (schemathesis).
+Like the models, these are hand-written for now and meant to be derived from
+the Iggy command table later (docs/http.md).
+"""
+
+from __future__ import annotations
+
+U32 = {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
+U64 = {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}
+ID = {"type": "integer", "minimum": 1, "maximum": 2**32 - 1}
+NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+B64 = {"type": "string", "contentEncoding": "base64"}
+SIZE = {"type": "string", "description": "byte size, e.g. \"42 B\""}
+US = {"type": "integer", "description": "microseconds since the Unix epoch"}
+HEADER_KINDS = ["raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16",
+                "uint32", "uint64", "uint128", "float32", "float64"]
+
+
+def obj(props: dict, required: tuple[str, ...] = (), extra: bool = True) -> dict:
+    out = {"type": "object", "properties": props, "required": list(required)}
+    if not extra:
+        out["additionalProperties"] = False
+    return out
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def array(item: dict) -> dict:
+    return {"type": "array", "items": item}
+
+
+def nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_PARTITION = obj({"id": ID, "created_at": US, "segments_count": U32, "current_offset": U64, "size": SIZE,
+                  "messages_count": U64})
+_TOPIC = {"id": ID, "created_at": US, "name": NAME, "size": SIZE, "message_expiry": U64,
+          "compression_algorithm": {"enum": ["none", "gzip"]}, "max_topic_size": U64,
+          "replication_factor": {"type": "integer"}, "messages_count": U64, "partitions_count": U32}
+_STREAM = {"id": ID, "created_at": US, "name": NAME, "size": SIZE, "messages_count": U64, "topics_count": U32}
+_GROUP = {"id": ID, "name": NAME, "partitions_count": U32, "members_count": U32}
+_USER = {"id": ID, "created_at": US, "status": {"enum": ["active", "inactive"]}, "username": NAME}
+_HEADER = obj({"kind": {"enum": HEADER_KINDS}, "value": B64}, ("kind", "value"))
+_TOPIC_SETTINGS = {"compression_algorithm": {"enum": ["none", "gzip"]}, "message_expiry": U64,
+                   "max_topic_size": U64, "replication_factor": nullable({"type": "integer", "minimum": 0,
+                                                                           "maximum": 255})}
+_TOKEN = obj({"token": {"type": "string"}, "expiry": {"type": "integer"}}, ("token", "expiry"))
+
+SCHEMAS: dict[str, dict] = {
+    "Error": obj({"id": {"type": "integer"}, "code": {"type": "string"}, "reason": {"type": "string"},
+                  "field": nullable({"type": "string"})}, ("id", "code", "reason", "field")),
+    "Partition": _PARTITION,
+    "Topic": obj(_TOPIC),
+    "TopicDetails": obj({**_TOPIC, "partitions": array(ref("Partition"))}),
+    "Stream": obj(_STREAM),
+    "StreamDetails": obj({**_STREAM, "topics": array(ref("Topic"))}),
+    "ConsumerGroup": obj(_GROUP),
+    "ConsumerGroupDetails": obj({**_GROUP, "members": array(obj({"id": U32, "partitions_count": U32,
+                                                                  "partitions": array(ID)}))}),
+    "ConsumerOffsetInfo": obj({"partition_id": ID, "current_offset": U64, "stored_offset": U64}),
+    "UserInfo": obj(_USER),
+    "UserInfoDetails": obj({**_USER, "permissions": nullable({"type": "object"})}),
+    "IdentityInfo": obj({"user_id": ID, "access_token": nullable(_TOKEN)}),
+    "PersonalAccessTokenInfo": obj({"name": NAME, "expiry_at": nullable(US)}),
+    "RawPersonalAccessToken": obj({"token": {"type": "string"}}, ("token",)),
+    "Header": _HEADER,
+    "PolledMessage": obj({"offset": U64, "state": {"const": "available"}, "timestamp": US,
+                          "id": {"type": "integer"}, "checksum": U32,
+                          "headers": nullable({"type": "object", "additionalProperties": ref("Header")}),
+                          "payload": B64}),
+    "PolledMessages": obj({"partition_id": ID, "current_offset": U64, "messages": array(ref("PolledMessage"))}),
+    "Health": obj({"status": {"enum": ["ok", "draining"]}}),
+    # -- request bodies ----------------------------------------------------------------
+    "CreateStream": obj({"stream_id": nullable(U32), "name": NAME}, ("name",)),
+    "UpdateStream": obj({"name": NAME}, ("name",)),
+    "CreateTopic": obj({"topic_id": nullable(U32), "name": NAME, "partitions_count": U32, **_TOPIC_SETTINGS},
+                       ("name", "partitions_count", "compression_algorithm", "message_expiry", "max_topic_size")),
+    "UpdateTopic": obj({"name": NAME, **_TOPIC_SETTINGS},
+                       ("name", "compression_algorithm", "message_expiry", "max_topic_size")),
+    "CreatePartitions": obj({"partitions_count": U32}, ("partitions_count",)),
+    "SendMessages": obj({
+        "partitioning": obj({"kind": {"enum": ["balanced", "partition_id", "messages_key"]}, "value": B64},
+                            ("kind",)),
+        "messages": {**array(obj({"id": {"type": "integer", "minimum": 0, "maximum": 2**128 - 1},
+                                  "payload": B64,
+                                  "headers": nullable({"type": "object", "additionalProperties": ref("Header")})},
+                                 ("payload",))), "minItems": 1},
+    }, ("messages",)),
+    "StoreConsumerOffset": obj({"id": {"type": "string"}, "partition_id": nullable(ID), "offset": U64},
+                               ("offset",)),
+    "CreateConsumerGroup": obj({"group_id": nullable(U32), "name": NAME}, ("name",)),
+    "Login": obj({"username": {"type": "string"}, "password": {"type": "string"},
+                  "version": nullable({"type": "string"}), "context": nullable({"type": "string"})},
+                 ("username", "password")),
+    "Token": obj({"token": {"type": "string"}}, ("token",)),
+    "CreateUser": obj({"username": {"type": "string"}, "password": {"type": "string"},
+                       "status": {"enum": ["active", "inactive"]}, "permissions": nullable({"type": "object"})},
+                      ("username", "password")),
+    "UpdateUser": obj({"username": nullable({"type": "string"}), "status": nullable({"enum": ["active", "inactive"]})}),
+    "UpdatePermissions": obj({"permissions": nullable({"type": "object"})}),
+    "ChangePassword": obj({"current_password": {"type": "string"}, "new_password": {"type": "string"}},
+                          ("current_password", "new_password")),
+    "CreatePersonalAccessToken": obj({"name": {"type": "string"}, "expiry": U64}, ("name",)),
+}
+
+__all__ = ["SCHEMAS", "array", "ref"]
