@@ -320,3 +320,29 @@ async def test_salvage_while_the_flusher_keeps_writing_and_rolling(tmp_path):
         assert again.partition("s", "t", 0).segment_count > len(logs)  # it kept rolling meanwhile
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("window", [57, 100])
+def test_survey_finds_the_same_runs_whatever_the_read_window(tmp_path, monkeypatch, window):
+    """The resync after damage searches the file window by window: a batch
+    magic split across two windows must still be found."""
+    import os
+
+    from core.log import recovery, salvage
+
+    _pdir, logs = _build(tmp_path)
+    victim = logs[1]
+    batches = _batches(victim.read_bytes())
+    _flip(victim, batches[0][0] + BATCH_HEADER_SIZE + 70)
+    fd = os.open(victim, os.O_RDONLY)
+    try:
+        want = salvage.survey(fd, victim.stat().st_size, int(victim.stem))
+        monkeypatch.setattr(recovery, "SCAN_WINDOW", window)
+        got = salvage.survey(fd, victim.stat().st_size, int(victim.stem))
+    finally:
+        os.close(fd)
+    assert [(r.start, r.end, r.base_offset, r.count) for r in got.runs] == [
+        (r.start, r.end, r.base_offset, r.count) for r in want.runs
+    ]
+    assert got.damaged == want.damaged == [(0, batches[1][0])]
+    assert got.runs[0].base_offset == batches[1][1] and got.runs[0].end == victim.stat().st_size
