@@ -1,0 +1,115 @@
+"""Polled records -> Arrow record batches with Ferry's Spark schema, and back.
+
+Theory of operation
+-------------------
+Spark accepts ``pyarrow.RecordBatch`` objects from a Python data source's
+``read()`` only when their schema equals the expected one exactly: same
+names and order, ``string`` (not ``large_string``), exact integer widths,
+``timestamp("us", tz="UTC")``, every field nullable
+(spark-datasource.md section 3). :data:`ARROW_SCHEMA` is derived once from
+:data:`SCHEMA_DDL`'s meaning and both live here, side by side.
+
+A dialect-2 poll reply is the stored records byte for byte
+(``core.record``: a 64-byte header, the payload, then the TLV header block),
+so decoding is one ``struct`` unpack per record plus a walk over its header
+block, appending to flat column lists; Arrow arrays are built from those
+lists once per poll. Yielding Arrow batches instead of tuples is about four
+times faster end to end (spark-datasource.md section 8), and the flat-list
+build avoids a Python object per row.
+
+Header keys are text in the schema: a STRING key as it is, a typed key (the
+current Iggy generation allows them) as its text form
+(``HeaderValue.to_text``); its kind is not kept. Values keep their kind by
+name (``"uint64"``, the Iggy JSON names) and their exact bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from itertools import accumulate, repeat
+
+import pyarrow as pa
+
+from core.header_value import HeaderKind, HeaderValue
+
+from .client import POLL_PREFIX, RECORD_HEADER, Polled
+
+SCHEMA_DDL = (
+    "stream string, topic string, partition int, offset bigint, timestamp timestamp, id string, "
+    "headers array<struct<key: string, kind: string, value: binary>>, payload binary"
+)
+HEADER_TYPE = pa.struct([("key", pa.string()), ("kind", pa.string()), ("value", pa.binary())])
+ARROW_SCHEMA = pa.schema([
+    ("stream", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")), ("id", pa.string()),
+    # Spark names an array's element "element" in the Arrow it expects.
+    ("headers", pa.list_(pa.field("element", HEADER_TYPE))), ("payload", pa.binary()),
+])
+KIND_NAMES = {k.value: k.json_name for k in HeaderKind}
+_KIND_LEN = struct.Struct("<BI")
+_STRING = HeaderKind.STRING.value
+
+
+def _binary(chunks: list) -> pa.Array:
+    """A binary array from bytes-like chunks: one join, no Python object per row."""
+    offsets = pa.array(list(accumulate(map(len, chunks), initial=0)), pa.int32())
+    data = pa.py_buffer(b"".join(chunks))
+    return pa.Array.from_buffers(pa.binary(), len(chunks), [None, offsets.buffers()[1], data])
+
+
+def _key_text(kind: int, data) -> str:
+    if kind == _STRING:
+        return str(data, "utf-8")
+    return HeaderValue(HeaderKind.from_code(kind), bytes(data)).to_text()
+
+
+def polled_to_batch(stream: str, topic: str, polled: Polled, end: int) -> pa.RecordBatch | None:
+    """The records of ``polled`` with offsets below ``end``; None when there are none."""
+    body, pos = polled.body, polled.start
+    unpack = RECORD_HEADER.unpack_from
+    kl_unpack = _KIND_LEN.unpack_from
+    offsets, stamps, ids, payloads = [], [], [], []
+    hstarts = [0]
+    keys, kinds, values = [], [], []
+    for _ in range(polled.count):
+        _c, lo, hi, off, ts, _origin, hlen, plen = unpack(body, pos)
+        if off >= end:
+            break
+        p = pos + 64
+        offsets.append(off)
+        stamps.append(ts)
+        ids.append("%032x" % (lo | (hi << 64)))
+        payloads.append(body[p : p + plen])
+        if hlen:
+            h, hend = p + plen, p + plen + hlen
+            while h < hend:
+                kk, kl = kl_unpack(body, h)
+                key = body[h + 5 : h + 5 + kl]
+                h += 5 + kl
+                vk, vl = kl_unpack(body, h)
+                values.append(body[h + 5 : h + 5 + vl])
+                h += 5 + vl
+                keys.append(str(key, "utf-8") if kk == _STRING else _key_text(kk, key))
+                kinds.append(KIND_NAMES.get(vk, str(vk)))
+        hstarts.append(len(keys))
+        pos = p + plen + hlen
+    n = len(offsets)
+    if not n:
+        return None
+    header_structs = pa.StructArray.from_arrays(
+        [pa.array(keys, pa.string()), pa.array(kinds, pa.string()), _binary(values)], fields=list(HEADER_TYPE))
+    headers = pa.ListArray.from_arrays(pa.array(hstarts, pa.int32()), header_structs,
+                                       type=ARROW_SCHEMA.field("headers").type)
+    return pa.RecordBatch.from_arrays([
+        pa.array(repeat(stream, n), pa.string(), size=n),
+        pa.array(repeat(topic, n), pa.string(), size=n),
+        pa.array(repeat(polled.partition_id, n), pa.int32(), size=n),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.timestamp("us", tz="UTC")),
+        pa.array(ids, pa.string()),
+        headers,
+        _binary(payloads),
+    ], schema=ARROW_SCHEMA)
+
+
+__all__ = ["ARROW_SCHEMA", "HEADER_TYPE", "KIND_NAMES", "POLL_PREFIX", "SCHEMA_DDL", "polled_to_batch"]
