@@ -223,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0,
                         help="measured time per scenario (default 3; 16 scenarios)")  # fmt: skip
     parser.add_argument("--raw-seconds", type=float, default=2.0, help="time per raw-disk measurement (default 2)")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="where to create the temp dir (default: the system temp dir); pick the disk to test")  # fmt: skip
+    parser.add_argument("--dir", type=Path, default=Path.cwd(),
+                        help="where to create the temp dir (default: the current directory, where "
+                             "`ferry serve` keeps ./data; /tmp may be a tmpfs, where fsync means nothing)")  # fmt: skip
     parser.add_argument("--sizes", type=int, nargs="*", help="only these payload sizes (profiling)")
     parser.add_argument("--batched-only", action="store_true", help="only the batched scenarios (profiling)")
     args = parser.parse_args(argv)
