@@ -146,9 +146,10 @@ class Partition(PartitionReads):
         cls, path: Path | str, partition_id: int, cfg: LogConfig, *, clock: Callable[[], int] | None = None
     ) -> "Partition":
         """Open (creating if needed) a partition directory and recover it: torn
-        tail cut, indexes rebuilt where needed, sealed segments that fail their
-        checks quarantined, dedup table replayed. ``clock`` returns µs (tests).
-        Raises StorageError when the directory cannot be read or written."""
+        tail cut, indexes rebuilt where needed, damaged segments salvaged (moved
+        to quarantine/, good batches kept; salvage.py), dedup table replayed.
+        ``clock`` returns µs (tests). Raises StorageError when the directory
+        cannot be read or written."""
         part = cls(Path(path), partition_id, cfg, clock or now_us)
         try:
             part.path.mkdir(parents=True, exist_ok=True)
