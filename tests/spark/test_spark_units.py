@@ -1,0 +1,83 @@
+"""Pure parts of the data source: offset arithmetic and option parsing (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+
+from adapters.spark.options import FerryOptionError, parse_offsets, parse_servers, source_options  # noqa: E402
+from adapters.spark.source import FerryRange, advance, split_ranges  # noqa: E402
+
+
+class Opts(dict):
+    """Spark's options mapping is case-insensitive with lower-cased keys."""
+
+    def __init__(self, **kw):
+        super().__init__({k.lower(): v for k, v in kw.items()})
+
+    def get(self, key, default=None):
+        return super().get(key.lower(), default)
+
+
+def test_advance_without_limit_reaches_latest_and_adds_new_partitions_at_zero():
+    start = {"t": {0: 5, 1: 2}}
+    latest = {"t": {0: 9, 1: 2, 2: 4}, "u": {0: 3}}
+    assert advance(start, latest, None) == {"t": {0: 9, 1: 2, 2: 4}, "u": {0: 3}}
+
+
+def test_advance_shares_the_limit_by_backlog_and_spends_it_exactly():
+    start = {"t": {0: 0, 1: 0, 2: 0}}
+    latest = {"t": {0: 90, 1: 9, 2: 1}}
+    end = advance(start, latest, 10)
+    assert sum(end["t"].values()) == 10
+    assert end["t"][0] >= 8 and all(end["t"][p] <= latest["t"][p] for p in end["t"])
+    assert sum(advance(start, latest, 1)["t"].values()) == 1  # always progress
+    assert advance(start, {"t": {0: 0}}, 10) == {"t": {0: 0, 1: 0, 2: 0}}  # nothing due: start back
+
+
+def test_advance_in_limited_steps_covers_everything_once():
+    start, latest, seen = {}, {"t": {0: 17, 1: 5, 2: 0}}, 0
+    while True:
+        end = advance(start, latest, 4)
+        step = sum(end["t"][p] - start.get("t", {}).get(p, 0) for p in end["t"])
+        if step == 0:
+            break
+        assert step <= 4
+        seen += step
+        start = end
+    assert seen == 22 and start == latest
+
+
+def test_split_ranges():
+    got = split_ranges({"t": {0: 3}}, {"t": {0: 10, 1: 2}}, 3)
+    assert got == [FerryRange("t", 0, 3, 6), FerryRange("t", 0, 6, 9), FerryRange("t", 0, 9, 10),
+                   FerryRange("t", 1, 0, 2)]
+    assert split_ranges({"t": {0: 5}}, {"t": {0: 5}}, 3) == []
+
+
+def test_parse_offsets_and_servers():
+    assert parse_offsets("x", None, "earliest") == "earliest"
+    assert parse_offsets("x", " LATEST ", "earliest") == "latest"
+    assert parse_offsets("x", '{"t": {"0": 5, "1": -2}}', "latest") == {"t": {0: 5, 1: -2}}
+    for bad in ('{"t": 5}', '{"t": {"a": 1}}', '{"t": {"0": -3}}', "[1]", '{"t": {"0": true}}'):
+        with pytest.raises(FerryOptionError, match="^x: "):
+            parse_offsets("x", bad, "latest")
+    assert parse_servers("a:1, [::1]:2") == (("a", 1), ("::1", 2))
+    with pytest.raises(FerryOptionError, match="^servers: "):
+        parse_servers("a:99999")
+
+
+def test_source_options_defaults_follow_the_kafka_source():
+    batch = source_options(Opts(stream="s", topic="t"), streaming=False)
+    stream = source_options(Opts(stream="s", topic="t"), streaming=True)
+    assert (batch.starting, batch.ending, stream.starting) == ("earliest", "latest", "latest")
+    assert batch.conn.servers == (("127.0.0.1", 8090),)
+    with pytest.raises(FerryOptionError, match="^endingOffsets: "):
+        source_options(Opts(stream="s", topic="t", endingOffsets="latest"), streaming=True)
+    with pytest.raises(FerryOptionError, match="^startingOffsets: names topics"):
+        source_options(Opts(stream="s", topic="t", startingOffsets='{"u": {"0": 1}}'), streaming=False)
+    with pytest.raises(FerryOptionError, match="^stream: "):
+        source_options(Opts(topic="t"), streaming=False)
+    with pytest.raises(FerryOptionError, match="^subscribePattern: "):
+        source_options(Opts(stream="s", subscribePattern="("), streaming=False)
