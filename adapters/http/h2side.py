@@ -39,6 +39,14 @@ from .h1 import SERVER_HEADER
 from .limits import HttpLimits
 
 
+DEFAULT_WINDOW = 65_535  # RFC 9113 6.9.2: every window starts here
+MAX_WINDOW = 2**31 - 1  # RFC 9113 6.9.1: the largest legal window
+# Inbound bytes in flight on one connection before the peer waits for our
+# WINDOW_UPDATE: 16 MiB keeps a multiplexed batch upload streaming without
+# letting one connection claim more than a few bodies' worth of buffers.
+CONNECTION_WINDOW = 16 * 1024 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class StreamReset:
     """Fires when the peer resets a stream whose request may still be running."""
@@ -86,7 +94,15 @@ class H2Side:
         self._h2.update_settings({
             h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: limits.max_concurrent_streams,
             h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: limits.max_header_bytes,
+            # A stream may send a whole body without waiting for WINDOW_UPDATEs:
+            # its buffer is bounded by max_body_bytes anyway. Never below the
+            # default: a client that already sent under 64 KiB would see its
+            # window go negative (RFC 9113 6.9.2) and stall mid-body.
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: max(DEFAULT_WINDOW, min(limits.max_body_bytes, MAX_WINDOW)),
         })
+        # The connection window starts at 64 KiB whatever SETTINGS say (RFC 9113
+        # 6.9.2); open it to what our streams may hold together, capped.
+        self._h2.increment_flow_control_window(CONNECTION_WINDOW - DEFAULT_WINDOW)
 
     @property
     def idle(self) -> bool:

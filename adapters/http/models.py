@@ -24,7 +24,6 @@ can derive JSON forms this module is the one to switch over (docs/http.md).
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import struct
@@ -170,15 +169,18 @@ class Fields:
 
 
 def decode_b64(text: str, field: str) -> bytes:
-    """Standard base64 with padding (iggy.md 10.1); 400 naming ``field`` otherwise."""
+    """Standard base64 with padding (iggy.md 10.1); 400 naming ``field`` otherwise.
+
+    ``strict_mode`` refuses characters outside the alphabet, missing padding
+    and data after the padding, as ``b64decode(validate=True)`` does, in one C call."""
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
         raise bad_field(field, "is not valid base64") from None
 
 
 def b64(data: bytes | memoryview) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def size_text(n: int) -> str:
@@ -438,7 +440,21 @@ def parse_send(body: Any, max_payload: int) -> tuple[int | None, bytes | None, l
     if len(messages) > MAX_SEND_COUNT:
         raise HttpError.iggy(4009, f"at most {MAX_SEND_COUNT} messages per request", "messages")
     items, header_values = [], 0
+    a2b, error = binascii.a2b_base64, binascii.Error
     for i, raw in enumerate(messages):
+        # Fast path for the common shape, {"payload": <base64>} with an optional
+        # int id and no headers (the Fields path below costs ~4 µs a message);
+        # anything else, including every error, takes the checked path.
+        if type(raw) is dict and raw.get("headers") is None and type(raw.get("payload")) is str:
+            msg_id = raw.get("id") or 0
+            if type(msg_id) is int and 0 <= msg_id < U128_LIMIT:
+                try:
+                    payload = a2b(raw["payload"], strict_mode=True)
+                except (error, ValueError):
+                    payload = b""
+                if payload and len(payload) <= max_payload:
+                    items.append(AppendInput(payload=payload, id=msg_id))
+                    continue
         m = Fields(raw, f"messages[{i}].")
         payload = m.b64("payload")
         if not payload:
