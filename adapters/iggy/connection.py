@@ -42,10 +42,6 @@ from .events import NEED_DATA, BadRequest, Evict, Reply, Request
 from .spec import COMMANDS, LOGIN_PAT, LOGIN_USER
 from .types import ConsumerRef, Identifier
 
-# A client that pipelines requests instead of waiting for replies may buffer at
-# most this much beyond the frame being served before we stop reading it
-# (the driver checks ``wants_more``); Iggy clients are lockstep.
-MAX_BUFFERED = 2 * 1024 * 1024
 _RESULT_OK = b"\0\0\0\0"  # iggy-current.md 4.3: result section with count 0
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
@@ -128,11 +124,6 @@ class IggyServerConnection:
             self.eof = True
             return
         self._buf += data
-
-    @property
-    def wants_more(self) -> bool:
-        """False when the peer has pipelined more than :data:`MAX_BUFFERED` bytes."""
-        return len(self._buf) - self._pos <= MAX_BUFFERED
 
     def next_event(self):
         """One :class:`Request` / :class:`BadRequest`, or ``NEED_DATA``.

@@ -6,8 +6,10 @@ Iggy clients are strictly lockstep: one request, then exactly one reply
 (iggy.md 1.1, iggy-current.md 4), so a connection needs no writer task and no
 outbox: the read loop parses a frame, lets the session answer, writes the
 reply and reads on. Backpressure is therefore TCP's own: while we compute or
-write a reply we are not reading. A peer that pipelines anyway can buffer at
-most ``connection.MAX_BUFFERED`` bytes before we stop reading it.
+write a reply we are not reading. Every complete frame in the buffer is served
+before the next receive, so the buffer holds at most one partial frame
+(bounded by ``codec.MAX_FRAME``) plus one ``RECV_CHUNK``, even for a peer
+that pipelines.
 
 A :class:`~adapters.iggy.session.Deferred` answer is completed here: password
 hashing runs in ``trio.to_thread`` (argon2 takes tens of milliseconds); a send
