@@ -48,10 +48,10 @@ def client_python(spec: str) -> Path:
     return python
 
 
-def run_scenario(spec: str, script: str, port: int) -> list[dict]:
-    """Run ``clients/<script>`` with ``spec``'s venv; return its JSON lines."""
+def run_scenario(spec: str, script: str, port: int, *args: str) -> list[dict]:
+    """Run ``clients/<script> PORT ARGS`` with ``spec``'s venv; return its JSON lines."""
     python = client_python(spec)
-    proc = subprocess.run([str(python), str(SCRIPTS / script), str(port)], capture_output=True, text=True,
+    proc = subprocess.run([str(python), str(SCRIPTS / script), str(port), *args], capture_output=True, text=True,
                           timeout=SCENARIO_TIMEOUT_S, env={**os.environ, "PYTHONPATH": ""})
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:

@@ -95,3 +95,19 @@ def test_apache_iggy_0_9_0_admin_scenario(iggy_gateway):
         "pat_streams": {"names": ["s1b"]},
         "users_after_delete": {"names": ["iggy"]},
     }
+
+
+def test_cross_generation_with_real_clients(iggy_gateway):
+    """Sent by each generation, polled by each: same payloads in the same order; the
+    0.9.0 client's typed headers come back typed to the 0.9.0 poller."""
+    port = iggy_gateway.ports["iggy_tcp"]
+    specs = ["iggy-py==0.4.0", "apache-iggy==0.8.0", "apache-iggy==0.9.0"]
+    run_scenario("apache-iggy==0.9.0", "xgen.py", port, "setup")
+    for spec in specs:
+        run_scenario(spec, "xgen.py", port, "send")
+    expected = ["from-iggy-py-0.4.0", "from-apache-iggy-0.8.0", "from-apache-iggy-0.9.0"]
+    for spec in specs:
+        got = run_scenario(spec, "xgen.py", port, "poll")
+        assert [g["payload"] for g in got] == expected, spec
+    typed = run_scenario("apache-iggy==0.9.0", "xgen.py", port, "poll")[2]["headers"]
+    assert typed == {"gen": "apache-iggy-0.9.0", "n": 7, "ok": True, "f": 1.5}
