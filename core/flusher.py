@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Protocol
+import time
+from typing import Callable, Protocol
 
 import trio
 
 from .log.config import FSYNC_BATCH, LogConfig
 from .log.partition import Partition
 from .log.registry import LogRegistry
+from .metrics import FSYNC_SECONDS, Histogram, metrics_for
 
 log = logging.getLogger("ferry.flusher")
 
@@ -59,6 +61,12 @@ class _Wakeup:
 
 def _nothing() -> None:
     return None
+
+
+def fsync_histogram(registry: object) -> Histogram:
+    """The broker's ``ferry_fsync_duration_seconds`` (core/metrics.py, one registry per broker)."""
+    return metrics_for(registry).histogram(
+        FSYNC_SECONDS, "Write + fdatasync of one coalesced batch of a partition, in seconds.")
 
 
 class BrokerLike(LogRegistry, Protocol):
@@ -120,15 +128,16 @@ async def run_flusher(
 async def flush_round(registry: LogRegistry, fsync: bool) -> None:
     """One round: flush every partition that needs it, concurrently."""
     dirty = [part for part in registry.partitions() if part.needs_flush]
+    observe = fsync_histogram(registry).observe if fsync and dirty else None
     if len(dirty) == 1:
-        await _flush_partition(dirty[0], fsync)
+        await _flush_partition(dirty[0], fsync, observe)
     elif dirty:
         async with trio.open_nursery() as nursery:
             for part in dirty:
-                nursery.start_soon(_flush_partition, part, fsync)
+                nursery.start_soon(_flush_partition, part, fsync, observe)
 
 
-async def _flush_partition(part: Partition, fsync: bool) -> None:
+async def _flush_partition(part: Partition, fsync: bool, observe: Callable[[float], None] | None = None) -> None:
     try:
         part.fire_ready_acks()
         job = part.begin_flush(fsync)
@@ -138,7 +147,10 @@ async def _flush_partition(part: Partition, fsync: bool) -> None:
     if job is None:
         return
     with trio.CancelScope(shield=True):
+        started = time.perf_counter()
         await trio.to_thread.run_sync(job.run)  # job.run never raises; errors go to its callbacks
+        if observe is not None:  # write + fdatasync of one coalesced batch (GET /metrics)
+            observe(time.perf_counter() - started)
         try:
             part.complete_flush(job)
         except Exception:  # noqa: BLE001

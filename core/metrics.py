@@ -212,10 +212,16 @@ _REGISTRIES: "weakref.WeakKeyDictionary[object, MetricsRegistry]" = weakref.Weak
 
 
 def metrics_for(owner: object) -> MetricsRegistry:
-    """The registry of ``owner`` (a Broker), created on first use."""
-    registry = _REGISTRIES.get(owner)
-    if registry is None:
-        registry = _REGISTRIES[owner] = MetricsRegistry()
+    """The registry of ``owner`` (a Broker), created on first use.
+
+    An owner that cannot be weakly referenced (a slotted test double) gets a
+    fresh registry each call: its samples are dropped, nothing leaks or fails."""
+    try:
+        registry = _REGISTRIES.get(owner)
+        if registry is None:
+            registry = _REGISTRIES[owner] = MetricsRegistry()
+    except TypeError:
+        return MetricsRegistry()
     return registry
 
 

@@ -73,3 +73,15 @@ async def test_metrics_and_healthz(tmp_path):
             assert 'ferry_partition_next_offset{stream="s1",topic="t1",partition="0"} 2' in text
             assert 'ferry_http_requests_total{listener="http",status="201"} 1' in text
             assert "# TYPE ferry_connections_total counter" in text
+
+
+async def test_fsync_latency_histogram(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path, FERRY_LOG_FSYNC="always") as port, client(port) as c:
+            await login(c)
+            await make_topic(c)
+            assert (await c.post(M, json={"messages": [{"payload": b64("durable")}]})).status_code == 201
+            text = (await c.get("/metrics")).text
+            assert "# TYPE ferry_fsync_duration_seconds histogram" in text
+            count = next(line for line in text.splitlines() if line.startswith("ferry_fsync_duration_seconds_count"))
+            assert int(count.split()[-1]) >= 1  # the send's batch was fsynced before the 201
