@@ -46,6 +46,10 @@ from .tokens import Claims, TokenError, TokenService
 
 log = logging.getLogger("ferry.http")
 
+# No route takes more than seven query parameters; a hundred bounds the work
+# parse_qsl does on a hostile query string.
+MAX_QUERY_FIELDS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class Park:
@@ -231,7 +235,8 @@ class HttpApp:
             raise HttpError.http(404, f"no route for {path}", "path")
         route, params = found
         try:
-            query = dict(parse_qsl(query_text, keep_blank_values=True, errors="strict"))
+            query = dict(parse_qsl(query_text, keep_blank_values=True, errors="strict",
+                                   max_num_fields=MAX_QUERY_FIELDS))
         except (UnicodeDecodeError, ValueError):
             raise HttpError.http(400, "malformed query string", "query") from None
         ctx = Ctx(self, request, params, query)

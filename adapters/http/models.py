@@ -106,7 +106,8 @@ def parse_json(body: bytes) -> Any:
         raise bad_field("body", "a JSON body is required")
     try:
         return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    # ValueError also covers ints past Python's 4300-digit conversion limit.
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise bad_field("body", f"malformed JSON ({type(exc).__name__})") from None
 
 
