@@ -179,6 +179,9 @@ class HttpApp:
         self.counters = listener_metrics(metrics)
         self.requests = metrics.counter("ferry_http_requests_total", "HTTP requests answered, by status.",
                                         ("listener", "status"))
+        self.latency = metrics.histogram("ferry_http_request_duration_seconds",
+                                         "From a request's last byte to its answer (long polls included).",
+                                         ("listener",))
         if routes is None:
             from .routes import ROUTES
 

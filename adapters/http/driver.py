@@ -156,7 +156,9 @@ class _Session:
             return
         try:
             with scope:
+                started = trio.current_time()
                 response = await self._complete(self.app.handle(request))
+                self.app.latency.observe(trio.current_time() - started, self.app.listener)
                 self._answer(request.stream_id, response)
                 await self.flush()
         finally:

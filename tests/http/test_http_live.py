@@ -73,6 +73,7 @@ async def test_metrics_and_healthz(tmp_path):
             assert 'ferry_partition_next_offset{stream="s1",topic="t1",partition="0"} 2' in text
             assert 'ferry_http_requests_total{listener="http",status="201"} 1' in text
             assert "# TYPE ferry_connections_total counter" in text
+            assert 'ferry_http_request_duration_seconds_count{listener="http"}' in text
 
 
 async def test_fsync_latency_histogram(tmp_path):
