@@ -49,6 +49,9 @@ log = logging.getLogger("ferry.http")
 # No route takes more than seven query parameters; a hundred bounds the work
 # parse_qsl does on a hostile query string.
 MAX_QUERY_FIELDS = 100
+# u64::MAX has 20 digits; longer numbers are refused before int() (which also
+# refuses past 4300 digits, with a ValueError we must never leak as a 500).
+MAX_NUMBER_DIGITS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,7 @@ class Ctx:
             if default is None:
                 raise models.bad_field(name, "query parameter is required")
             return default
-        if not (text.isascii() and text.isdigit()):
+        if not (text.isascii() and text.isdigit() and len(text) <= MAX_NUMBER_DIGITS):
             raise models.bad_field(name, "must be a non-negative integer")
         value = int(text)
         if not lo <= value <= hi:

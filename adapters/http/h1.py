@@ -126,7 +126,7 @@ class H1Side:
         self._head = ev
         self._body.clear()
         length = dict(ev.headers).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
+        if length is not None and length.isdigit() and (len(length) > 18 or int(length) > self.limits.max_body_bytes):
             return self._too_large()
         if self._h11.they_are_waiting_for_100_continue:
             self._out.append(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))

@@ -162,7 +162,7 @@ class H2Side:
         if method == b"HEAD":
             self._heads.add(sid)
         length = dict(regular).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
+        if length is not None and length.isdigit() and (len(length) > 18 or int(length) > self.limits.max_body_bytes):
             self._reject(sid, inc, self._too_large())
 
     def _too_large(self) -> HttpError:

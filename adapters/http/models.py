@@ -92,7 +92,7 @@ def consumer_id(text: str, field: str = "id") -> int:
     if not text:
         raise bad_field(field, "must not be empty")
     if text.isascii() and text.isdigit():
-        value = int(text)
+        value = int(text) if len(text) <= 10 else U32_MAX
         if value > U32_MAX - 1:
             raise bad_field(field, f"must be at most {U32_MAX - 1}")
         return value
@@ -298,7 +298,7 @@ def _shift_ids(mapping: dict | None, delta: int, field: str) -> dict | None:
         return None
     out = {}
     for key, value in mapping.items():
-        if not (isinstance(key, str) and key.isascii() and key.isdigit()) or int(key) + delta < 0:
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 10) or int(key) + delta < 0:
             raise bad_field(field, f"key {key!r} is not a valid id")
         out[str(int(key) + delta)] = value
     return out

@@ -296,3 +296,11 @@ def test_h2c_upgrade_refused_over_tls_and_with_bad_settings():
     bad = HttpServerConnection()
     bad.receive_data(upgrade_request(b"!!notbase64!!"))
     assert isinstance(events(bad)[-1], ConnectionClosed)
+
+
+@pytest.mark.parametrize("digits", [19, 5000])
+def test_content_length_with_many_digits_is_413_not_a_crash(digits):
+    conn = HttpServerConnection(HttpLimits(max_header_bytes=8000))
+    conn.receive_data(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"9" * digits + b"\r\n\r\n")
+    (err,) = events(conn)
+    assert isinstance(err, RequestError) and err.error.status in (400, 413)

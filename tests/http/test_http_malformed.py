@@ -24,6 +24,10 @@ CASES = {
     "deeply_nested": ("POST", "/streams", b"[" * 100_000 + b"]" * 100_000, 400, 4, "body"),
     "query_too_many_fields": ("GET", M + "?" + "&".join(f"f{i}=1" for i in range(101)), None, 400, 400, "query"),
     "query_bad_percent": ("GET", M + "?count=%ff", None, 400, 400, "query"),
+    "query_huge_number": ("GET", M + "?value=" + "9" * 5000, None, 400, 4, "value"),
+    "consumer_huge_number": ("GET", M + "?id=" + "9" * 5000, None, 400, 4, "id"),
+    "permission_key_huge": ("POST", "/users", {"username": "joe", "password": "secret", "permissions": {
+        "global": {}, "streams": {"9" * 5000: {}}}}, 400, 4, "permissions.streams"),
     "name_missing": ("POST", "/streams", {}, 400, 4, "name"),
     "name_too_long": ("POST", "/streams", {"name": "x" * 256}, 400, 1013, "name"),
     "stream_id_negative": ("POST", "/streams", {"name": "a", "stream_id": -1}, 400, 4, "stream_id"),
