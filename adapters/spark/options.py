@@ -34,8 +34,11 @@ MAX_TOPICS = 1_000  # a pattern matching more topics than this is almost surely 
 KNOWN = {
     "servers", "stream", "topic", "subscribepattern", "startingoffsets", "endingoffsets",
     "startingtimestamp", "maxoffsetspertrigger", "maxrecordsperpartition", "pollcount", "username", "password",
-    "timeout", "path",
+    "timeout",
 }
+# Options Spark itself adds or forwards to every source/sink (a load/save path, a
+# stream's checkpoint): accepted and ignored, so only user typos are refused.
+SPARK_OWN = {"path", "checkpointlocation"}
 
 
 class FerryOptionError(ValueError):
@@ -159,7 +162,7 @@ def conn_options(options) -> Conn:
 
 def _check_unknown(options) -> None:
     for key in options.keys():
-        if key.lower() not in KNOWN:
+        if key.lower() not in KNOWN and key.lower() not in SPARK_OWN:
             raise FerryOptionError(f"{key}: unknown option for format('ferry'); known: {', '.join(sorted(KNOWN))}")
 
 
