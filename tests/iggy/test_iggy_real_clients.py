@@ -7,6 +7,8 @@ in 0.9, protocols/iggy-current.md section 9)."""
 
 from __future__ import annotations
 
+import pytest
+
 from iggy_clients import run_scenario
 
 
@@ -42,8 +44,10 @@ def test_apache_iggy_0_8_0_scenario(iggy_gateway):
     }
 
 
-def test_apache_iggy_0_9_0_scenario(iggy_gateway):
-    got = steps(run_scenario("apache-iggy==0.9.0", "current_basic.py", iggy_gateway.ports["iggy_tcp"]))
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_apache_iggy_0_9_0_scenario(iggy_gateway, transport):
+    port = iggy_gateway.ports[f"iggy_{transport}"]
+    got = steps(run_scenario("apache-iggy==0.9.0", "current_basic.py", port, transport))
     assert got == {
         "bad_login": {"error": "Invalid credentials"},
         "login": {},

@@ -1,4 +1,4 @@
-"""apache-iggy 0.9.0 (VSR) scenario, run in its own venv: python current_basic.py PORT.
+"""apache-iggy 0.9.0 (VSR) scenario, run in its own venv: python current_basic.py PORT [tcp|quic].
 
 Prints one JSON line per step; the test compares them."""
 
@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from apache_iggy import Consumer, IggyClient, PollingStrategy, SendMessage
+from apache_iggy import Consumer, IggyClient, PollingStrategy, QuicConfig, SendMessage
 
 
 def out(step, **kw):
@@ -28,8 +28,11 @@ def scalar(m):
             for k, v in m.user_headers().to_scalar_dict().items()}
 
 
-async def main(port: int) -> None:
-    c = IggyClient(f"127.0.0.1:{port}")
+async def main(port: int, transport: str) -> None:
+    if transport == "quic":  # self-signed localhost cert: the SDK does not verify by default
+        c = IggyClient(QuicConfig(server_address=f"127.0.0.1:{port}"))
+    else:
+        c = IggyClient(f"127.0.0.1:{port}")
     await c.connect()
     await c.ping()
     await expect_error("bad_login", c.login_user("iggy", "wrong-password"))
@@ -82,6 +85,6 @@ async def main(port: int) -> None:
     await expect_error("delete_missing", c.delete_stream("orders"))
 
 
-asyncio.run(main(int(sys.argv[1])))
+asyncio.run(main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "tcp"))
 sys.stdout.flush()
 os._exit(0)  # the SDK's Tokio runtime can abort at interpreter teardown; skip it
