@@ -71,7 +71,26 @@ class Offload:
     then: Callable[[Any], Any]
 
 
-Outcome = Response | Park | Offload
+@dataclass(frozen=True, slots=True)
+class EventStream:
+    """A streamed answer (server-sent events, text/event-stream).
+
+    The driver sends ``status`` and ``headers``, then loops: ``next_chunk()``
+    returns the bytes available now (``b""`` = nothing yet, ``None`` = done);
+    when there is nothing, it waits for ``subscribe(wake)`` to fire or
+    ``heartbeat_s`` to pass (then sends an SSE comment line to keep proxies
+    and the peer's timers from closing an idle stream, and to notice a peer
+    that left). It ends when ``next_chunk`` raises or returns None, or the
+    gateway drains."""
+
+    headers: tuple[tuple[bytes, bytes], ...]
+    next_chunk: Callable[[], bytes | None]
+    subscribe: Callable[[Callable[[], None]], Callable[[], None]]
+    heartbeat_s: float
+    status: int = 200
+
+
+Outcome = Response | Park | Offload | EventStream
 Handler = Callable[["HttpApp", "Ctx"], Outcome]
 
 
@@ -267,4 +286,5 @@ class HttpApp:
         ctx.user, ctx.claims = user, claims
 
 
-__all__ = ["Ctx", "HttpApp", "Offload", "Outcome", "Park", "Route", "empty", "json_response", "text_response"]
+__all__ = ["Ctx", "EventStream", "HttpApp", "Offload", "Outcome", "Park", "Route", "empty", "json_response",
+           "text_response"]

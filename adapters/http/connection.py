@@ -25,7 +25,8 @@ any            peer closed / fatal protocol error       CLOSED
 
 API as every adapter's ``connection.py``: ``receive_data`` (``b""`` = EOF),
 ``next_event`` (one event or ``NEED_DATA``), ``send_response`` (queue an
-answer), ``data_to_send`` (bytes for the socket). No I/O, no clock: the
+answer; or ``start_response``/``send_body``/``end_response`` to stream one),
+``data_to_send`` (bytes for the socket). No I/O, no clock: the
 driver owns timeouts and asks ``idle``/``mid_request`` which one applies.
 """
 
@@ -140,6 +141,23 @@ class HttpServerConnection:
         """Queue ``response`` for the request ``stream_id``; a stale id is ignored."""
         if self._side is not None:
             self._side.send_response(stream_id, response)
+
+    # Streaming responses (server-sent events): a head, body chunks, an end.
+    def start_response(self, stream_id: int, status: int, headers) -> bool:
+        """Send a response head without a length; False if ``stream_id`` is stale."""
+        return self._side is not None and self._side.start_response(stream_id, status, headers)
+
+    def send_body(self, stream_id: int, data: bytes) -> None:
+        if self._side is not None:
+            self._side.send_body(stream_id, data)
+
+    def end_response(self, stream_id: int) -> None:
+        if self._side is not None:
+            self._side.end_response(stream_id)
+
+    def pending_bytes(self, stream_id: int) -> int:
+        """Body bytes queued for ``stream_id`` behind HTTP/2 flow control (0 on HTTP/1.1)."""
+        return 0 if self._side is None else self._side.pending_bytes(stream_id)
 
     def close(self) -> None:
         """Stop taking requests: HTTP/1.1 closes after the one in flight,

@@ -39,8 +39,10 @@ from functools import partial
 
 import trio
 
-from .app import HttpApp, Offload, Park
+from .app import EventStream, HttpApp, Offload, Park
 from .connection import HttpServerConnection, StreamReset
+from core.errors import FerryError
+
 from .errors import Response, internal_error
 from .events import NEED_DATA, ConnectionClosed, Request, RequestError
 from .limits import RECV_CHUNK, HttpLimits
@@ -52,6 +54,10 @@ HANDSHAKE_TIMEOUT_S = 10.0  # a TLS handshake is a few round trips; 10 s is gene
 # idle writers too); holding its responses longer only pins memory.
 WRITE_TIMEOUT_S = 60.0
 ALPN_PROTOCOLS = ["h2", "http/1.1"]  # RFC 9113 3.2: h2 preferred over TLS
+# A streamed response stops producing while this much of it waits for the
+# peer's HTTP/2 window (HTTP/1.1 pushes back through send_all instead).
+STREAM_HIGH_WATER = 256 * 1024
+SSE_KEEPALIVE = b": keep-alive\n\n"  # an SSE comment line (ignored by EventSource)
 
 
 def make_ssl_context(certfile: str, keyfile: str | None = None) -> ssl.SSLContext:
@@ -73,6 +79,7 @@ class _Session:
         self.inflight: dict[int, trio.CancelScope] = {}
         self.send_lock = trio.Lock()
         self.changed = trio.Event()
+        self.progress = trio.Event()  # set after every read (HTTP/2 window updates)
         self.closing = False
         self.request_started: float | None = None
         self.drain = drain
@@ -94,6 +101,8 @@ class _Session:
                 return  # idle, too slow or draining: close without a word (as nginx does)
             self.conn.receive_data(data)
             self._drain_events()
+            self.progress.set()
+            self.progress = trio.Event()
             await self.flush()
             if not data:
                 return
@@ -157,17 +166,20 @@ class _Session:
         try:
             with scope:
                 started = trio.current_time()
-                response = await self._complete(self.app.handle(request))
+                outcome = await self._complete(self.app.handle(request))
+                if isinstance(outcome, EventStream):
+                    await self._stream(request.stream_id, outcome)
+                    return
                 self.app.latency.observe(trio.current_time() - started, self.app.listener)
-                self._answer(request.stream_id, response)
+                self._answer(request.stream_id, outcome)
                 await self.flush()
         finally:
             self.inflight.pop(request.stream_id, None)
             self.changed.set()
 
-    async def _complete(self, outcome) -> Response:
+    async def _complete(self, outcome) -> Response | EventStream:
         app = self.app
-        while not isinstance(outcome, Response):
+        while not isinstance(outcome, (Response, EventStream)):
             if isinstance(outcome, Offload):
                 try:
                     result = await trio.to_thread.run_sync(outcome.work)
@@ -180,6 +192,52 @@ class _Session:
                 log.error("handler returned %r", type(outcome).__name__)
                 return internal_error().response()
         return outcome
+
+    async def _stream(self, stream_id: int, events: EventStream) -> None:
+        """Send a streamed response until it ends, the peer leaves or the gateway drains."""
+        app, conn = self.app, self.conn
+        app.count_response(Response(events.status))
+        if not conn.start_response(stream_id, events.status, events.headers):
+            return
+        try:
+            while not self.drain.is_set():
+                try:
+                    chunk = events.next_chunk()
+                except Exception as exc:  # noqa: BLE001 - the topic went away, or a bug: end the stream
+                    if not isinstance(exc, FerryError):
+                        log.exception("HTTP event stream failed")
+                    return
+                if chunk is None:
+                    return
+                if chunk:
+                    conn.send_body(stream_id, chunk)
+                    await self.flush()
+                    while conn.pending_bytes(stream_id) > STREAM_HIGH_WATER and not self.drain.is_set():
+                        await self.progress.wait()
+                    continue
+                if not await self._wait_for(events.subscribe, events.heartbeat_s):
+                    conn.send_body(stream_id, SSE_KEEPALIVE)
+                    await self.flush()
+        finally:
+            conn.end_response(stream_id)
+            with trio.CancelScope(shield=True), trio.move_on_after(WRITE_TIMEOUT_S):
+                await self.flush()
+
+    async def _wait_for(self, subscribe, timeout: float) -> bool:
+        """Wait until ``subscribe``'s wake fires (True), the timeout or a drain (False)."""
+        woken = trio.Event()
+        cancel = subscribe(woken.set)
+        try:
+            with trio.move_on_after(timeout):
+                async with trio.open_nursery() as nursery:
+                    async def stop_on(event: trio.Event) -> None:
+                        await event.wait()
+                        nursery.cancel_scope.cancel()
+                    nursery.start_soon(stop_on, woken)
+                    nursery.start_soon(stop_on, self.drain)
+        finally:
+            cancel()
+        return woken.is_set()
 
     async def _park(self, park: Park):
         woken = trio.Event()

@@ -64,6 +64,7 @@ class H1Side:
         self._body = bytearray()
         self._waiting = False  # a request was handed out and is not answered yet
         self._close_after = False  # answer the pending request, then close
+        self._streaming = False  # a response head went out, its end not yet
         self._closed = False
 
     # -- input ---------------------------------------------------------------
@@ -170,29 +171,51 @@ class H1Side:
 
     # -- output --------------------------------------------------------------
     def send_response(self, stream_id: int, response: Response) -> None:
-        if self._closed or stream_id != self._sid or not self._waiting:
-            return  # stale answer (connection gone or request already answered)
-        head_only = self._head is not None and self._head.method == b"HEAD"
-        headers = [(b"content-length", str(len(response.body)).encode()), SERVER_HEADER,
-                   (b"date", formatdate(usegmt=True).encode()), *response.headers]
+        length = (b"content-length", str(len(response.body)).encode())
+        if self.start_response(stream_id, response.status, (length, *response.headers)):
+            if response.body:
+                self.send_body(stream_id, response.body)
+            self.end_response(stream_id)
+
+    def start_response(self, stream_id: int, status: int, headers) -> bool:
+        """Send the head; without a content-length h11 frames the body chunked
+        (RFC 9112 section 7.1), or by closing for an HTTP/1.0 peer. False if stale."""
+        if self._closed or stream_id != self._sid or not self._waiting or self._streaming:
+            return False  # stale answer (connection gone or request already answered)
+        headers = [SERVER_HEADER, (b"date", formatdate(usegmt=True).encode()), *headers]
         if self._close_after:
             headers.append((b"connection", b"close"))
-        try:
-            out = [self._h11.send(h11.Response(status_code=response.status, headers=headers))]
-            if response.body and not head_only:
-                out.append(self._h11.send(h11.Data(data=response.body)))
-            out.append(self._h11.send(h11.EndOfMessage()))
-        except h11.LocalProtocolError:
-            # Our state machine refused (e.g. the peer's half already errored):
-            # nothing sane can follow on this socket.
-            self._closed = True
+        self._streaming = True
+        return self._send(h11.Response(status_code=status, headers=headers))
+
+    def send_body(self, stream_id: int, data: bytes) -> None:
+        head_only = self._head is not None and self._head.method == b"HEAD"
+        if self._streaming and stream_id == self._sid and data and not head_only:
+            self._send(h11.Data(data=data))
+
+    def end_response(self, stream_id: int) -> None:
+        if not self._streaming or stream_id != self._sid or not self._send(h11.EndOfMessage()):
             return
-        self._out.extend(b for b in out if b)
-        self._waiting = False
+        self._streaming = self._waiting = False
         if self._h11.our_state is h11.MUST_CLOSE or self._close_after:
             self._closed = True
         elif self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
+
+    def pending_bytes(self, stream_id: int) -> int:
+        return 0  # everything goes straight to the socket buffer; send_all pushes back
+
+    def _send(self, event) -> bool:
+        try:
+            data = self._h11.send(event)
+        except h11.LocalProtocolError:
+            # Our state machine refused (e.g. the peer's half already errored):
+            # nothing sane can follow on this socket.
+            self._closed = True
+            return False
+        if data:
+            self._out.append(data)
+        return True
 
     def close(self) -> None:
         """Close once the request in flight (if any) is answered."""

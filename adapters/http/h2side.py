@@ -65,8 +65,10 @@ class _Incoming:
 
 @dataclass(slots=True)
 class _Outgoing:
-    data: memoryview
+    data: bytearray  # body bytes not yet sent (waiting for window)
     reset_after: bool  # the request was refused before its body ended
+    ended: bool = False  # the application finished the body
+    sent_end: bool = False  # END_STREAM went out with the last DATA frame
 
 
 class H2Side:
@@ -209,22 +211,42 @@ class H2Side:
 
     # -- output --------------------------------------------------------------
     def send_response(self, stream_id: int, response: Response) -> None:
+        length = (b"content-length", str(len(response.body)).encode())
+        if self.start_response(stream_id, response.status, (length, *response.headers)):
+            self.send_body(stream_id, response.body)
+            self.end_response(stream_id)
+
+    def start_response(self, stream_id: int, status: int, headers) -> bool:
+        """Send the HEADERS frame; the body follows through send_body. False if stale."""
         if stream_id not in self._open or self._closed:
-            return  # reset by the peer meanwhile, or the connection is gone
+            return False  # reset by the peer meanwhile, or the connection is gone
         self._open.discard(stream_id)
         inc = self._incoming.pop(stream_id, None)
         reset_after = inc is not None and inc.rejected
-        body = b"" if stream_id in self._heads else response.body
-        self._heads.discard(stream_id)
-        headers = [(b":status", str(response.status).encode()),
-                   (b"content-length", str(len(response.body)).encode()), SERVER_HEADER, *response.headers]
         try:
-            self._h2.send_headers(stream_id, headers, end_stream=not body and not reset_after)
+            self._h2.send_headers(stream_id, [(b":status", str(status).encode()), SERVER_HEADER, *headers])
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            return
-        if body or reset_after:
-            self._pending[stream_id] = _Outgoing(memoryview(body), reset_after)
+            return False
+        self._pending[stream_id] = _Outgoing(bytearray(), reset_after)
+        return True
+
+    def send_body(self, stream_id: int, data: bytes) -> None:
+        out = self._pending.get(stream_id)
+        if out is not None and not out.ended and data and stream_id not in self._heads:
+            out.data += data
             self._pump()
+
+    def end_response(self, stream_id: int) -> None:
+        out = self._pending.get(stream_id)
+        if out is not None and not out.ended:
+            out.ended = True
+            self._heads.discard(stream_id)
+            self._pump()
+
+    def pending_bytes(self, stream_id: int) -> int:
+        """Body bytes of ``stream_id`` still waiting for flow-control window."""
+        out = self._pending.get(stream_id)
+        return 0 if out is None else len(out.data)
 
     def _pump(self) -> None:
         """Send pending bodies as far as flow control allows (RFC 9113 5.2)."""
@@ -236,15 +258,19 @@ class H2Side:
                                len(out.data))
                     if size <= 0:
                         break
-                    chunk, out.data = out.data[:size], out.data[size:]
-                    self._h2.send_data(sid, chunk.tobytes(), end_stream=not out.data and not out.reset_after)
-                if out.data:
+                    last = size == len(out.data) and out.ended and not out.reset_after
+                    self._h2.send_data(sid, bytes(out.data[:size]), end_stream=last)
+                    del out.data[:size]  # bytearray drops a prefix without moving the rest
+                    out.sent_end = last
+                if out.data or not out.ended:
                     continue
                 del self._pending[sid]
                 if out.reset_after:
                     self._h2.end_stream(sid)
                     # The peer may still be sending the body we refused (RFC 9113 8.1).
                     self._h2.reset_stream(sid, error_code=h2.errors.ErrorCodes.NO_ERROR)
+                elif not out.sent_end:
+                    self._h2.end_stream(sid)  # an empty body, or ended after its last DATA
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
                 self._pending.pop(sid, None)
 

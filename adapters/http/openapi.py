@@ -32,8 +32,9 @@ def _response(status: int, schema: str | None) -> dict:
         return {"description": "empty body"} if status in (201, 204) else {"description": "OK"}
     if schema.startswith("["):
         body = {"type": "array", "items": ref(schema[1:-1])}
-    elif schema == "text":
-        return {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    elif schema in ("text", "events"):
+        media = "text/plain" if schema == "text" else "text/event-stream"
+        return {"description": "OK", "content": {media: {"schema": {"type": "string"}}}}
     else:
         body = ref(schema)
     return {"description": "OK", "content": {"application/json": {"schema": body}}}

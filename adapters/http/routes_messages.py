@@ -22,10 +22,16 @@ from core.permissions import Action
 from core.record import MAX_PAYLOAD
 
 from . import models
-from .app import Ctx, HttpApp, Park, Route, empty, json_response
+from .app import Ctx, EventStream, HttpApp, Park, Route, empty, json_response
 from .errors import HttpError, from_core, internal_error, not_found_entity
 from .limits import MAX_POLL_BYTES, MAX_POLL_COUNT
 from .routes_streams import T, topic_of
+
+# Messages per SSE read: small enough that the first bytes go out quickly.
+SSE_BATCH = 100
+# An SSE comment this often on an idle stream: proxies commonly cut reads idle
+# for 60 s (nginx proxy_read_timeout), and a write is how we notice a peer that left.
+SSE_HEARTBEAT_S = 15.0
 
 POLL_KINDS = {"offset": "offset", "o": "offset", "timestamp": "timestamp", "t": "timestamp",
               "first": "first", "f": "first", "last": "last", "l": "last", "next": "next", "n": "next"}
@@ -114,6 +120,46 @@ def poll_messages(app: HttpApp, ctx: Ctx):
         return json_response(models.polled_json(result.partition_id, result.current_offset, messages))
 
     return attempt()
+
+
+def follow_messages(app: HttpApp, ctx: Ctx):
+    """Server-sent events (WHATWG HTML "Server-sent events"): every message of
+    one partition from the chosen start, then live as they arrive. Each event
+    is ``id: <offset>``, ``event: message``, ``data: <message JSON>``; a
+    reconnecting EventSource sends ``Last-Event-ID`` and resumes after it."""
+    topic = topic_of(app, ctx)
+    ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
+    consumer, partition = _consumer(ctx), _partition(ctx)
+    kind = POLL_KINDS.get(ctx.query.get("kind", "offset").lower())
+    if kind is None:
+        raise models.bad_field("kind", "must be offset, timestamp, first, last or next")
+    strategy = PollStrategy(kind, ctx.q_int("value", 0))
+    last_id = (ctx.request.header(b"last-event-id") or b"").strip()
+    if last_id.isdigit() and len(last_id) <= 20:
+        strategy = PollStrategy("offset", int(last_id) + 1)
+    count = ctx.q_int("count", SSE_BATCH, 1, MAX_POLL_COUNT)
+    auto_commit = ctx.q_bool("auto_commit", False)
+    app.broker.partition(topic.stream_id, topic.id, partition)  # 404 now rather than an empty stream
+    state = {"strategy": strategy}
+
+    def next_chunk() -> bytes:
+        result = app.broker.poll(topic.stream_id, topic.id, consumer, state["strategy"], count,
+                                 partition=partition, auto_commit=auto_commit, max_bytes=MAX_POLL_BYTES)
+        if not result.batch.count:
+            return b""
+        state["strategy"] = PollStrategy("offset", result.batch.next_offset)
+        messages = [Message.from_record(rv) for rv in result.batch.records()]
+        app.counters["messages_out"].inc(app.listener, amount=len(messages))
+        app.counters["bytes_out"].inc(app.listener, amount=sum(len(m.payload) for m in messages))
+        return b"".join(b"id: %d\nevent: message\ndata: %s\n\n" % (m.offset, models.dumps(models.message_json(m)))
+                        for m in messages)
+
+    return EventStream(
+        headers=((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")),
+        next_chunk=next_chunk,
+        subscribe=lambda wake: app.broker.wait_for_append(topic.stream_id, topic.id, partition, wake),
+        heartbeat_s=SSE_HEARTBEAT_S,
+    )
 
 
 def flush_messages(app: HttpApp, ctx: Ctx):
@@ -213,6 +259,8 @@ ROUTES = [
           ok=(200, "PolledMessages"), query=("id", "partition_id", "kind", "value", "count", "auto_commit", "wait_ms")),
     Route("POST", T + "/messages", send_messages, entity="topic", command="message.send", body="SendMessages",
           ok=(201, None)),
+    Route("GET", T + "/messages/stream", follow_messages, entity="topic", ok=(200, "events"),
+          query=("id", "partition_id", "kind", "value", "count", "auto_commit")),
     Route("GET", T + "/messages/flush/{partition_id}/{fsync}", flush_messages, entity="topic",
           command="message.flush"),
     Route("GET", T + "/consumer-offsets", get_offset, entity="topic", command="consumer_offset.get",

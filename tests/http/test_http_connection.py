@@ -304,3 +304,52 @@ def test_content_length_with_many_digits_is_413_not_a_crash(digits):
     conn.receive_data(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"9" * digits + b"\r\n\r\n")
     (err,) = events(conn)
     assert isinstance(err, RequestError) and err.error.status in (400, 413)
+
+
+def test_h1_streamed_response_is_chunked():
+    conn = HttpServerConnection()
+    conn.receive_data(GET)
+    (req,) = events(conn)
+    assert conn.start_response(req.stream_id, 200, ((b"content-type", b"text/event-stream"),))
+    conn.send_body(req.stream_id, b"data: 1\n\n")
+    conn.send_body(req.stream_id, b"data: 2\n\n")
+    conn.end_response(req.stream_id)
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
+    client.send(h11.EndOfMessage())
+    client.receive_data(conn.data_to_send())
+    head = client.next_event()
+    assert dict(head.headers)[b"transfer-encoding"] == b"chunked"
+    body = b""
+    while not isinstance(ev := client.next_event(), h11.EndOfMessage):
+        body += ev.data
+    assert body == b"data: 1\n\ndata: 2\n\n"
+    conn.receive_data(GET)  # keep-alive: the next request is served
+    assert isinstance(events(conn)[0], Request)
+
+
+def test_h2_streamed_response_waits_for_window():
+    server = HttpServerConnection()
+    client = h2_client({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 10})
+    h2_request(client, 1)
+    pump(client, server)
+    (req,) = events(server)
+    assert server.start_response(1, 200, ())
+    server.send_body(1, b"x" * 25)
+    got = pump(client, server)
+    assert sum(len(e.data) for e in got if isinstance(e, h2.events.DataReceived)) == 10
+    assert server.pending_bytes(1) == 15
+    server.end_response(1)
+    received = 10
+    for e in got:
+        if isinstance(e, h2.events.DataReceived):
+            client.acknowledge_received_data(e.flow_controlled_length, 1)
+    for _ in range(10):
+        got = pump(client, server)
+        for e in got:
+            if isinstance(e, h2.events.DataReceived):
+                received += len(e.data)
+                client.acknowledge_received_data(e.flow_controlled_length, 1)
+        if any(isinstance(e, h2.events.StreamEnded) for e in got):
+            break
+    assert received == 25 and server.pending_bytes(1) == 0

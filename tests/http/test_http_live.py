@@ -86,3 +86,45 @@ async def test_fsync_latency_histogram(tmp_path):
             assert "# TYPE ferry_fsync_duration_seconds histogram" in text
             count = next(line for line in text.splitlines() if line.startswith("ferry_fsync_duration_seconds_count"))
             assert int(count.split()[-1]) >= 1  # the send's batch was fsynced before the 201
+
+
+async def _next_event(lines) -> dict:
+    """The next SSE event (id, event, data) from an aiter_lines() iterator."""
+    event = {}
+    async for line in lines:
+        if not line:
+            if event:
+                return event
+            continue
+        if line.startswith(":"):
+            continue  # keep-alive comment
+        key, _, value = line.partition(": ")
+        event[key] = value
+    raise AssertionError("stream ended")
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["h1", "h2"])
+async def test_server_sent_events_follow_a_partition(tmp_path, http2):
+    import json
+
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port, client(port, http2=http2) as c, client(port) as producer:
+            await login(c)
+            await login(producer)
+            await make_topic(c)
+            await producer.post(M, json={"messages": [{"payload": b64("old-0")}, {"payload": b64("old-1")}]})
+            async with c.stream("GET", M + "/stream", params={"kind": "first"}) as r:
+                assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
+                lines = r.aiter_lines()
+                first = await _next_event(lines)
+                assert (first["id"], first["event"]) == ("0", "message")
+                assert json.loads(first["data"])["payload"] == b64("old-0")
+                assert (await _next_event(lines))["id"] == "1"
+                # live: appended after the stream caught up
+                await producer.post(M, json={"messages": [{"payload": b64("live")}]})
+                live = await _next_event(lines)
+                assert live["id"] == "2" and json.loads(live["data"])["payload"] == b64("live")
+            # a reconnecting EventSource resumes after Last-Event-ID
+            async with c.stream("GET", M + "/stream", headers={"last-event-id": "1"}) as r:
+                assert (await _next_event(r.aiter_lines()))["id"] == "2"
+            assert (await c.get("/ping")).status_code == 200  # the connection lives on (h2) / a new one (h1)

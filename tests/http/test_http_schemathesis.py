@@ -31,7 +31,8 @@ async def test_schemathesis_finds_no_server_errors(tmp_path):
             result = await trio.run_process(
                 [ST, "run", f"http://127.0.0.1:{port}/openapi.json", "-H", f"Authorization: Bearer {token}",
                  "--checks", CHECKS, "--max-examples", "25", "--seed", "1",
-                 "--exclude-path-regex", r"^/users/(logout|\{)", "--no-color"],
+                 # user routes that would lock the run out; the endless SSE stream
+                 "--exclude-path-regex", r"^/users/(logout|\{)|/messages/stream$", "--no-color"],
                 capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path)  # its cache dir stays there
     out = result.stdout.decode(errors="replace")
     assert result.returncode == 0, out[-6000:] + result.stderr.decode(errors="replace")[-2000:]
