@@ -493,10 +493,19 @@ def poll_messages(s, v):
     if consumer.kind == "group" and partition is None:
         res = b.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count, auto_commit=v.auto_commit)
         if res is None:  # a member without partitions (iggy.md 4.9)
-            return render.polled(s.dialect, 0 - s.edge, 0, None)
+            return render.polled(s.dialect, -s.edge, 0, None)  # wire partition 0
     else:
-        if consumer.kind == "group" and b.group_assignment(t.stream_id, t.id, consumer.id, s.client_id) is None:
-            raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
+        if consumer.kind == "group":
+            found = b.group_assignment(t.stream_id, t.id, consumer.id, s.client_id)
+            if found is None:
+                raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
+            if partition not in found[1]:
+                # A member polls only its own partitions. Dialect 3 re-syncs on 5009
+                # (iggy-current.md 6.9); older clients get the empty answer of the 0.8
+                # server (iggy-middle.md 6.8).
+                if s.dialect == 3:
+                    raise IggyStatus(IggyError.CONSUMER_GROUP_PARTITION_NOT_OWNED)
+                return render.polled(s.dialect, -s.edge, 0, None)  # wire partition 0
         res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
     return render.polled(s.dialect, res.partition_id, res.current_offset, res.batch)
 

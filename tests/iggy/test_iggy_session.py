@@ -287,3 +287,24 @@ def test_vsr_topic_options_are_applied(broker):
     bad = Headers([("compression_algorithm", "zip")]).encode()
     assert c.call("topic.create", stream_id="s", partitions_count=1, name="u", options=bad)[0] == E.INVALID_COMMAND
     assert c.call("topic.create", stream_id="s", partitions_count=1, name="u", options=b"\x02")[0] == E.INVALID_COMMAND
+
+
+@pytest.mark.parametrize("dialect", [2, 3])
+def test_a_group_member_polls_only_its_partitions(broker, dialect):
+    a, b = logged_in(broker, dialect), logged_in(broker, dialect)
+    a.ok("stream.create", name="s")
+    a.ok("topic.create", stream_id="s", partitions_count=2, name="t")
+    a.ok("consumer_group.create", stream_id="s", topic_id="t", name="g")
+    a.ok("message.send", stream_id="s", topic_id="t", partitioning=PartitioningValue(2, struct.pack("<I", 1)),
+         messages=(WireMessage(0, b"p1", b"", 1),))
+    for c in (a, b):
+        c.ok("consumer_group.join", stream_id="s", topic_id="t", group_id="g")
+    poll = dict(consumer=ConsumerId(2, "g"), stream_id="s", topic_id="t", strategy=Strategy(3, 0), count=10)
+    status, body = a.call("message.poll", **poll, partition_id=1)  # partition 1 belongs to b
+    if dialect == 3:
+        assert status == E.CONSUMER_GROUP_PARTITION_NOT_OWNED
+    else:
+        assert (status, R.POLL_PREFIX.decode(2, body)) == (0, R.POLL_PREFIX.make(partition_id=0, current_offset=0,
+                                                                                    count=0))
+    prefix, _ = R.POLL_PREFIX.decode(dialect, b.ok("message.poll", **poll, partition_id=1), exact=False)
+    assert prefix.count == 1
