@@ -42,7 +42,17 @@ install-test: $(TEST_STAMP)
 run: $(RUN_STAMP)
 	$(BIN)/ferry serve $(FERRY_ARGS)
 
-test: $(TEST_STAMP)
+# Real JavaScript clients (nats.js) for tests/nats/test_nats_node.py, installed
+# into their own folder when node and npm are on the machine (skipped otherwise).
+NODE_TESTS := tests/nats/node
+NODE_STAMP := $(NODE_TESTS)/node_modules/.stamp
+
+$(NODE_STAMP): $(NODE_TESTS)/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error && touch node_modules/.stamp; \
+	else echo "npm not found: the nats.js test will be skipped"; fi
+
+test: $(TEST_STAMP) $(NODE_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 clean-venv:

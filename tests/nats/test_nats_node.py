@@ -1,0 +1,42 @@
+"""The real nats.js client (npm ``nats``) against Ferry: pub/sub, request, headers.
+
+``make test`` installs the client into tests/nats/node/node_modules when
+``node`` and ``npm`` are on PATH; the test skips, saying why, when they are not.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.broker import Broker
+from ferry_harness import running_gateway
+
+NODE_DIR = Path(__file__).parent / "node"
+NODE = shutil.which("node")
+ORDERS = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\n'
+
+pytestmark = [
+    pytest.mark.skipif(NODE is None, reason="node is not installed"),
+    pytest.mark.skipif(not (NODE_DIR / "node_modules" / "nats").is_dir(),
+                       reason="nats.js not installed: run `make test` (npm install in tests/nats/node)"),
+]
+
+
+def test_nats_js_pub_sub_request_headers_and_puback(tmp_path):
+    with running_gateway(tmp_path, ORDERS) as gw:
+        done = subprocess.run([NODE, str(NODE_DIR / "scenario.js"), f"127.0.0.1:{gw.ports['nats']}",
+                               "orders.eu.node"], cwd=NODE_DIR, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    out = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert out["info"] == {"headers": True, "max_payload": 1024 * 1024}
+    assert out["pubsub"] == {"subject": "node.a", "data": "hello", "multi": ["one", "two"], "other": "v"}
+    assert out["request"] == "re:ping"
+    assert out["no_responders"] == "503"
+    assert out["puback"]["stream"] == "orders/eu" and out["puback"]["seq"] == 1
+    with Broker.open(tmp_path / "data") as broker:
+        assert [m.payload for m in broker.read_messages("orders", "eu", 0, 0, 5)] == [b"stored-by-node"]
