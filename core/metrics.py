@@ -228,6 +228,7 @@ def metrics_for(owner: object) -> MetricsRegistry:
 # Names shared by every adapter, so dashboards see one family per meaning.
 CONNECTIONS_TOTAL = "ferry_connections_total"
 CONNECTIONS_OPEN = "ferry_connections_open"
+CONNECTIONS_REFUSED = "ferry_connections_refused_total"
 MESSAGES_IN = "ferry_messages_in_total"
 MESSAGES_OUT = "ferry_messages_out_total"
 BYTES_IN = "ferry_bytes_in_total"
@@ -241,6 +242,8 @@ def listener_metrics(registry: MetricsRegistry) -> dict[str, Counter | Gauge]:
     return {
         "connections_total": registry.counter(CONNECTIONS_TOTAL, "Connections accepted.", lbl),
         "connections_open": registry.gauge(CONNECTIONS_OPEN, "Connections open now.", lbl),
+        "connections_refused": registry.counter(CONNECTIONS_REFUSED, "Connections closed at once: over capacity.",
+                                                lbl),
         "messages_in": registry.counter(MESSAGES_IN, "Messages received from clients.", lbl),
         "messages_out": registry.counter(MESSAGES_OUT, "Messages delivered to clients.", lbl),
         "bytes_in": registry.counter(BYTES_IN, "Payload bytes received from clients.", lbl),

@@ -265,6 +265,10 @@ class _Session:
 async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stream: trio.abc.Stream) -> None:
     """Serve one connection until it closes; never raises (STYLE.md section 3)."""
     counters = app.counters
+    if counters["connections_open"].value(app.listener) >= limits.max_connections:
+        counters["connections_refused"].inc(app.listener)
+        await trio.aclose_forcefully(stream)  # over capacity: refuse before any work
+        return
     counters["connections_total"].inc(app.listener)
     counters["connections_open"].inc(app.listener)
     try:

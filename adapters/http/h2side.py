@@ -85,6 +85,7 @@ class H2Side:
         self._open: set[int] = set()  # requests handed out, not answered yet
         self._heads: set[int] = set()  # streams whose request was HEAD
         self._closed = False
+        self._goaway = False
         if upgrade is None:
             self._h2.initiate_connection()
         else:
@@ -275,8 +276,9 @@ class H2Side:
                 self._pending.pop(sid, None)
 
     def close(self) -> None:
-        """Send GOAWAY: no new streams; the ones in flight may finish."""
-        if not self._closed:
+        """Send GOAWAY (once): no new streams; the ones in flight may finish."""
+        if not self._closed and not self._goaway:
+            self._goaway = True
             try:
                 self._h2.close_connection()
             except h2.exceptions.ProtocolError:

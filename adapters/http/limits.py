@@ -35,6 +35,12 @@ MAX_POLL_BYTES = 8 * 1024 * 1024
 MAX_SEND_COUNT = 100_000
 
 
+# Open connections per HTTP listener; past it new ones are closed at once.
+# Each costs a task and two small buffers, so 10 000 is far below memory
+# trouble yet far above what one gateway serves in practice.
+MAX_CONNECTIONS = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
     max_body_bytes: int = MAX_BODY_BYTES
@@ -43,6 +49,7 @@ class HttpLimits:
     idle_timeout_s: float = IDLE_TIMEOUT_S
     request_timeout_s: float = REQUEST_TIMEOUT_S
     max_wait_ms: int = MAX_WAIT_MS
+    max_connections: int = MAX_CONNECTIONS
 
 
 __all__ = [
@@ -50,6 +57,7 @@ __all__ = [
     "IDLE_TIMEOUT_S",
     "MAX_BODY_BYTES",
     "MAX_CONCURRENT_STREAMS",
+    "MAX_CONNECTIONS",
     "MAX_HEADER_BYTES",
     "MAX_POLL_BYTES",
     "MAX_POLL_COUNT",

@@ -16,6 +16,7 @@ max_body_bytes     2000000       request body limit, 413 past it (Iggy's 2 MB)
 idle_timeout_s     60.0          close keep-alive connections idle this long
 request_timeout_s  60.0          a started request must complete within this
 max_wait_ms        55000         upper bound of a long poll's ``wait_ms``
+max_connections    10000         open connections; past it new ones are closed
 =================  ============  =================================================
 """
 
@@ -25,7 +26,9 @@ import trio
 
 from adapters.http.app import HttpApp
 from adapters.http.driver import make_ssl_context, serve_http
-from adapters.http.limits import IDLE_TIMEOUT_S, MAX_BODY_BYTES, MAX_WAIT_MS, REQUEST_TIMEOUT_S, HttpLimits
+from adapters.http.limits import (
+    IDLE_TIMEOUT_S, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_WAIT_MS, REQUEST_TIMEOUT_S, HttpLimits,
+)
 from adapters.http.tokens import DEFAULT_LIFETIME_S, REVOKED_SETTING, TokenService, load_secret
 from core.metrics import metrics_for
 from gateway.registry import ListenerSpec
@@ -39,6 +42,7 @@ OPTIONS = {
     "idle_timeout_s": IDLE_TIMEOUT_S,
     "request_timeout_s": REQUEST_TIMEOUT_S,
     "max_wait_ms": MAX_WAIT_MS,
+    "max_connections": MAX_CONNECTIONS,
 }
 
 
@@ -50,6 +54,7 @@ def build_app(broker, cfg) -> tuple[HttpApp, HttpLimits]:
         idle_timeout_s=float(opts["idle_timeout_s"]),
         request_timeout_s=float(opts["request_timeout_s"]),
         max_wait_ms=int(opts["max_wait_ms"]),
+        max_connections=int(opts["max_connections"]),
     )
     secret = load_secret(broker.data_dir, str(opts["jwt_secret"]))
     meta = broker.meta

@@ -102,3 +102,17 @@ async def test_h2_reset_cancels_a_parked_long_poll(app, autojump_clock):
             got += h2c.receive_data(await client_stream.receive_some())
         assert b"".join(e.data for e in got if isinstance(e, h2.events.DataReceived)) == b"pong"
         await client_stream.aclose()
+
+
+async def test_connections_over_capacity_are_closed_at_once(app, autojump_clock):
+    limits = HttpLimits(max_connections=1)
+    first_client, first_server = trio.testing.memory_stream_pair()
+    second_client, second_server = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(http_session, app, limits, trio.Event(), first_server)
+        await trio.sleep(0)
+        nursery.start_soon(http_session, app, limits, trio.Event(), second_server)
+        assert await read_all(second_client) == b""  # refused without a byte
+        assert app.counters["connections_refused"].value("http") == 1
+        await first_client.send_all(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await read_all(first_client)).endswith(b"pong")
