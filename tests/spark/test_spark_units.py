@@ -81,3 +81,24 @@ def test_source_options_defaults_follow_the_kafka_source():
         source_options(Opts(topic="t"), streaming=False)
     with pytest.raises(FerryOptionError, match="^subscribePattern: "):
         source_options(Opts(stream="s", subscribePattern="("), streaming=False)
+
+
+def test_sink_header_blocks_match_the_core_encoding_and_refuse_bad_values():
+    import pyarrow as pa
+
+    from adapters.spark.batches import HEADER_TYPE
+    from adapters.spark.sink import _header_blocks
+    from core.errors import InvalidHeaderValue
+    from core.message import Headers, HeaderValue
+
+    rows = [[{"key": "a", "kind": "string", "value": b"x"}, {"key": "n", "kind": "uint16", "value": b"\x01\x00"}],
+            [], None, [{"key": "r", "kind": None, "value": b"\x00"}]]
+    col = pa.array(rows, pa.list_(HEADER_TYPE))
+    assert _header_blocks(col, 4) == [
+        Headers([("a", "x"), ("n", HeaderValue.uint16(1))]).encode(), b"", b"",
+        Headers([("r", HeaderValue.raw(b"\x00"))]).encode()]
+    assert _header_blocks(col.slice(1, 3), 3)[2] == Headers([("r", HeaderValue.raw(b"\x00"))]).encode()
+    with pytest.raises(InvalidHeaderValue):
+        _header_blocks(pa.array([[{"key": "n", "kind": "uint16", "value": b"\x01"}]], pa.list_(HEADER_TYPE)), 1)
+    with pytest.raises(FerryOptionError, match="^headers: unknown kind"):
+        _header_blocks(pa.array([[{"key": "n", "kind": "u16", "value": b"\x01"}]], pa.list_(HEADER_TYPE)), 1)
