@@ -25,7 +25,7 @@ from .errors import IggyError, IggyStatus
 from .events import Reply
 from .producer import take_producer
 from .permissions import decode_permissions, encode_permissions
-from .session import Deferred
+from .session import Deferred, sessions_of
 
 A = Action
 _COMPRESSION = {1: "none", 2: "gzip"}
@@ -79,7 +79,8 @@ def get_stats(s, v):
         process_id=os.getpid(), cpu_usage=0, total_cpu_usage=0, memory_usage=0, total_memory=0, available_memory=0,
         run_time=0, start_time=0, read_bytes=0, written_bytes=size, messages_size_bytes=size,
         streams_count=len(streams), topics_count=len(topics), partitions_count=parts, segments_count=parts,
-        messages_count=msgs, clients_count=0, consumer_groups_count=0, hostname=socket.gethostname(),
+        messages_count=msgs, clients_count=len(sessions_of(b)),
+        consumer_groups_count=sum(len(b.list_groups(t.stream_id, t.id)) for t in topics), hostname=socket.gethostname(),
         os_name=platform.system(), os_version=platform.release(), kernel_version=platform.version()[:200],
         server_version=render_version(), server_semver=SEMVER))
 
@@ -233,11 +234,38 @@ def delete_pat(s, v):
     return b""
 
 
+def _client_info(s, other, out: list) -> None:
+    """ClientInfo (iggy.md 5.7); user id 0 means "not logged in" on the wire, so a
+    logged-in root shows as its wire id (1 in dialect 1, 0 otherwise, as Iggy's)."""
+    user_id = 0 if other.user is None else other.user.id + s.edge
+    R.CLIENT_INFO.write(s.dialect, out, R.CLIENT_INFO.make(
+        client_id=other.client_id & 0xFFFFFFFF, user_id=user_id, transport=other.transport,
+        address=other.address, consumer_groups_count=0))
+
+
 def get_me(s, v):
     out: list[bytes] = []
-    R.CLIENT_INFO.write(s.dialect, out, R.CLIENT_INFO.make(
-        client_id=s.client_id & 0xFFFFFFFF, user_id=s.user.id + s.edge, transport=s.transport,
-        address=s.address, consumer_groups_count=0))
+    _client_info(s, s, out)
+    return b"".join(out)
+
+
+def get_client(s, v):
+    s.require(A.READ_SERVERS)
+    if v.client_id == 0:
+        raise IggyStatus(IggyError.INVALID_CLIENT_ID)
+    other = sessions_of(s.broker).get(v.client_id)
+    if other is None:
+        return b""  # iggy.md 9.2: a missing single entity is an empty OK
+    out: list[bytes] = []
+    _client_info(s, other, out)
+    return b"".join(out)
+
+
+def get_clients(s, v):
+    s.require(A.READ_SERVERS)
+    out: list[bytes] = []
+    for _cid, other in sorted(sessions_of(s.broker).items()):
+        _client_info(s, other, out)
     return b"".join(out)
 
 
@@ -553,7 +581,7 @@ def delete_offset(s, v):
 HANDLERS = {
     "system.ping": ping, "system.stats": get_stats, "system.snapshot": feature_unavailable,
     "system.cluster_metadata": cluster_metadata, "system.describe_options": describe_options,
-    "client.me": get_me, "client.get": feature_unavailable, "client.list": feature_unavailable,
+    "client.me": get_me, "client.get": get_client, "client.list": get_clients,
     "user.get": get_user, "user.list": get_users, "user.create": create_user, "user.delete": delete_user,
     "user.update": update_user, "user.permissions": update_permissions, "user.password": change_password,
     "user.login": login_user, "user.logout": logout, "user.login_register": login_register,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -52,6 +53,14 @@ SERVER_VERSION = "0.10.0-ferry"  # what the VSR login reply names as our version
 _POLL_KINDS = {1: "offset", 2: "timestamp", 3: "first", 4: "last", 5: "next"}
 _VSR_SESSIONS = itertools.count(1)  # login replies need a non-zero session (iggy-current.md 6.3)
 TRANSPORT_TCP, TRANSPORT_QUIC = 1, 2
+# The live Iggy sessions of each broker, for GetClients/GetClient/GetStats
+# (iggy.md 5.7). Keyed weakly so a closed broker (tests open many) leaves nothing.
+_SESSIONS: "weakref.WeakKeyDictionary[object, dict[int, IggySession]]" = weakref.WeakKeyDictionary()
+
+
+def sessions_of(broker) -> dict[int, "IggySession"]:
+    """client id -> session, for every open Iggy connection of ``broker``."""
+    return _SESSIONS.get(broker, {})
 
 
 @dataclass(slots=True)
@@ -83,10 +92,10 @@ class IggySession:
         self.transport = transport
         self.user = None
         self.vsr_session = 0
-        self._handlers: dict[str, Callable] = {}
         from . import handlers  # the handler table lives next door (module size)
 
-        self._handlers = handlers.HANDLERS
+        self._handlers: dict[str, Callable] = handlers.HANDLERS
+        _SESSIONS.setdefault(broker, {})[client_id] = self
 
     @property
     def dialect(self) -> int:
@@ -136,6 +145,7 @@ class IggySession:
 
     def close(self) -> None:
         """The connection ended: leave every consumer group (core rebalances)."""
+        sessions_of(self.broker).pop(self.client_id, None)
         self.broker.disconnect(self.client_id)
 
     # -- helpers for handlers -------------------------------------------------------------
@@ -234,4 +244,4 @@ def _entity_of(name: str) -> str:
     return {"consumer_group": "group"}.get(head, head)
 
 
-__all__ = ["Deferred", "IggySession", "TRANSPORT_QUIC", "TRANSPORT_TCP"]
+__all__ = ["Deferred", "IggySession", "TRANSPORT_QUIC", "TRANSPORT_TCP", "sessions_of"]

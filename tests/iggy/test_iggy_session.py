@@ -308,3 +308,21 @@ def test_a_group_member_polls_only_its_partitions(broker, dialect):
                                                                                     count=0))
     prefix, _ = R.POLL_PREFIX.decode(dialect, b.ok("message.poll", **poll, partition_id=1), exact=False)
     assert prefix.count == 1
+
+
+def test_clients_and_stats(broker):
+    a, b = logged_in(broker, 2), Client(broker, 2)
+    infos, body = [], a.ok("client.list")
+    pos = 0
+    while pos < len(body):
+        info, pos = R.CLIENT_INFO.decode(2, body, pos, exact=False)
+        infos.append(info)
+    assert [(i.client_id, i.user_id) for i in infos] == [(a.session.client_id, 0), (b.session.client_id, 0)]
+    me = R.CLIENT_INFO.decode(2, a.ok("client.me"))
+    assert me.client_id == a.session.client_id and me.transport == 1
+    assert a.call("client.get", client_id=999_999) == (0, b"")
+    assert a.call("client.get", client_id=0)[0] == E.INVALID_CLIENT_ID
+    stats = R.STATS.decode(2, a.ok("system.stats"))
+    assert stats.clients_count == 2
+    b.session.close()
+    assert R.STATS.decode(2, a.ok("system.stats")).clients_count == 1
