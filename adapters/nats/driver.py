@@ -17,24 +17,33 @@ client (STYLE.md section 3). Each connection has three small tasks:
 A fatal protocol error sends what is queued, then ``-ERR '...'``, then closes;
 a slow consumer is closed without ``-ERR`` (nats.md section 11). The broker's
 ``draining`` flag makes every connection say goodbye with an INFO carrying
-``"ldm": true`` (lame duck mode, nats.md section 13) and close.
+``"ldm": true`` (lame duck mode, nats.md section 1) and close: a busy reader
+sees the flag between reads; idle ones are reached through
+:meth:`NatsServerState.enter_lame_duck`, which :func:`serve_nats` calls when
+the gateway cancels it during shutdown.
+
+With TLS configured, INFO is written in clear text and the client's TLS
+handshake follows on the same socket before the three tasks start
+(nats.md section 13). The settings and live connections live in
+:class:`~adapters.nats.server_state.NatsServerState`, shared with the
+WebSocket and monitoring listeners.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import secrets
-from dataclasses import dataclass, field, replace
+import ssl
+from dataclasses import replace
 from functools import partial
-from typing import Callable
 
 import trio
 
-from .connection import NatsLimits, NatsServerConnection, ServerInfo
+from .connection import NatsServerConnection
 from .errors import NatsError, NatsProtocolError
 from .events import NEED_DATA, Info
-from .session import MAX_PENDING, NatsSession, Outbox
+from .server_state import ClientRecord, NatsServerState
+from .session import NatsSession, Outbox
 
 log = logging.getLogger("ferry.nats")
 
@@ -53,20 +62,6 @@ def new_server_id() -> str:
     return "N" + "".join(secrets.choice(_BASE32) for _ in range(55))
 
 
-@dataclass
-class NatsServerState:
-    """What every connection of one listener shares."""
-
-    broker: object
-    info: ServerInfo
-    limits: NatsLimits = field(default_factory=NatsLimits)
-    max_pending: int = MAX_PENDING
-    authenticate: Callable | None = None
-    client_ids: itertools.count = field(default_factory=lambda: itertools.count(1))
-    sessions: set = field(default_factory=set)
-    total_connections: int = 0
-
-
 async def serve_nats(state: NatsServerState, host: str, port: int, conn_nursery, *,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind ``host:port`` (0 = any free port) and serve NATS clients until
@@ -74,26 +69,48 @@ async def serve_nats(state: NatsServerState, host: str, port: int, conn_nursery,
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     state.info = replace(state.info, port=bound)  # INFO tells clients the real port
-    task_status.started(bound)
-    await trio.serve_listeners(partial(nats_connection, state), listeners, handler_nursery=conn_nursery)
+    state.ports["nats"] = bound
+    try:
+        task_status.started(bound)
+        await trio.serve_listeners(partial(nats_connection, state), listeners, handler_nursery=conn_nursery)
+    finally:
+        # The gateway cancels its listeners right after setting broker.draining:
+        # wake idle readers so every client gets the lame-duck INFO now.
+        if getattr(state.broker, "draining", False):
+            state.enter_lame_duck()
 
 
-async def nats_connection(state: NatsServerState, stream: trio.abc.Stream) -> None:
-    """Serve one client until it leaves, breaks the protocol or is too slow."""
-    client_ip = _peer_ip(stream)
-    conn = NatsServerConnection(state.info, state.limits, client_id=next(state.client_ids),
+async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind: str = "nats") -> None:
+    """Serve one client until it leaves, breaks the protocol or is too slow.
+
+    ``stream`` is any trio Stream (TCP, or a WebSocket adapted by the nats_ws
+    listener); ``kind`` is what the monitor reports for it. For ``"nats"``
+    with ``state.ssl_context`` set, INFO goes out in clear text and the
+    client's TLS handshake follows on the same stream (nats.md section 13);
+    a WebSocket's TLS, if any, is the WebSocket listener's business."""
+    client_ip, client_port = _peer(stream)
+    upgrade = kind == "nats" and state.ssl_context is not None
+    info = state.info if upgrade or not state.info.tls_required else \
+        replace(state.info, tls_required=False, tls_verify=False)
+    conn = NatsServerConnection(info, state.limits, client_id=next(state.client_ids),
                                 client_ip=client_ip, now=trio.current_time(),
                                 authenticate=state.authenticate)
     wakeup = _Wakeup()
     outbox = Outbox(state.max_pending, wakeup.set)
     session = NatsSession(state.broker, conn, outbox)
-    state.sessions.add(session)
-    state.total_connections += 1
+    record = ClientRecord(session, kind=kind, ip=client_ip, port=client_port)
+    state.add(conn.client_id, record)
     final = _Final()
     try:
+        if upgrade:
+            tls = await _start_tls(state, stream, conn, record)
+            if tls is None:
+                return
+            stream = tls
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope)
             nursery.start_soon(_timer_loop, conn, session, final)
+            record.wake = partial(_lame_duck_now, conn, outbox, final, wakeup)
             await _read_loop(stream, conn, session, state, final)
             final.done = True
             wakeup.set()
@@ -103,10 +120,30 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream) -> No
         log.exception("nats connection failed", extra={"client_id": conn.client_id})
     finally:
         session.close()
-        state.sessions.discard(session)
+        state.remove(conn.client_id)
         with trio.move_on_after(CLOSE_GRACE) as scope:
             scope.shield = True
             await trio.aclose_forcefully(stream)
+
+
+async def _start_tls(state: NatsServerState, stream, conn: NatsServerConnection,
+                     record: ClientRecord) -> trio.SSLStream | None:
+    """Send INFO in clear text, then run the server side of the client's TLS
+    handshake on the same stream. None when the handshake fails or is too
+    slow: nats-server closes such a client without a word (nats.md section 10)."""
+    with trio.fail_after(state.tls_timeout):
+        await stream.send_all(conn.data_to_send())
+    tls = trio.SSLStream(stream, state.ssl_context, server_side=True)
+    try:
+        with trio.fail_after(state.tls_timeout):
+            await tls.do_handshake()
+    except (trio.BrokenResourceError, trio.TooSlowError, ssl.SSLError) as exc:
+        log.info("TLS handshake failed", extra={"client_id": conn.client_id, "error": repr(exc)})
+        return None
+    ssl_object = tls._ssl_object  # trio exposes version/cipher only through the SSLObject
+    record.tls_version = ssl_object.version() or ""
+    record.tls_cipher = (ssl_object.cipher() or ("",))[0]
+    return tls
 
 
 class _Wakeup:
@@ -176,6 +213,22 @@ async def _lame_duck(conn: NatsServerConnection, outbox: Outbox) -> None:
     outbox.offer(conn.data_to_send())
 
 
+def _lame_duck_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wakeup: _Wakeup) -> None:
+    """Lame duck for a client idle in ``receive_some`` (called by
+    ``NatsServerState.enter_lame_duck``): queue the ``ldm`` INFO and let the
+    writer send it and close, which also ends the pending read. Cancelling
+    the read instead would break a TLS stream (trio.SSLStream)."""
+    if final.done:
+        return
+    try:
+        conn.send(Info({"ldm": True}))
+    except NatsError:
+        return
+    outbox.offer(conn.data_to_send())
+    final.done = True
+    wakeup.set()
+
+
 async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Final, cancel_scope) -> None:
     outbox = session.outbox
     while True:
@@ -213,12 +266,18 @@ async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _
         session.outbox.offer(conn.data_to_send())
 
 
-def _peer_ip(stream) -> str:
-    sock = getattr(stream, "socket", None)
-    try:
-        return sock.getpeername()[0] if sock is not None else ""
-    except OSError:
-        return ""
+def _peer(stream) -> tuple[str, int]:
+    """The client's address: a socket's peer, or ``peer`` of an adapted stream."""
+    peer = getattr(stream, "peer", None)
+    if peer is None:
+        sock = getattr(stream, "socket", None)
+        try:
+            peer = sock.getpeername() if sock is not None else None
+        except OSError:
+            peer = None
+    if not peer:
+        return "", 0
+    return str(peer[0]), int(peer[1]) if len(peer) > 1 else 0
 
 
 __all__ = ["NatsServerState", "nats_connection", "new_server_id", "serve_nats"]

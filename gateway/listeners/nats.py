@@ -3,20 +3,34 @@
 Options of ``[listeners.nats]`` (also ``FERRY_NATS_<KEY>`` variables) use
 nats-server's names and defaults (nats.md section 11): ``max_payload``,
 ``max_pending``, ``max_control_line``, ``max_subscriptions``,
-``ping_interval`` (seconds), ``ping_max``, ``server_name``; and simple
-authentication as nats-server's ``--user/--pass`` and ``--auth`` flags:
-``user`` + ``password``, or ``token``.
+``ping_interval`` (seconds), ``ping_max``, ``server_name``.
+
+Authentication, as nats-server's flags and config: ``user`` + ``password``
+(``--user/--pass``), or ``token`` (``--auth``), or ``auth_file``: a file in
+nats-server's config format whose ``authorization`` block (users with
+publish/subscribe permissions, ``timeout``) applies (adapters/nats/auth.py).
+
+TLS, as nats-server's ``--tlscert/--tlskey/--tlscacert/--tlsverify``:
+``tls_cert``, ``tls_key``, ``tls_ca``, ``tls_verify``. INFO is sent in clear
+text with ``tls_required``, then the client upgrades (nats.md section 13).
+
+The listener registers its state (adapters/nats/server_state.py) so the
+``nats_ws`` and ``nats_monitor`` listeners share its settings and connections.
 """
 
 from __future__ import annotations
 
-import hmac
+from pathlib import Path
 
+from adapters.nats.auth import Auth, AuthConfigError, auth_from_block, simple_auth
 from adapters.nats.connection import NatsLimits, ServerInfo
-from adapters.nats.driver import NatsServerState, new_server_id, serve_nats
+from adapters.nats.driver import new_server_id, serve_nats
+from adapters.nats.natsconf import NatsConfError, lookup, parse
+from adapters.nats.server_state import NatsServerState, register
 from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
+from ._nats_tls import server_ssl_context
 
 OPTIONS = {
     "max_payload": 1024 * 1024,
@@ -29,42 +43,71 @@ OPTIONS = {
     "user": "",
     "password": "",
     "token": "",
+    "auth_file": "",
+    "tls_cert": "",
+    "tls_key": "",
+    "tls_ca": "",
+    "tls_verify": False,
 }
+# A config file is a few KiB; refuse anything absurd before parsing it.
+MAX_AUTH_FILE_BYTES = 4 * 1024 * 1024
 
 
-def _authenticator(opts):
-    """A CONNECT check for ``user``/``password`` or ``token`` (compared in
-    constant time), or None when neither is configured."""
-    user, password, token = opts["user"], opts["password"], opts["token"]
-    if token and (user or password):
-        raise InvalidArgument("listeners.nats: set token or user/password, not both")
-    if bool(user) != bool(password):
-        raise InvalidArgument("listeners.nats: user and password go together")
-    if token:
-        return lambda c: hmac.compare_digest(c.auth_token.encode(), token.encode())
-    if user:
-        return lambda c: (hmac.compare_digest(c.user.encode(), user.encode())
-                          & hmac.compare_digest(c.password.encode(), password.encode()))
-    return None
+def load_auth(opts) -> Auth:
+    """The listener's :class:`Auth`: from ``auth_file`` or the simple options."""
+    path = opts["auth_file"]
+    simple = (opts["user"], opts["password"], opts["token"])
+    try:
+        if not path:
+            return simple_auth(*simple)
+        if any(simple):
+            raise AuthConfigError("set auth_file or user/password/token, not both")
+        block = lookup(read_conf(path), "authorization", default=None)
+        if block is None:
+            raise AuthConfigError(f"{path}: has no authorization block")
+        return auth_from_block(block)
+    except AuthConfigError as exc:
+        raise InvalidArgument(f"listeners.nats: {exc.message}") from None
+
+
+def read_conf(path: str) -> dict:
+    """A nats-server config file, parsed (environment variables resolve ``$NAME``)."""
+    import os
+
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_AUTH_FILE_BYTES:
+            raise InvalidArgument(f"{path}: larger than {MAX_AUTH_FILE_BYTES} bytes")
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidArgument(f"{path}: cannot be read: {exc.strerror}") from None
+    try:
+        return parse(text, os.environ, source=str(path))
+    except NatsConfError as exc:
+        raise InvalidArgument(exc.message) from None
 
 
 def build_state(broker, cfg) -> NatsServerState:
     opts = cfg.options
+    auth = load_auth(opts)
     limits = NatsLimits(max_payload=opts["max_payload"], max_control_line=opts["max_control_line"],
                         max_subscriptions=opts["max_subscriptions"],
-                        ping_interval=float(opts["ping_interval"]), ping_max=opts["ping_max"])
+                        ping_interval=float(opts["ping_interval"]), ping_max=opts["ping_max"],
+                        auth_timeout=auth.timeout)
     if opts["max_pending"] < limits.max_payload:
         # nats-server refuses to start with max_pending < max_payload (nats.md section 11).
         raise InvalidArgument("listeners.nats.max_pending must be >= max_payload")
-    authenticate = _authenticator(opts)
+    ctx = server_ssl_context("nats", opts["tls_cert"], opts["tls_key"], opts["tls_ca"], opts["tls_verify"])
     info = ServerInfo(server_id=new_server_id(), server_name=opts["server_name"],
-                      host=cfg.host, port=cfg.port, auth_required=authenticate is not None)
+                      host=cfg.host, port=cfg.port, auth_required=auth.required,
+                      tls_required=ctx is not None, tls_verify=ctx is not None and opts["tls_verify"])
     return NatsServerState(broker=broker, info=info, limits=limits, max_pending=opts["max_pending"],
-                           authenticate=authenticate)
+                           authenticate=auth.authenticate if auth.required else None, ssl_context=ctx)
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     state = build_state(broker, cfg)
+    register(state)
     await serve_nats(state, cfg.host, cfg.port, conn_nursery, task_status=task_status)
 
 

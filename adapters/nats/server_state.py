@@ -1,0 +1,119 @@
+"""What the NATS listeners of one gateway share, and where to find it (no trio).
+
+Theory of operation
+-------------------
+nats-server is one server with several ports: clients (4222), WebSocket
+clients and the monitoring port see the same connections, counters and
+settings. In Ferry those are separate listeners (``nats``, ``nats_ws``,
+``nats_monitor``) that may not import each other, so the state they share
+lives here: :class:`NatsServerState` holds the settings (INFO, limits,
+authentication, TLS) and the live :class:`ClientRecord` of every connection;
+:func:`register` / :func:`shared_state` keep one state per broker (weakly, so
+a stopped gateway's state goes with its broker).
+
+The nats listener registers its state when it starts; the WebSocket and
+monitoring listeners start after it (the registry's port table order) and
+look it up. Counters of closed connections are folded into
+:class:`Totals` so ``/varz`` keeps server-lifetime totals as nats-server does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .connection import NatsLimits, ServerInfo
+from .session import MAX_PENDING
+
+# nats-server's TLS handshake timeout (tls_timeout, 2 s, nats.md section 11).
+TLS_TIMEOUT = 2.0
+
+
+@dataclass(slots=True)
+class Totals:
+    """Counters of connections that have closed (nats-server's server-wide stats)."""
+
+    in_msgs: int = 0
+    in_bytes: int = 0
+    out_msgs: int = 0
+    out_bytes: int = 0
+    slow_consumers: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class ClientRecord:
+    """One open connection as the monitor sees it."""
+
+    session: Any                     # adapters.nats.session.NatsSession
+    kind: str = "nats"               # "nats" or "websocket" (connz "type" hint)
+    ip: str = ""
+    port: int = 0
+    start: float = field(default_factory=time.time)   # wall clock, for connz "start"
+    tls_version: str = ""
+    tls_cipher: str = ""
+    wake: Callable[[], None] = lambda: None           # interrupts an idle read (lame duck)
+
+
+@dataclass(eq=False)
+class NatsServerState:
+    """Settings and live connections shared by the NATS listeners of one broker."""
+
+    broker: object
+    info: ServerInfo
+    limits: NatsLimits = field(default_factory=NatsLimits)
+    max_pending: int = MAX_PENDING
+    authenticate: Callable | None = None
+    ssl_context: Any = None          # ssl.SSLContext: TLS after the clear-text INFO
+    tls_timeout: float = TLS_TIMEOUT
+    client_ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    clients: dict = field(default_factory=dict)        # client_id -> ClientRecord
+    total_connections: int = 0
+    totals: Totals = field(default_factory=Totals)
+    start: float = field(default_factory=time.time)
+    ports: dict = field(default_factory=dict)          # listener kind -> bound port
+    lame_duck: bool = False
+
+    @property
+    def sessions(self) -> list:
+        return [rec.session for rec in self.clients.values()]
+
+    def add(self, client_id: int, record: ClientRecord) -> None:
+        self.clients[client_id] = record
+        self.total_connections += 1
+
+    def remove(self, client_id: int) -> None:
+        """Forget a closed connection, keeping its counters in :attr:`totals`."""
+        record = self.clients.pop(client_id, None)
+        if record is None:
+            return
+        s, t = record.session, self.totals
+        t.in_msgs += s.msgs_in
+        t.in_bytes += s.bytes_in
+        t.out_msgs += s.msgs_out
+        t.out_bytes += s.bytes_out
+        t.slow_consumers += bool(s.slow)
+
+    def enter_lame_duck(self) -> None:
+        """Wake every connection's reader so it sees ``broker.draining`` now."""
+        self.lame_duck = True
+        for record in list(self.clients.values()):
+            record.wake()
+
+
+_STATES: "weakref.WeakKeyDictionary[object, NatsServerState]" = weakref.WeakKeyDictionary()
+
+
+def register(state: NatsServerState) -> None:
+    """Make ``state`` the one the other NATS listeners of its broker use."""
+    _STATES[state.broker] = state
+
+
+def shared_state(broker) -> NatsServerState | None:
+    """The registered state of ``broker``'s nats listener, or None."""
+    return _STATES.get(broker)
+
+
+__all__ = ["ClientRecord", "NatsServerState", "TLS_TIMEOUT", "Totals", "register", "shared_state"]

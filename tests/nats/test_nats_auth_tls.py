@@ -1,0 +1,153 @@
+"""nats-py against Ferry with per-user permissions (auth_file) and TLS (trustme certificates)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+
+import nats
+import pytest
+import trustme
+from nats.errors import TimeoutError as NatsTimeout
+
+from ferry_harness import running_gateway
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+WAIT = 5  # seconds; only guards a hang
+
+AUTH_CONF = """
+authorization {
+  users = [
+    {user: alice, password: a1, permissions: {
+        publish: {allow: ["orders.>", "_INBOX.>"], deny: ["orders.secret"]}
+        subscribe: ["orders.*", "work.> workers", "_INBOX.>"]
+    }}
+    {user: bob, password: b2}
+  ]
+}
+"""
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def _errors():
+    seen: list[str] = []
+
+    async def cb(e):
+        seen.append(str(e).lower())
+    return seen, cb
+
+
+def test_per_user_permissions_refuse_without_closing(tmp_path):
+    (tmp_path / "auth.conf").write_text(AUTH_CONF)
+    with running_gateway(tmp_path, FERRY_NATS_AUTH_FILE=str(tmp_path / "auth.conf")) as gw:
+        async def main():
+            seen, cb = _errors()
+            alice = await nats.connect(gw.url(), user="alice", password="a1", error_cb=cb, allow_reconnect=False)
+            bob = await nats.connect(gw.url(), user="bob", password="b2")
+            watch = await bob.subscribe(">")
+            await bob.flush()
+            await alice.publish("orders.secret", b"no")
+            await alice.publish("billing.x", b"no")
+            await alice.publish("orders.eu", b"yes")
+            await alice.flush()
+            assert (await watch.next_msg(WAIT)).subject == "orders.eu"   # the refused two never arrived
+            denied = await alice.subscribe("billing.>")
+            await alice.flush()
+            queue_bad = await alice.subscribe("work.a", queue="others")
+            queue_ok = await alice.subscribe("work.a", queue="workers")
+            await alice.flush()
+            await bob.publish("work.a", b"job")
+            await bob.publish("billing.y", b"bill")
+            assert (await queue_ok.next_msg(WAIT)).data == b"job"
+            for sub in (denied, queue_bad):
+                with pytest.raises(NatsTimeout):
+                    await sub.next_msg(0.2)
+            assert alice.is_connected
+            assert 'permissions violation for publish to "orders.secret"' in " ".join(seen)
+            assert 'permissions violation for publish to "billing.x"' in " ".join(seen)
+            assert 'permissions violation for subscription to "billing.>"' in " ".join(seen)
+            assert 'permissions violation for subscription to "work.a" using queue "others"' in " ".join(seen)
+            with pytest.raises(Exception) as info:
+                await nats.connect(gw.url(), user="alice", password="wrong", allow_reconnect=False)
+            assert "authorization violation" in str(info.value).lower()
+            await alice.close()
+            await bob.close()
+        run(main())
+        raw = _raw(gw.ports["nats"], b'CONNECT {"verbose":false,"user":"alice","pass":"a1"}\r\n'
+                                     b"PUB orders.secret 1\r\nx\r\nSUB billing 1\r\nSUB work.a other 2\r\nPING\r\n")
+        assert raw.endswith(b"-ERR 'Permissions Violation for Publish to \"orders.secret\"'\r\n"
+                            b"-ERR 'Permissions Violation for Subscription to \"billing\"'\r\n"
+                            b"-ERR 'Permissions Violation for Subscription to \"work.a\" using queue \"other\"'\r\n"
+                            b"PONG\r\n")
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+        s.sendall(data)
+        got = b""
+        while not got.endswith(b"PONG\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        return got.split(b"\r\n", 1)[1]   # drop the INFO line
+
+
+@pytest.fixture
+def pki(tmp_path):
+    ca = trustme.CA()
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    server.cert_chain_pems[0].write_to_path(str(tmp_path / "server.pem"))
+    server.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    return ca
+
+
+def _client_ctx(ca: trustme.CA, with_cert: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ca.configure_trust(ctx)
+    if with_cert:
+        ca.issue_cert("client@example.test").configure_cert(ctx)
+    return ctx
+
+
+def _tls_env(tmp_path, verify: bool) -> dict:
+    env = {"FERRY_NATS_TLS_CERT": str(tmp_path / "server.pem"), "FERRY_NATS_TLS_KEY": str(tmp_path / "server.key")}
+    if verify:
+        env |= {"FERRY_NATS_TLS_CA": str(tmp_path / "ca.pem"), "FERRY_NATS_TLS_VERIFY": "true"}
+    return env
+
+
+def test_tls_info_first_then_upgrade(tmp_path, pki):
+    with running_gateway(tmp_path, **_tls_env(tmp_path, verify=False)) as gw:
+        with socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT) as s:
+            line = s.recv(4096)   # INFO arrives in clear text before any handshake
+            assert line.startswith(b"INFO ") and b'"tls_required":true' in line and b"tls_verify" not in line
+
+        async def main():
+            nc = await nats.connect(f"tls://127.0.0.1:{gw.ports['nats']}", tls=_client_ctx(pki, False))
+            sub = await nc.subscribe("t")
+            await nc.publish("t", b"secret")
+            assert (await sub.next_msg(WAIT)).data == b"secret"
+            assert nc._server_info["tls_required"] is True
+            await nc.close()
+        run(main())
+
+
+def test_tls_client_certificates_required_when_verify(tmp_path, pki):
+    with running_gateway(tmp_path, **_tls_env(tmp_path, verify=True)) as gw:
+        url = f"tls://127.0.0.1:{gw.ports['nats']}"
+
+        async def main():
+            nc = await nats.connect(url, tls=_client_ctx(pki, True))
+            assert nc._server_info["tls_verify"] is True
+            await nc.publish("x", b"1")
+            await nc.flush()
+            await nc.close()
+            with pytest.raises(Exception):
+                await nats.connect(url, tls=_client_ctx(pki, False), allow_reconnect=False, connect_timeout=2)
+        run(main())
