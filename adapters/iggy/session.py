@@ -46,6 +46,7 @@ from . import replies as R
 from .connection import IggyServerConnection
 from .errors import IggyError, IggyStatus, status_for
 from .events import BadRequest, Evict, Reply, Request
+from .messages import MAX_BATCH_PAYLOAD
 
 log = logging.getLogger("ferry.iggy")
 
@@ -227,6 +228,8 @@ class IggySession:
         (a malformed block is the peer's fault: 3 / 4017 / 4018-4019 / 4040)."""
         items = []
         legacy = self.dialect == 1
+        if sum(len(m.payload) for m in messages) > MAX_BATCH_PAYLOAD:
+            raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
         for m in messages:
             if not m.headers:
                 headers = b""
