@@ -25,7 +25,7 @@ from .errors import IggyError, IggyStatus
 from .events import Reply
 from .producer import take_producer
 from .permissions import decode_permissions, encode_permissions
-from .session import Deferred, sessions_of
+from .session import SERVER_VERSION, Deferred, sessions_of
 
 A = Action
 _COMPRESSION = {1: "none", 2: "gzip"}
@@ -82,13 +82,7 @@ def get_stats(s, v):
         messages_count=msgs, clients_count=len(sessions_of(b)),
         consumer_groups_count=sum(len(b.list_groups(t.stream_id, t.id)) for t in topics), hostname=socket.gethostname(),
         os_name=platform.system(), os_version=platform.release(), kernel_version=platform.version()[:200],
-        server_version=render_version(), server_semver=SEMVER))
-
-
-def render_version() -> str:
-    from .session import SERVER_VERSION
-
-    return SERVER_VERSION
+        server_version=SERVER_VERSION, server_semver=SEMVER))
 
 
 def cluster_metadata(s, v):
