@@ -115,3 +115,20 @@ def test_cross_generation_with_real_clients(iggy_gateway):
         assert [g["payload"] for g in got] == expected, spec
     typed = run_scenario("apache-iggy==0.9.0", "xgen.py", port, "poll")[2]["headers"]
     assert typed == {"gen": "apache-iggy-0.9.0", "n": 7, "ok": True, "f": 1.5}
+
+
+def test_apache_iggy_0_9_0_every_header_kind_and_a_typed_key(tmp_path):
+    """Lossless typed headers (ARCHITECTURE.md "Headers"): every kind comes back to the 0.9.0
+    client as sent, and the stored canonical message holds the same kinds."""
+    from core.broker import Broker
+    from core.message import HeaderKind
+    from ferry_harness import running_gateway
+
+    with running_gateway(tmp_path) as gw:
+        got = run_scenario("apache-iggy==0.9.0", "current_headers.py", gw.ports["iggy_tcp"])[0]
+    assert got["back"] == got["sent"] and len(got["sent"]) == 16
+    with Broker.open(tmp_path / "data") as broker:
+        [msg] = broker.read_messages("h", "t", 0, 0, 10)
+    kinds = {v.kind for _k, v in msg.headers}
+    assert kinds == set(HeaderKind)
+    assert any(k.kind == HeaderKind.INT32 for k, _v in msg.headers)  # the typed key survived
