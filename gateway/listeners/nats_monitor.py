@@ -1,0 +1,105 @@
+"""nats-server's HTTP monitoring port (default 8222): ``/varz``, ``/connz``, ``/subsz``, ``/healthz``.
+
+The JSON comes from :mod:`adapters.nats.monitor` over the state the ``nats``
+listener registered for this broker (adapters/nats/server_state.py), so the
+WebSocket clients of ``nats_ws`` are counted too. HTTP/1.1 through h11, GET
+and HEAD only, keep-alive, one small request at a time per connection.
+Without a running ``nats`` listener every endpoint answers 503.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import h11
+import trio
+
+from adapters.nats.monitor import respond
+from adapters.nats.server_state import shared_state
+
+from ..registry import ListenerSpec
+
+log = logging.getLogger("ferry.nats.monitor")
+
+MAX_REQUEST_HEAD = 16 * 1024   # a monitoring GET is one short line and a few headers
+MAX_BODY = 64 * 1024           # GETs carry no body; anything larger is refused unread
+IDLE_TIMEOUT = 30.0            # keep-alive connections idle this long are closed
+RECV_CHUNK = 16 * 1024
+_UNAVAILABLE = b'{"error": "the nats listener is not running"}\n'
+
+
+async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
+    listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host)
+    bound = listeners[0].socket.getsockname()[1]
+    task_status.started(bound)
+    await trio.serve_listeners(partial(_http_connection, broker, bound), listeners,
+                               handler_nursery=conn_nursery)
+
+
+async def _http_connection(broker, http_port: int, stream) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
+    try:
+        while True:
+            with trio.move_on_after(IDLE_TIMEOUT):
+                request = await _read_request(conn, stream)
+            if request is None:
+                return
+            status, body = _answer(broker, http_port, request)
+            await _send(conn, stream, status, body, head_only=request.method == b"HEAD")
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                return
+            conn.start_next_cycle()
+    except h11.RemoteProtocolError as exc:
+        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            with trio.move_on_after(1):
+                await _send(conn, stream, exc.error_status_hint, b"", head_only=False)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    except Exception:  # noqa: BLE001 - a bug here must not take the listener down
+        log.exception("nats monitor connection failed")
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+def _answer(broker, http_port: int, request: h11.Request) -> tuple[int, bytes]:
+    if request.method not in (b"GET", b"HEAD"):
+        return 405, b'{"error": "only GET is supported"}\n'
+    state = shared_state(broker)
+    if state is None:
+        return 503, _UNAVAILABLE
+    path, _, query = request.target.decode("latin-1").partition("?")
+    return respond(state, path, query, http_port=http_port)
+
+
+async def _read_request(conn: h11.Connection, stream) -> h11.Request | None:
+    """The next request with its (small) body read, or None at EOF."""
+    request = None
+    body = 0
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(await stream.receive_some(RECV_CHUNK))
+        elif isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.Data):
+            body += len(event.data)
+            if body > MAX_BODY:
+                raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
+        elif isinstance(event, h11.EndOfMessage):
+            return request
+        elif isinstance(event, h11.ConnectionClosed):
+            return None
+
+
+async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_only: bool) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    data = conn.send(h11.Response(status_code=status, headers=headers))
+    if not head_only:
+        data += conn.send(h11.Data(data=body))
+    data += conn.send(h11.EndOfMessage())
+    await stream.send_all(data)
+
+
+LISTENER = ListenerSpec(name="nats_monitor", default_port=8222, transport="tcp", serve=serve,
+                        description="nats-server monitoring endpoints (/varz, /connz, /subsz, /healthz)")

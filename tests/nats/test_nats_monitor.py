@@ -1,0 +1,68 @@
+"""The monitoring port (nats_monitor) read with httpx while nats-py clients run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import nats
+import pytest
+
+from adapters.nats.monitor import uptime
+from ferry_harness import running_gateway
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+@pytest.mark.parametrize("secs, text", [(0, "0s"), (59.9, "59s"), (61, "1m1s"), (3600, "1h0m0s"),
+                                        (90061, "1d1h1m1s"), (365 * 86400 + 5, "1y0d0h0m5s")])
+def test_uptime_uses_nats_server_compact_form(secs, text):
+    assert uptime(secs) == text
+
+
+def test_varz_connz_subsz_healthz_count_what_clients_do(tmp_path):
+    with running_gateway(tmp_path) as gw:
+        base = f"http://127.0.0.1:{gw.ports['nats_monitor']}"
+
+        async def main():
+            async with httpx.AsyncClient(base_url=base) as http:
+                a = await nats.connect(gw.url(), name="pub")
+                b = await nats.connect(gw.url(), name="sub")
+                await b.subscribe("m.*")
+                await b.subscribe("m.x")
+                await b.flush()
+                for _ in range(3):
+                    await a.publish("m.x", b"hello")      # 5 payload bytes each
+                await a.flush()
+                await b.flush()
+                varz = (await http.get("/varz")).json()
+                assert varz["in_msgs"] == 3 and varz["in_bytes"] == 15
+                assert varz["out_msgs"] == 6 and varz["connections"] == 2 and varz["subscriptions"] == 2
+                assert varz["server_id"] == a._server_info["server_id"] and varz["port"] == gw.ports["nats"]
+                assert varz["max_payload"] == 1024 * 1024 and varz["ping_interval"] == 120 * 10**9
+                assert varz["http_port"] == gw.ports["nats_monitor"] and varz["version"].startswith("2.")
+                connz = (await http.get("/connz", params={"subs": "1"})).json()
+                assert connz["num_connections"] == connz["total"] == 2
+                by_name = {c["name"]: c for c in connz["connections"]}
+                assert by_name["pub"]["in_msgs"] == 3 and by_name["pub"]["in_bytes"] == 15
+                assert by_name["sub"]["subscriptions"] == 2 and by_name["sub"]["out_msgs"] == 6
+                assert by_name["sub"]["subscriptions_list"] == ["m.*", "m.x"]
+                assert by_name["pub"]["lang"] == "python3" and by_name["pub"]["type"] == "nats"
+                page = (await http.get("/connz", params={"limit": "1", "sort": "msgs_from"})).json()
+                assert [c["name"] for c in page["connections"]] == ["pub"] and page["total"] == 2
+                assert (await http.get("/connz", params={"sort": "bogus"})).status_code == 400
+                assert (await http.get("/subsz")).json()["num_subscriptions"] == 2
+                assert (await http.get("/healthz")).json() == {"status": "ok"}
+                assert (await http.get("/nope")).status_code == 404
+                assert (await http.head("/varz")).status_code == 200
+                await a.close()
+                while (varz := (await http.get("/varz")).json())["connections"] != 1:
+                    await asyncio.sleep(0.01)   # the server sees the close a moment later
+                # a closed client's counters stay in the totals
+                assert varz["in_msgs"] == 3 and varz["connections"] == 1 and varz["total_connections"] == 2
+                await b.close()
+        run(main())
