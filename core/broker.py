@@ -48,6 +48,11 @@ OnDurable = Callable[[AppendResult | BaseException], None]
 AppendListener = Callable[["TopicInfo", int, AppendResult, Sequence[AppendInput]], None]
 
 
+# Distinct publish subjects remembered by topic_for_subject; a client that
+# publishes on ever-new subjects (inboxes) only ever costs a cleared cache.
+SUBJECT_CACHE_MAX = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
@@ -74,6 +79,10 @@ class Broker(ConsumerOps):
         self.closed = False
         self._partitions: dict[tuple[int, int, int], Partition] = {}
         self._round_robin: dict[tuple[int, int], int] = {}
+        # NATS subject -> captured topic (or None), for the publish hot path;
+        # cleared whenever streams or topics change (nats-server's sublist
+        # cache follows the same "drop on change" rule, keyed by genid).
+        self._subject_topics: dict[str, TopicInfo | None] = {}
         self._append_listeners: list[AppendListener] = []
         self._wake_flusher: Callable[[], None] = lambda: None
         ConsumerOps.__init__(self)
@@ -190,6 +199,7 @@ class Broker(ConsumerOps):
 
     # -- streams -----------------------------------------------------------
     def create_stream(self, name: str, stream_id: int | None = None) -> StreamInfo:
+        self._subject_topics.clear()
         return self.meta.create_stream(name, stream_id)
 
     def get_stream(self, stream: Ident) -> StreamInfo:
@@ -199,9 +209,11 @@ class Broker(ConsumerOps):
         return self.meta.list_streams()
 
     def update_stream(self, stream: Ident, name: str) -> StreamInfo:
+        self._subject_topics.clear()
         return self.meta.update_stream(stream, name)
 
     def delete_stream(self, stream: Ident) -> None:
+        self._subject_topics.clear()
         info = self.meta.get_stream(stream)
         topics = self.meta.list_topics(info.id)
         self.meta.delete_stream(info.id)
@@ -228,6 +240,7 @@ class Broker(ConsumerOps):
         compression: str = "none",
         replication_factor: int = 1,
     ) -> TopicInfo:
+        self._subject_topics.clear()
         sinfo = self.meta.get_stream(stream)
         topic = self.meta.create_topic(
             sinfo.id,
@@ -250,9 +263,11 @@ class Broker(ConsumerOps):
         return self.meta.list_topics(stream)
 
     def update_topic(self, stream: Ident, topic: Ident, **changes: object) -> TopicInfo:
+        self._subject_topics.clear()
         return self.meta.update_topic(stream, topic, **changes)
 
     def delete_topic(self, stream: Ident, topic: Ident) -> None:
+        self._subject_topics.clear()
         info = self.meta.get_topic(stream, topic)
         self.meta.delete_topic(info.stream_id, info.id)
         self._close_topic_partitions(info.stream_id, info.id)
@@ -266,6 +281,7 @@ class Broker(ConsumerOps):
         self.meta.delete_topic_offsets(info.stream_id, info.id)
 
     def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
+        self._subject_topics.clear()
         info = self.meta.get_topic(stream, topic)
         new_ids = self.meta.add_partitions(info.stream_id, info.id, count)
         for pid in new_ids:
@@ -274,6 +290,7 @@ class Broker(ConsumerOps):
         return new_ids
 
     def delete_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
+        self._subject_topics.clear()
         info = self.meta.get_topic(stream, topic)
         removed = self.meta.delete_partitions(info.stream_id, info.id, count)
         for pid in removed:
@@ -400,11 +417,17 @@ class Broker(ConsumerOps):
 
     def topic_for_subject(self, subject: str) -> TopicInfo | None:
         """The stored topic a NATS subject is captured by, if any (core.addressing)."""
+        cache = self._subject_topics
+        try:
+            return cache[subject]
+        except KeyError:
+            pass
         found = self.addressing.topic_for_subject(subject, self._topic_exists)
-        if found is None:
-            return None
-        stream, topic = found
-        return self.meta.get_topic(stream, topic)
+        info = None if found is None else self.meta.get_topic(found[0], found[1])
+        if len(cache) >= SUBJECT_CACHE_MAX:
+            cache.clear()
+        cache[subject] = info
+        return info
 
     def _topic_exists(self, stream: str, topic: str) -> bool:
         try:
