@@ -377,9 +377,25 @@ def message_json(msg: Message) -> dict:
     }
 
 
-def polled_json(partition_id: int, current_offset: int, messages: list[Message]) -> dict:
-    return {"partition_id": wire_id(partition_id), "current_offset": max(current_offset, 0),
-            "messages": [message_json(m) for m in messages]}
+def record_json(view) -> dict:
+    """:func:`message_json` straight from a stored record (core.record.RecordView):
+    no Message object, and the header block is decoded only when there is one."""
+    raw_headers = view.headers
+    payload = view.payload
+    return {
+        "offset": view.offset,
+        "state": "available",
+        "timestamp": view.timestamp,
+        "id": view.id,
+        "checksum": zlib.crc32(payload),
+        "headers": headers_json(Headers.decode(bytes(raw_headers))) if len(raw_headers) else None,
+        "payload": binascii.b2a_base64(payload, newline=False).decode("ascii"),
+    }
+
+
+def polled_json(partition_id: int, current_offset: int, messages: list[dict]) -> dict:
+    """PolledMessages; ``messages`` are :func:`record_json` / :func:`message_json` dicts."""
+    return {"partition_id": wire_id(partition_id), "current_offset": max(current_offset, 0), "messages": messages}
 
 
 def parse_headers(f: Fields) -> tuple[Headers, int]:

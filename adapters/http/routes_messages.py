@@ -17,7 +17,6 @@ from typing import Callable
 
 from core.consumers import Consumer, PollStrategy
 from core.errors import FerryError, NotFound
-from core.message import Message
 from core.permissions import Action
 from core.record import MAX_PAYLOAD
 
@@ -82,6 +81,15 @@ def send_messages(app: HttpApp, ctx: Ctx):
     return Park(ack.subscribe, ack.outcome, None)
 
 
+def _records_json(batch) -> tuple[list[dict], int]:
+    """A read batch as message JSON dicts, and its payload byte count."""
+    messages, size = [], 0
+    for view in batch.records():
+        size += len(view.payload)
+        messages.append(models.record_json(view))
+    return messages, size
+
+
 def _consumer(ctx: Ctx) -> Consumer:
     # iggy.md 10.4: the key is `id`; the upstream sample's `consumer_id` is accepted too.
     text = ctx.query.get("id") or ctx.query.get("consumer_id") or "1"
@@ -114,9 +122,9 @@ def poll_messages(app: HttpApp, ctx: Ctx):
         if result.batch.count == 0 and remaining > 0 and not app.broker.draining:
             return Park(lambda wake: app.broker.wait_for_append(topic.stream_id, topic.id, partition, wake),
                         attempt, remaining)
-        messages = [Message.from_record(rv) for rv in result.batch.records()]
+        messages, size = _records_json(result.batch)
         app.counters["messages_out"].inc(app.listener, amount=len(messages))
-        app.counters["bytes_out"].inc(app.listener, amount=sum(len(m.payload) for m in messages))
+        app.counters["bytes_out"].inc(app.listener, amount=size)
         return json_response(models.polled_json(result.partition_id, result.current_offset, messages))
 
     return attempt()
@@ -148,11 +156,10 @@ def follow_messages(app: HttpApp, ctx: Ctx):
         if not result.batch.count:
             return b""
         state["strategy"] = PollStrategy("offset", result.batch.next_offset)
-        messages = [Message.from_record(rv) for rv in result.batch.records()]
+        messages, size = _records_json(result.batch)
         app.counters["messages_out"].inc(app.listener, amount=len(messages))
-        app.counters["bytes_out"].inc(app.listener, amount=sum(len(m.payload) for m in messages))
-        return b"".join(b"id: %d\nevent: message\ndata: %s\n\n" % (m.offset, models.dumps(models.message_json(m)))
-                        for m in messages)
+        app.counters["bytes_out"].inc(app.listener, amount=size)
+        return b"".join(b"id: %d\nevent: message\ndata: %s\n\n" % (m["offset"], models.dumps(m)) for m in messages)
 
     return EventStream(
         headers=((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")),

@@ -137,3 +137,22 @@ def test_partitioning_and_ids():
     assert set(parsed.streams) == {1} and set(parsed.streams[1].topics) == {0}
     out = models.permissions_json(parsed)
     assert list(out["streams"]) == ["2"] and list(out["streams"]["2"]["topics"]) == ["1"]
+
+
+def test_verified_token_cache_still_checks_expiry_and_revocation():
+    clock = Clock()
+    svc = TokenService(b"k" * 32, lifetime_s=60, clock=clock)
+    token, _ = svc.issue(3)
+    assert svc.verify(token).user_id == 3
+    assert svc.verify(token).user_id == 3  # from the cache
+    clock.now += 66
+    with pytest.raises(TokenError):
+        svc.verify(token)  # expired although cached
+    clock.now -= 66
+    fresh, _ = svc.issue(4)
+    claims = svc.verify(fresh)
+    svc.revoke(claims)
+    with pytest.raises(TokenError):
+        svc.verify(fresh)  # revoked although cached
+    with pytest.raises(TokenError):
+        svc.verify(fresh[:-2] + ("A" if fresh[-2] != "A" else "B") + fresh[-1])  # tampered: never cached
