@@ -1,0 +1,66 @@
+"""nats-py over WebSocket (ws://, aiohttp) against the nats_ws listener, mixed with TCP clients."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import nats
+import pytest
+
+from ferry_harness import running_gateway
+
+# nats-py's ws transport leaves its aiohttp session open after a refused
+# connect; the warning about it comes from the client, not from Ferry.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+WAIT = 5
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_websocket_client_talks_to_tcp_clients(tmp_path):
+    pytest.importorskip("aiohttp")
+    with running_gateway(tmp_path) as gw:
+        async def main():
+            ws = await nats.connect(f"ws://127.0.0.1:{gw.ports['nats_ws']}", name="browserish")
+            tcp = await nats.connect(gw.url())
+            assert ws._server_info["headers"] is True and not ws._server_info.get("tls_required")
+            from_tcp = await ws.subscribe("chat.>")
+            await ws.flush()
+            await tcp.publish("chat.room", b"hi ws", headers={"K": "v"})
+            m = await from_tcp.next_msg(WAIT)
+            assert (m.subject, m.data, m.headers) == ("chat.room", b"hi ws", {"K": "v"})
+
+            async def echo(msg):
+                await msg.respond(msg.data.upper())
+            await ws.subscribe("svc.upper", cb=echo)
+            await ws.flush()
+            assert (await tcp.request("svc.upper", b"abc", timeout=WAIT)).data == b"ABC"
+            big = bytes(range(256)) * 3000          # 768 KB: spans many WebSocket reads
+            back = await tcp.subscribe("big")
+            await tcp.flush()
+            await ws.publish("big", big)
+            assert (await back.next_msg(WAIT)).data == big
+            connz = httpx.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz").json()
+            assert {c.get("name"): c["type"] for c in connz["connections"]}["browserish"] == "websocket"
+            await ws.close()
+            await tcp.close()
+        run(main())
+
+
+def test_websocket_shares_the_nats_listener_auth(tmp_path):
+    pytest.importorskip("aiohttp")
+    with running_gateway(tmp_path, FERRY_NATS_TOKEN="tok") as gw:
+        url = f"ws://127.0.0.1:{gw.ports['nats_ws']}"
+
+        async def main():
+            nc = await nats.connect(url, token="tok")
+            assert nc._server_info["auth_required"] is True
+            await nc.close()
+            with pytest.raises(Exception) as info:
+                await nats.connect(url, token="bad", allow_reconnect=False)
+            assert "authorization violation" in str(info.value).lower()
+        run(main())
