@@ -126,11 +126,14 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Ferry: one durable log, many protocols.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{serve,version,stream,topic,produce,tail}")
+                                metavar="{serve,version,stream,topic,produce,tail,pipeline}")
     _add_serve(sub, registry)
     p = sub.add_parser("version", help="print the version")
     p.set_defaults(func=lambda args: print(f"ferry {version()}") or 0)
     _add_admin(sub)
+    from adapters.spark.pipeline import add_parser as add_pipeline  # Spark jobs; pyspark loads only when run
+
+    add_pipeline(sub)
     return parser
 
 
