@@ -123,3 +123,23 @@ def test_nats_published_messages_are_read_with_headers(spark, ferry, client, str
     headers = {h.key: (h.kind, bytes(h.value)) for h in rows[0].headers}
     assert headers["trace"] == ("string", b"xyz") and headers["n"] == ("string", b"7")
     assert Headers  # the NATS subject header is documented in docs/headers.md
+
+
+def test_messages_sent_by_the_real_iggy_client_are_read_with_typed_headers(spark, ferry, client):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "iggy"))  # the real-client helpers live there
+    from iggy_clients import SCENARIO_TIMEOUT_S, SCRIPTS, client_python
+
+    client.ensure_topic("orders", "eu", 1)  # the stream and topic the shared scenario script sends to
+    subprocess.run([str(client_python("apache-iggy==0.9.0")), str(SCRIPTS / "current_cross.py"),
+                    str(ferry.ports["iggy_tcp"]), "send"], check=True, timeout=SCENARIO_TIMEOUT_S,
+                   capture_output=True)
+    rows = read_rows(spark, ferry, "orders", "eu")
+    assert [bytes(r.payload) for r in rows] == [b"from-iggy"]
+    headers = {h.key: (h.kind, bytes(h.value)) for h in rows[0].headers}
+    assert headers["trace"] == ("string", b"abc")
+    kind, value = headers["n"]
+    assert kind.startswith(("int", "uint")) and int.from_bytes(value, "little", signed=True) == 7
