@@ -88,10 +88,15 @@ class _Session:
     async def read_loop(self) -> None:
         while True:
             if self.conn.protocol == "http/1.1":
-                while self.inflight:  # answer in order; stop reading meanwhile
-                    await self._wait_changed()
-                self._drain_events()  # a pipelined request may already be buffered
-                await self.flush()
+                # Answer in order and stop reading meanwhile; requests the client
+                # pipelined are already buffered and start as each answer goes out.
+                while True:
+                    while self.inflight:
+                        await self._wait_changed()
+                    self._drain_events()
+                    await self.flush()
+                    if not self.inflight:
+                        break
             if self.closing or self._done() or (self.drain.is_set() and self.conn.idle and not self.inflight):
                 return
             with trio.move_on_after(self._read_timeout()) as scope:

@@ -126,3 +126,18 @@ async def test_slow_request_is_cut(tmp_path):
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             await stream.send_all(b"POST /streams HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
             assert await _read_until_eof(stream) == b""  # never completed: closed without an answer
+
+
+async def test_keep_alive_and_pipelining_on_one_socket(tmp_path):
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            req = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
+            await stream.send_all(req)
+            data = b""
+            while not data.endswith(b"pong"):
+                data += await stream.receive_some(4096)
+            await stream.send_all(req + req + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            rest = await _read_until_eof(stream)
+            assert rest.count(b"HTTP/1.1 200 ") == 3 and rest.endswith(b'{"status":"ok"}')
+            assert rest.index(b"pong") < rest.rindex(b"pong") < rest.index(b"status")  # in order
