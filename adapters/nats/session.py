@@ -152,9 +152,13 @@ class NatsSession:
         if topic is not None:
             self._store(topic, subject, reply, header, payload)
             return
-        stats = broker.publish(Delivery(subject=subject, payload=payload, headers=b"", reply=reply or None,
-                                        origin=ORIGIN, native=header, publisher=self))
-        if not stats.delivered and reply and self.conn.no_responders:
+        # Most publishes in a busy system have no local subscriber (or a cached
+        # match says so): skip building the Delivery then (the trie caches matches).
+        delivered = 0
+        if broker.live.has_interest(subject):
+            delivered = broker.publish(Delivery(subject=subject, payload=payload, headers=b"", reply=reply or None,
+                                                origin=ORIGIN, native=header, publisher=self)).delivered
+        if not delivered and reply and self.conn.no_responders:
             self._no_responders(subject, reply)
 
     def _store(self, topic, subject: str, reply: str, header: bytes, payload: bytes) -> None:
