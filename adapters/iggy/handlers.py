@@ -14,6 +14,8 @@ import platform
 import socket
 import struct
 
+import xxhash
+
 from core import errors as ce
 from core.consumers import Consumer
 from core.message import HeaderKind, Headers
@@ -470,7 +472,7 @@ def send_messages(s, v):
     s.require(A.SEND_MESSAGES, t.stream_id, t.id)
     if not v.messages:
         raise IggyStatus(IggyError.INVALID_MESSAGES_COUNT)
-    partition, key = _partitioning(s, v.partitioning)
+    partition, key = _partitioning(s, v.partitioning, t.partitions_count)
     items, producer = take_producer(s.to_append_inputs(v.messages))  # Ferry's idempotent-send tag (producer.py)
     pending = Deferred(lambda outcome: _sent(s, t, outcome))
     s.broker.append(t.stream_id, t.id, items, partition=partition, key=key, producer=producer,
@@ -478,7 +480,8 @@ def send_messages(s, v):
     return pending
 
 
-def _partitioning(s, p) -> tuple[int | None, bytes | None]:
+def _partitioning(s, p, partitions: int) -> tuple[int | None, bytes | None]:
+    """Iggy Partitioning -> (explicit canonical partition, key for the core's rule)."""
     if p.kind == 1:
         return None, None
     if p.kind == 2:
@@ -490,6 +493,11 @@ def _partitioning(s, p) -> tuple[int | None, bytes | None]:
         return pid, None
     if not 1 <= len(p.value) <= 255:
         raise IggyStatus(IggyError.INVALID_KEY_VALUE_LENGTH)
+    if s.dialect == 1 and partitions > 0:
+        # The 0.4 server maps XXH32(key) mod n to a 1-based partition with 0 -> n
+        # (iggy.md 3.3): canonically (h mod n) - 1, wrapping to n - 1. Later servers
+        # use h mod n 0-based, which is the core's own rule (broker.choose_partition).
+        return (xxhash.xxh32_intdigest(p.value) % partitions - 1) % partitions, None
     return None, p.value
 
 

@@ -326,3 +326,19 @@ def test_clients_and_stats(broker):
     assert stats.clients_count == 2
     b.session.close()
     assert R.STATS.decode(2, a.ok("system.stats")).clients_count == 1
+
+
+@pytest.mark.parametrize("dialect", [1, 2, 3])
+def test_messages_key_partitioning_follows_each_generation(broker, dialect):
+    """iggy.md 3.3 (1-based, 0 -> n) for the seed era; XXH32 % n, 0-based, later."""
+    c = logged_in(broker, dialect)
+    c.ok("stream.create", name="s")
+    c.ok("topic.create", stream_id="s", partitions_count=3, name="t")
+    for key in (b"a", b"b", b"c", b"order-17"):
+        before = [broker.partition("s", "t", p).next_offset for p in range(3)]
+        c.ok("message.send", stream_id="s", topic_id="t", partitioning=PartitioningValue(3, key),
+             messages=(WireMessage(0, b"x", b"", 1),))
+        after = [broker.partition("s", "t", p).next_offset for p in range(3)]
+        [pid] = [p for p in range(3) if after[p] != before[p]]
+        h = xxhash.xxh32_intdigest(key) % 3
+        assert pid == ((h or 3) - 1 if dialect == 1 else h)
