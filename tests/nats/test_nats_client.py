@@ -228,3 +228,42 @@ def test_user_password_and_token_auth(tmp_path, env, good, bad):
                 await nats.connect(gw.url(), allow_reconnect=False, error_cb=err_cb, **bad)
             assert "authorization violation" in str(info.value).lower()
         run(main())
+
+
+def test_slow_consumer_is_closed_without_err_and_others_keep_going(tmp_path):
+    # nats.md section 11: past max_pending nats-server closes the slow connection
+    # with no -ERR; the publisher and other subscribers are not affected.
+    env = {"FERRY_NATS_MAX_PENDING": str(1024 * 1024), "FERRY_NATS_MAX_PAYLOAD": str(64 * 1024)}
+    with running_gateway(tmp_path, **env) as gw:
+        slow = socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read: a slow consumer
+        slow.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n')
+
+        async def main():
+            nc = await nats.connect(gw.url())
+            fast = await nc.subscribe("flood")
+            await asyncio.sleep(0.2)  # the slow client's SUB is in
+            chunk = b"x" * 32 * 1024
+            for _ in range(400):  # 12.5 MiB: far past the slow client's 1 MiB limit
+                await nc.publish("flood", chunk)
+            await nc.flush()
+            got = 0
+            while got < 400:
+                await fast.next_msg(WAIT)
+                got += 1
+            await nc.close()
+            return got
+        assert run(main()) == 400
+        slow.settimeout(WAIT)
+        received = b""
+        while True:  # read what was sent before the close, then EOF
+            try:
+                chunk = slow.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            received += chunk
+        slow.close()
+        assert received.startswith(b"INFO ") and b"-ERR" not in received
+        assert received.count(b"MSG flood 1 32768\r\n") < 400
