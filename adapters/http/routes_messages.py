@@ -22,7 +22,7 @@ from core.record import MAX_PAYLOAD
 
 from . import models
 from .app import Ctx, EventStream, HttpApp, Park, Route, empty, json_response
-from .errors import HttpError, from_core, internal_error, not_found_entity
+from .errors import HttpError, Response, from_core, internal_error, not_found_entity
 from .limits import MAX_POLL_BYTES, MAX_POLL_COUNT
 from .routes_streams import T, topic_of
 
@@ -148,6 +148,9 @@ def follow_messages(app: HttpApp, ctx: Ctx):
     count = ctx.q_int("count", SSE_BATCH, 1, MAX_POLL_COUNT)
     auto_commit = ctx.q_bool("auto_commit", False)
     app.broker.partition(topic.stream_id, topic.id, partition)  # 404 now rather than an empty stream
+    headers = ((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"))
+    if ctx.request.method == "HEAD":
+        return Response(200, headers)  # a HEAD has no body to stream
     state = {"strategy": strategy}
 
     def next_chunk() -> bytes:
@@ -162,7 +165,7 @@ def follow_messages(app: HttpApp, ctx: Ctx):
         return b"".join(b"id: %d\nevent: message\ndata: %s\n\n" % (m["offset"], models.dumps(m)) for m in messages)
 
     return EventStream(
-        headers=((b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")),
+        headers=headers,
         next_chunk=next_chunk,
         subscribe=lambda wake: app.broker.wait_for_append(topic.stream_id, topic.id, partition, wake),
         heartbeat_s=SSE_HEARTBEAT_S,

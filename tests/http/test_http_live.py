@@ -128,3 +128,5 @@ async def test_server_sent_events_follow_a_partition(tmp_path, http2):
             async with c.stream("GET", M + "/stream", headers={"last-event-id": "1"}) as r:
                 assert (await _next_event(r.aiter_lines()))["id"] == "2"
             assert (await c.get("/ping")).status_code == 200  # the connection lives on (h2) / a new one (h1)
+            r = await c.head(M + "/stream")
+            assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream" and r.content == b""

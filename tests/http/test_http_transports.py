@@ -141,3 +141,19 @@ async def test_keep_alive_and_pipelining_on_one_socket(tmp_path):
             rest = await _read_until_eof(stream)
             assert rest.count(b"HTTP/1.1 200 ") == 3 and rest.endswith(b'{"status":"ok"}')
             assert rest.index(b"pong") < rest.rindex(b"pong") < rest.index(b"status")  # in order
+
+
+async def test_plain_http_on_the_tls_port_is_dropped_and_serving_continues(tmp_path, tls_files):
+    ca, pem, _ = tls_files
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path, FERRY_HTTP_TLS_CERT=str(pem)) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert b"pong" not in await _read_until_eof(stream)
+            async with httpx.AsyncClient(base_url=f"https://127.0.0.1:{port}", verify=ctx) as c:
+                assert (await c.get("/ping")).text == "pong"
+            async with httpx.AsyncClient(base_url=f"https://127.0.0.1:{port}", verify=ctx) as c:
+                r = await c.head("/streams/s/topics/t/messages/stream")
+                assert r.status_code == 401  # HEAD is routed like GET, auth first
