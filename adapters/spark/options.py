@@ -34,6 +34,7 @@ MAX_TOPICS = 1_000  # a pattern matching more topics than this is almost surely 
 KNOWN = {
     "servers", "stream", "topic", "subscribepattern", "startingoffsets", "endingoffsets",
     "startingtimestamp", "maxoffsetspertrigger", "maxrecordsperpartition", "pollcount", "username", "password",
+    "token",
     "timeout",
 }
 # Options Spark itself adds or forwards to every source/sink (a load/save path, a
@@ -112,6 +113,7 @@ class Conn:
     username: str
     password: str
     timeout: float
+    token: str | None = None
 
     def connect(self) -> FerryClient:
         """A logged-in client to the first server that answers (the others are fallbacks)."""
@@ -120,7 +122,7 @@ class Conn:
         last: FerryClientError | None = None
         for host, port in self.servers:
             try:
-                return FerryClient(host, port, username=self.username, password=self.password,
+                return FerryClient(host, port, username=self.username, password=self.password, token=self.token,
                                    timeout=self.timeout).connect()
             except FerryClientError as exc:
                 if exc.code is not None:  # the gateway answered (bad credentials...): no point trying others
@@ -156,8 +158,12 @@ class SourceOptions:
 
 def conn_options(options) -> Conn:
     timeout = _int(options, "timeout", 30, 1, 3600)
+    token = _get(options, "token")
+    if token is not None and (_get(options, "username") or _get(options, "password")):
+        raise FerryOptionError("token: give either a token or username/password, not both")
     return Conn(parse_servers(_get(options, "servers") or DEFAULT_SERVERS),
-                _get(options, "username") or "iggy", _get(options, "password") or "iggy", float(timeout))
+                _get(options, "username") or "iggy", _get(options, "password") or "iggy", float(timeout),
+                token or None)
 
 
 def _check_unknown(options) -> None:

@@ -132,3 +132,14 @@ def test_chunked_bounds_count_and_bytes():
     big = [WireMessage(0, b"x" * (MAX_SEND_BYTES // 3))] * 4
     assert [len(c) for c in chunked(big, 100)] == [2, 2]
     assert list(chunked([], 4)) == []
+
+
+def test_personal_access_token_login(ferry, client, stream_name):
+    token = client.create_token(f"tok-{stream_name}"[:30])
+    with FerryClient("127.0.0.1", ferry.ports["iggy_tcp"], token=token) as c:
+        c.ensure_topic(stream_name, "t", 1)
+        c.send(stream_name, "t", 0, [WireMessage(0, b"with a token")])
+        assert [r.payload for r in c.poll(stream_name, "t", 0, 0, 5).records()] == [b"with a token"]
+    with pytest.raises(FerryClientError) as err:
+        FerryClient("127.0.0.1", ferry.ports["iggy_tcp"], token="not-a-token").connect()
+    assert err.value.code is not None
