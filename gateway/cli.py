@@ -23,6 +23,7 @@ EXIT_FAILED = 1
 EXIT_CANNOT_START = 2  # bad config, data dir held by another process, a port taken
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
 FSYNC_CHOICES = "always|batch|never (aliases: default = batch, none = never)"
+NATS_SERVER = "nats-server"  # the drop-in command (gateway/natscli.py)
 
 
 # -- parser ------------------------------------------------------------------
@@ -126,8 +127,11 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Ferry: one durable log, many protocols.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{serve,version,stream,topic,produce,tail,pipeline}")
+                                metavar="{serve,nats-server,version,stream,topic,produce,tail,pipeline}")
     _add_serve(sub, registry)
+    # Listed for --help only: main() hands "nats-server" to gateway.natscli before argparse.
+    sub.add_parser(NATS_SERVER, add_help=False,
+                   help="run as a drop-in nats-server (nats-server's flags; ferry nats-server --help)")
     p = sub.add_parser("version", help="print the version")
     p.set_defaults(func=lambda args: print(f"ferry {version()}") or 0)
     _add_admin(sub)
@@ -268,14 +272,24 @@ def _report(exc: BaseException) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``ferry`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [NATS_SERVER]:   # nats-server's own flag syntax: gateway/natscli.py parses it
+        from .natscli import main as nats_server_main
+
+        return _guarded(nats_server_main, argv[1:])
     try:
         parser = build_parser()
     except RegistryError as exc:
         print(f"ferry: internal error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     args = parser.parse_args(argv)
+    return _guarded(args.func, args)
+
+
+def _guarded(func, arg) -> int:
+    """Run a command, turning known failures into one line and an exit code."""
     try:
-        return args.func(args)
+        return func(arg)
     except KeyboardInterrupt:
         print("ferry: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -33,6 +33,17 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
+async def settle(nc) -> None:
+    """Make every SUB this client queued reach the server before we go on.
+
+    nats-py's flush() writes its PING straight to the transport while a SUB
+    from subscribe() still waits in the client's pending list for its flusher
+    task, so the first PONG can come back before the server saw the SUB; a
+    second flush's PING is written after it (nats/aio/client.py, _send_ping)."""
+    await nc.flush()
+    await nc.flush()
+
+
 def _errors():
     seen: list[str] = []
 
@@ -49,7 +60,7 @@ def test_per_user_permissions_refuse_without_closing(tmp_path):
             alice = await nats.connect(gw.url(), user="alice", password="a1", error_cb=cb, allow_reconnect=False)
             bob = await nats.connect(gw.url(), user="bob", password="b2")
             watch = await bob.subscribe(">")
-            await bob.flush()
+            await settle(bob)
             await alice.publish("orders.secret", b"no")
             await alice.publish("billing.x", b"no")
             await alice.publish("orders.eu", b"yes")
@@ -59,7 +70,7 @@ def test_per_user_permissions_refuse_without_closing(tmp_path):
             await alice.flush()
             queue_bad = await alice.subscribe("work.a", queue="others")
             queue_ok = await alice.subscribe("work.a", queue="workers")
-            await alice.flush()
+            await settle(alice)
             await bob.publish("work.a", b"job")
             await bob.publish("billing.y", b"bill")
             assert (await queue_ok.next_msg(WAIT)).data == b"job"

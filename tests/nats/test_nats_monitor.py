@@ -18,6 +18,17 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
+async def settle(nc) -> None:
+    """Make every SUB this client queued reach the server before we go on.
+
+    nats-py's flush() writes its PING straight to the transport while a SUB
+    from subscribe() still waits in the client's pending list for its flusher
+    task, so the first PONG can come back before the server saw the SUB; a
+    second flush's PING is written after it (nats/aio/client.py, _send_ping)."""
+    await nc.flush()
+    await nc.flush()
+
+
 @pytest.mark.parametrize("secs, text", [(0, "0s"), (59.9, "59s"), (61, "1m1s"), (3600, "1h0m0s"),
                                         (90061, "1d1h1m1s"), (365 * 86400 + 5, "1y0d0h0m5s")])
 def test_uptime_uses_nats_server_compact_form(secs, text):
@@ -34,7 +45,7 @@ def test_varz_connz_subsz_healthz_count_what_clients_do(tmp_path):
                 b = await nats.connect(gw.url(), name="sub")
                 await b.subscribe("m.*")
                 await b.subscribe("m.x")
-                await b.flush()
+                await settle(b)
                 for _ in range(3):
                     await a.publish("m.x", b"hello")      # 5 payload bytes each
                 await a.flush()

@@ -21,6 +21,17 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
+async def settle(nc) -> None:
+    """Make every SUB this client queued reach the server before we go on.
+
+    nats-py's flush() writes its PING straight to the transport while a SUB
+    from subscribe() still waits in the client's pending list for its flusher
+    task, so the first PONG can come back before the server saw the SUB; a
+    second flush's PING is written after it (nats/aio/client.py, _send_ping)."""
+    await nc.flush()
+    await nc.flush()
+
+
 def test_websocket_client_talks_to_tcp_clients(tmp_path):
     pytest.importorskip("aiohttp")
     with running_gateway(tmp_path) as gw:
@@ -29,7 +40,7 @@ def test_websocket_client_talks_to_tcp_clients(tmp_path):
             tcp = await nats.connect(gw.url())
             assert ws._server_info["headers"] is True and not ws._server_info.get("tls_required")
             from_tcp = await ws.subscribe("chat.>")
-            await ws.flush()
+            await settle(ws)
             await tcp.publish("chat.room", b"hi ws", headers={"K": "v"})
             m = await from_tcp.next_msg(WAIT)
             assert (m.subject, m.data, m.headers) == ("chat.room", b"hi ws", {"K": "v"})
@@ -37,11 +48,11 @@ def test_websocket_client_talks_to_tcp_clients(tmp_path):
             async def echo(msg):
                 await msg.respond(msg.data.upper())
             await ws.subscribe("svc.upper", cb=echo)
-            await ws.flush()
+            await settle(ws)
             assert (await tcp.request("svc.upper", b"abc", timeout=WAIT)).data == b"ABC"
             big = bytes(range(256)) * 3000          # 768 KB: spans many WebSocket reads
             back = await tcp.subscribe("big")
-            await tcp.flush()
+            await settle(tcp)
             await ws.publish("big", big)
             assert (await back.next_msg(WAIT)).data == big
             connz = httpx.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz").json()

@@ -1,0 +1,218 @@
+"""``ferry nats-server``: nats-server's flags and config file, as a real process driven by nats-py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import nats
+import pytest
+import trustme
+from nats.errors import TimeoutError as NatsTimeout
+
+from gateway.config import load_config
+from gateway.natscli import NatsCliError, build_parser, config_flags, normalize_argv, parse_duration, settings
+from gateway.registry import default_registry
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+REPO = Path(__file__).resolve().parents[2]
+START_LIMIT_S = 30   # a server that does not accept by then has failed to start
+WAIT = 5
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["-DV"], ["-D", "-V"]), (["-DVV"], ["-D", "-V", "-V"]), (["-port", "5"], ["--port", "5"]),
+    (["-port=5"], ["--port=5"]), (["-p=5"], ["-p", "5"]), (["-sd", "d"], ["-sd", "d"]),
+    (["--user", "u"], ["--user", "u"]), (["-tlsverify"], ["--tlsverify"]),
+])
+def test_go_flag_spellings_become_argparse_ones(argv, expected):
+    assert normalize_argv(argv) == expected
+
+
+@pytest.mark.parametrize("text, secs", [("2m", 120), ("1m30s", 90), ("500ms", 0.5), (30, 30), ("1h", 3600)])
+def test_go_durations(text, secs):
+    assert parse_duration(text, "x") == secs
+
+
+def _settings(tmp_path, conf: str, *argv: str):
+    path = tmp_path / "n.conf"
+    path.write_text(conf)
+    return settings(build_parser().parse_args(normalize_argv(["-c", str(path), *argv])))
+
+
+def test_config_file_then_flags_become_ferry_keys(tmp_path):
+    s = _settings(tmp_path, 'listen: 127.0.0.1:4999\nhttp: 8999\nmax_payload: 2MB\nping_interval: "1m"\n'
+                            "authorization { token: t }\nwebsocket { port: 9443, no_tls: true }\n", "-p", "5000")
+    cfg = load_config(None, env={}, flags=config_flags(s, str(tmp_path / "d"), default_registry().known()))
+    nats_l, mon, ws = cfg.listener("nats"), cfg.listener("nats_monitor"), cfg.listener("nats_ws")
+    assert (nats_l.host, nats_l.port, mon.port, ws.port) == ("127.0.0.1", 5000, 8999, 9443)
+    assert nats_l.options["max_payload"] == 2 * 1024 * 1024 and nats_l.options["ping_interval"] == 60
+    assert nats_l.options["auth_file"] == str(tmp_path / "n.conf")
+    assert [lc.name for lc in cfg.enabled_listeners()] == ["nats", "nats_monitor", "nats_ws"]
+
+
+@pytest.mark.parametrize("conf, argv, words", [
+    ("", ["--tls"], "needs --tlscert and --tlskey"),
+    ("websocket { port: 1 }", [], "no_tls"),
+    ("tls { cert_file: a, key_file: b, handshake_first: true }", [], "handshake_first"),
+    ("ping_interval: soon", [], "not a duration"),
+    ("port: x", [], "must be an integer"),
+    ("", ["--cluster", "nats://x:6222"], "no clustering"),
+    ("a {", [], "n.conf:1"),
+])
+def test_unusable_flags_and_config_are_refused(tmp_path, conf, argv, words):
+    with pytest.raises(NatsCliError) as info:
+        _settings(tmp_path, conf, *argv)
+    assert words in str(info.value)
+
+
+# -- as a process -------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DropIn:
+    """``python -m gateway nats-server ARGS`` until stopped with SIGTERM."""
+
+    def __init__(self, tmp_path: Path, *args: str, wait_port: int) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
+        env["PYTHONPATH"] = str(REPO)
+        self.err = open(tmp_path / f"stderr-{time.monotonic_ns()}.log", "w+b")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gateway", "nats-server", *args], cwd=tmp_path,
+                                     env=env, stdout=subprocess.PIPE, stderr=self.err)
+        deadline = time.monotonic() + START_LIMIT_S
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"exited {self.proc.returncode}: {self.stderr()}")
+            try:
+                socket.create_connection(("127.0.0.1", wait_port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.proc.kill()
+                    raise AssertionError(f"not accepting: {self.stderr()}") from None
+                time.sleep(0.05)
+
+    def stderr(self) -> str:
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(START_LIMIT_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.err.close()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+async def settle(nc) -> None:
+    """Make every SUB this client queued reach the server before we go on.
+
+    nats-py's flush() writes its PING straight to the transport while a SUB
+    from subscribe() still waits in the client's pending list for its flusher
+    task, so the first PONG can come back before the server saw the SUB; a
+    second flush's PING is written after it (nats/aio/client.py, _send_ping)."""
+    await nc.flush()
+    await nc.flush()
+
+
+def test_flags_user_pass_monitor_and_log_file(tmp_path):
+    port, mport = _free_port(), _free_port()
+    log = tmp_path / "nats.log"
+    srv = DropIn(tmp_path, "-a", "127.0.0.1", "-p", str(port), "-m", str(mport), "--user", "u", "--pass", "p",
+                 "-DV", "-l", str(log), "-P", str(tmp_path / "pid"), wait_port=port)
+    try:
+        async def main():
+            nc = await nats.connect(f"nats://u:p@127.0.0.1:{port}")
+            sub = await nc.subscribe("x")
+            await nc.publish("x", b"drop-in")
+            assert (await sub.next_msg(WAIT)).data == b"drop-in"
+            await nc.close()
+            with pytest.raises(Exception) as info:
+                await nats.connect(f"nats://u:bad@127.0.0.1:{port}", allow_reconnect=False)
+            assert "authorization violation" in str(info.value).lower()
+        run(main())
+        varz = httpx.get(f"http://127.0.0.1:{mport}/varz").json()
+        assert varz["in_msgs"] == 1 and varz["auth_required"] is True and varz["port"] == port
+        assert (tmp_path / "pid").read_text().strip() == str(srv.proc.pid)
+    finally:
+        assert srv.stop() == 0
+    assert "ready" in log.read_text()      # banner and logs went to -l, stdout stayed empty
+    assert srv.proc.stdout.read() == b""
+
+
+def test_config_file_with_users_tls_and_websocket(tmp_path):
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "s.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "s.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    port, wsport, mport = _free_port(), _free_port(), _free_port()
+    (tmp_path / "server.conf").write_text(f"""
+        # a nats-server config, unchanged
+        port: {port}
+        host: 127.0.0.1
+        http_port: {mport}
+        server_name: "drop-in"
+        tls {{
+          cert_file: "{tmp_path / 's.pem'}"
+          key_file: "{tmp_path / 's.key'}"
+          ca_file: "{tmp_path / 'ca.pem'}"
+          verify: true
+        }}
+        authorization {{
+          users = [
+            {{user: app, password: pw, permissions: {{publish: "app.>", subscribe: ["app.>", "_INBOX.>"]}}}}
+          ]
+        }}
+        websocket {{ port: {wsport}, no_tls: true }}
+    """)
+    srv = DropIn(tmp_path, "-c", str(tmp_path / "server.conf"), wait_port=port)
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    ca.issue_cert("app@example.test").configure_cert(ctx)
+    try:
+        async def main():
+            errors = []
+
+            async def on_error(e):
+                errors.append(str(e).lower())
+            nc = await nats.connect(f"tls://app:pw@127.0.0.1:{port}", tls=ctx, error_cb=on_error)
+            assert nc._server_info["server_name"] == "drop-in" and nc._server_info["tls_verify"] is True
+            ws = await nats.connect(f"ws://127.0.0.1:{wsport}", user="app", password="pw")
+            sub = await ws.subscribe("app.events")
+            await settle(ws)
+            await nc.publish("other.x", b"refused")
+            await nc.publish("app.events", b"ok")
+            assert (await sub.next_msg(WAIT)).data == b"ok"
+            await nc.flush()
+            assert any('permissions violation for publish to "other.x"' in e for e in errors)
+            assert nc.is_connected
+            with pytest.raises(NatsTimeout):
+                await sub.next_msg(0.2)
+            await nc.close()
+            await ws.close()
+        run(main())
+        varz = httpx.get(f"http://127.0.0.1:{mport}/varz").json()
+        assert varz["tls_verify"] is True and varz["server_name"] == "drop-in"
+        assert varz["in_msgs"] == 1    # the refused publish was dropped before it counted
+    finally:
+        assert srv.stop() == 0
