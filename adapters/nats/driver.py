@@ -140,9 +140,8 @@ async def _start_tls(state: NatsServerState, stream, conn: NatsServerConnection,
     except (trio.BrokenResourceError, trio.TooSlowError, ssl.SSLError) as exc:
         log.info("TLS handshake failed", extra={"client_id": conn.client_id, "error": repr(exc)})
         return None
-    ssl_object = tls._ssl_object  # trio exposes version/cipher only through the SSLObject
-    record.tls_version = ssl_object.version() or ""
-    record.tls_cipher = (ssl_object.cipher() or ("",))[0]
+    record.tls_version = tls.version() or ""          # SSLStream forwards these to its SSLObject
+    record.tls_cipher = (tls.cipher() or ("",))[0]
     return tls
 
 

@@ -77,3 +77,26 @@ def test_varz_connz_subsz_healthz_count_what_clients_do(tmp_path):
                 assert varz["in_msgs"] == 3 and varz["connections"] == 1 and varz["total_connections"] == 2
                 await b.close()
         run(main())
+
+
+def test_connz_reports_tls_version_and_authorized_user(tmp_path):
+    import ssl
+
+    import trustme
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "s.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "s.key"))
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    env = {"FERRY_NATS_TLS_CERT": str(tmp_path / "s.pem"), "FERRY_NATS_TLS_KEY": str(tmp_path / "s.key"),
+           "FERRY_NATS_USER": "u", "FERRY_NATS_PASSWORD": "p"}
+    with running_gateway(tmp_path, **env) as gw:
+        async def main():
+            nc = await nats.connect(f"tls://u:p@127.0.0.1:{gw.ports['nats']}", tls=ctx)
+            async with httpx.AsyncClient() as http:
+                connz = (await http.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz")).json()
+            (c,) = connz["connections"]
+            assert c["tls_version"].startswith("TLS") and c["tls_cipher_suite"] and c["authorized_user"] == "u"
+            await nc.close()
+        run(main())
