@@ -326,7 +326,6 @@ def _run(cfg, s: dict[str, Any]) -> int:
     import trio
 
     from . import logs
-    from .server import serve_until_signalled
 
     log_stream = open(s["log_file"], "a", encoding="utf-8") if s["log_file"] else None
     try:
@@ -334,10 +333,53 @@ def _run(cfg, s: dict[str, Any]) -> int:
         if s["pid_file"]:
             Path(s["pid_file"]).write_text(f"{os.getpid()}\n")
         # nats-server writes nothing to stdout; the banner goes with the logs.
-        return trio.run(partial(serve_until_signalled, cfg, out=log_stream or sys.stderr))
+        return trio.run(partial(_serve, cfg, log_stream or sys.stderr))
     finally:
         if log_stream is not None:
             log_stream.close()
+
+
+async def _serve(cfg, out) -> int:
+    """Run the gateway until SIGINT, SIGTERM or SIGUSR2 (nats-server's lame-duck
+    signal: here too every client gets the ``ldm`` INFO, then the process
+    exits); a second signal cuts the grace period short (exit 1)."""
+    import signal
+
+    import trio
+
+    from .server import EXIT_FORCED, EXIT_OK, run_gateway
+
+    stop = trio.Event()
+    forced = False
+
+    async def watch(signals, scope) -> None:
+        nonlocal forced
+        async for _ in signals:
+            if stop.is_set():
+                forced = True
+                scope.cancel()
+            stop.set()
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGUSR2) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch, signals, nursery.cancel_scope)
+            async with trio.open_nursery() as gateway:
+                ports = await gateway.start(partial(run_gateway, cfg, stop, out=out))
+                announce(cfg, ports)
+            nursery.cancel_scope.cancel()
+    return EXIT_FORCED if forced else EXIT_OK
+
+
+def announce(cfg, ports) -> None:
+    """nats-server's start-up notices, which harnesses grep for the ports
+    (with ``-p -1`` this is the only way to learn the one picked)."""
+    lines = (("nats", "Listening for client connections on {}:{}"),
+             ("nats_monitor", "Starting http monitor on {}:{}"),
+             ("nats_ws", "Listening for websocket clients on {}:{}"))
+    for name, text in lines:
+        if name in ports:
+            log.info(text.format(cfg.listener(name).host, ports[name]))
+    log.info("Server is ready")
 
 
 def _nats_version() -> str:

@@ -155,8 +155,41 @@ def test_flags_user_pass_monitor_and_log_file(tmp_path):
         assert (tmp_path / "pid").read_text().strip() == str(srv.proc.pid)
     finally:
         assert srv.stop() == 0
-    assert "ready" in log.read_text()      # banner and logs went to -l, stdout stayed empty
+    text = log.read_text()                 # banner and logs went to -l, stdout stayed empty
+    assert f"Listening for client connections on 127.0.0.1:{port}" in text and "Server is ready" in text
+    assert f"Starting http monitor on 127.0.0.1:{mport}" in text
     assert srv.proc.stdout.read() == b""
+
+
+def test_random_port_is_announced_and_sigusr2_stops_with_lame_duck(tmp_path):
+    import re
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONPATH": str(REPO)}
+    err = tmp_path / "err.log"
+    with open(err, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", "nats-server", "-a", "127.0.0.1", "-p", "-1"],
+                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=fh)
+    try:
+        deadline = time.monotonic() + START_LIMIT_S
+        while not (m := re.search(r"Listening for client connections on 127\.0\.0\.1:(\d+)", err.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        port = int(m.group(1))
+
+        async def main():
+            ldm = asyncio.Event()
+
+            async def on_ldm():
+                ldm.set()
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", lame_duck_mode_cb=on_ldm, allow_reconnect=False)
+            await nc.flush()
+            proc.send_signal(signal.SIGUSR2)
+            await asyncio.wait_for(ldm.wait(), START_LIMIT_S)
+            await nc.close()
+        run(main())
+        assert proc.wait(START_LIMIT_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_config_file_with_users_tls_and_websocket(tmp_path):
