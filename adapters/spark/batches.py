@@ -26,7 +26,7 @@ name (``"uint64"``, the Iggy JSON names) and their exact bytes.
 from __future__ import annotations
 
 import struct
-from itertools import accumulate, repeat
+from itertools import accumulate
 
 import pyarrow as pa
 
@@ -67,26 +67,37 @@ def _key_text(kind: int, data) -> str:
 _KIND_TABLE = pa.array([KIND_NAMES.get(code, str(code)) for code in range(256)], pa.string())
 
 
+_ID_OFFSETS: dict[int, pa.Buffer] = {}  # string offsets 0, 32, 64... by row count (polls repeat sizes)
+_ID_OFFSETS_CACHED = 16  # distinct sizes kept: full polls all have the same count
+
+
 def _hex_ids(slices: list) -> pa.Array:
-    """32-char lowercase hex of little-endian u128 ids, vectorised: reversing the joined
-    buffer makes every id big-endian (and the order backwards, undone by ``[::-1]``)."""
+    """32-char lowercase hex of little-endian u128 ids, vectorised. Joining the ids
+    last-first and reversing the bytes makes each one big-endian, in order."""
     n = len(slices)
+    slices.reverse()
     text = b"".join(slices)[::-1].hex().encode("ascii")
-    offsets = pa.array(range(0, 32 * (n + 1), 32), pa.int32())
-    return pa.Array.from_buffers(pa.string(), n, [None, offsets.buffers()[1], pa.py_buffer(text)])[::-1]
+    offsets = _ID_OFFSETS.get(n)
+    if offsets is None:
+        offsets = pa.array(range(0, 32 * (n + 1), 32), pa.int32()).buffers()[1]
+        if len(_ID_OFFSETS) < _ID_OFFSETS_CACHED:
+            _ID_OFFSETS[n] = offsets
+    return pa.Array.from_buffers(pa.string(), n, [None, offsets, pa.py_buffer(text)])
 
 
 def polled_to_batch(stream: str, topic: str, polled: Polled, end: int) -> pa.RecordBatch | None:
     """The records of ``polled`` with offsets below ``end``; None when there are none.
 
-    The loop only slices and appends; UTF-8 checks, kind names and id hex run
-    vectorised in Arrow afterwards (about twice the per-record Python cost otherwise)."""
+    The loop only slices and appends; UTF-8 checks, kind names, id hex and
+    constant columns are built by Arrow afterwards (measured: the loop is about
+    0.8 µs per record with one header, the Arrow part about 0.4 µs)."""
     body, pos = polled.body, polled.start
     unpack = RECORD_HEADER.unpack_from
     kl_unpack = _KIND_LEN.unpack_from
     offsets, stamps, ids, payloads = [], [], [], []
     hstarts = [0]
-    keys, key_kinds, kinds, values = [], [], [], []
+    keys, kinds, values = [], [], []
+    typed: list[tuple[int, int]] = []  # (index, key kind) of typed keys: rare
     for _ in range(polled.count):
         _c, _lo, _hi, off, ts, _origin, hlen, plen = unpack(body, pos)
         if off >= end:
@@ -100,31 +111,30 @@ def polled_to_batch(stream: str, topic: str, polled: Polled, end: int) -> pa.Rec
             h, hend = p + plen, p + plen + hlen
             while h < hend:
                 kk, kl = kl_unpack(body, h)
+                if kk != _STRING:
+                    typed.append((len(keys), kk))
                 keys.append(body[h + 5 : h + 5 + kl])
-                key_kinds.append(kk)
                 h += 5 + kl
                 vk, vl = kl_unpack(body, h)
                 kinds.append(vk)
                 values.append(body[h + 5 : h + 5 + vl])
                 h += 5 + vl
-            hstarts.append(len(keys))
-        else:
-            hstarts.append(hstarts[-1])
+        hstarts.append(len(keys))
         pos = p + plen + hlen
     n = len(offsets)
     if not n:
         return None
-    if any(k != _STRING for k in key_kinds):  # typed keys (rare): their text form, one by one
-        keys = [_key_text(kk, k).encode("utf-8") for kk, k in zip(key_kinds, keys)]
+    for i, kk in typed:  # typed keys become their text form (module docstring)
+        keys[i] = _key_text(kk, keys[i]).encode("utf-8")
     header_structs = pa.StructArray.from_arrays(
         [_binary(keys).cast(pa.string()), _KIND_TABLE.take(pa.array(kinds, pa.uint8())), _binary(values)],
         fields=list(HEADER_TYPE))
     headers = pa.ListArray.from_arrays(pa.array(hstarts, pa.int32()), header_structs,
                                        type=ARROW_SCHEMA.field("headers").type)
     return pa.RecordBatch.from_arrays([
-        pa.array(repeat(stream, n), pa.string(), size=n),
-        pa.array(repeat(topic, n), pa.string(), size=n),
-        pa.array(repeat(polled.partition_id, n), pa.int32(), size=n),
+        pa.repeat(pa.scalar(stream, pa.string()), n),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(polled.partition_id, pa.int32()), n),
         pa.array(offsets, pa.int64()),
         pa.array(stamps, pa.timestamp("us", tz="UTC")),
         _hex_ids(ids),

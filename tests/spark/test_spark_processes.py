@@ -47,7 +47,7 @@ def out_payloads(client, stream: str) -> list[bytes]:
 def test_kill_9_of_the_driver_mid_stream_leaves_the_ferry_sink_exactly_once(ferry, client, stream_name, tmp_path):
     client.ensure_topic(stream_name, "in", 2)
     client.ensure_topic(stream_name, "out", 2)
-    n = 3000
+    n = 1200  # six 200-message micro-batches; the kill lands after the second
     for p in range(2):
         produce(client, stream_name, "in", p, [b"%d-%d" % (p, i) for i in range(n // 2)])
     cfg = {"action": "stream-copy", "master": "local[1]", "servers": f"127.0.0.1:{ferry.ports['iggy_tcp']}",
