@@ -195,17 +195,25 @@ class FerryClient:
     # -- framing -----------------------------------------------------------------------
     def _call(self, cmd, **fields) -> bytes:
         """Send one request, return the reply body; raise on a non-zero status."""
-        body = cmd.encode(DIALECT, cmd.make(**fields))
-        return self._roundtrip(cmd, [LEGACY_HEAD.pack(4 + len(body), cmd.code), body])
+        self._send(cmd, **fields)
+        return self._reply(cmd)
 
-    def _roundtrip(self, cmd, parts: Sequence[bytes]) -> bytes:
+    def _send(self, cmd, **fields) -> None:
+        body = cmd.encode(DIALECT, cmd.make(**fields))
         sock = self._sock
         if sock is None:
             raise FerryClientError("not connected")
         try:
-            sock.sendall(b"".join(parts))
-            head = self._recv_exact(8)
-            status, length = LEGACY_HEAD.unpack(head)
+            sock.sendall(LEGACY_HEAD.pack(4 + len(body), cmd.code) + body)
+        except OSError as exc:
+            self.close()
+            raise FerryClientError(f"{cmd.name}: connection to {self.host}:{self.port} failed: {exc}") from exc
+
+    def _reply(self, cmd) -> bytes:
+        if self._sock is None:
+            raise FerryClientError("not connected")
+        try:
+            status, length = LEGACY_HEAD.unpack(self._recv_exact(8))
             if length > MAX_FRAME:
                 raise FerryClientError(f"{cmd.name}: reply of {length} bytes exceeds {MAX_FRAME}")
             reply = self._recv_exact(length) if length else b""
@@ -326,25 +334,54 @@ class FerryClient:
     def _poll(self, stream, topic, partition: int, strategy: Strategy, count: int) -> Polled:
         if not 1 <= count <= MAX_POLL_COUNT:
             raise ValueError(f"poll count must be 1..{MAX_POLL_COUNT}, got {count}")
-        body = self._call(S.POLL_MESSAGES, consumer=_CONSUMER, stream_id=stream, topic_id=topic,
-                          partition_id=partition, strategy=strategy, count=count, auto_commit=False)
-        pid, current, n = POLL_PREFIX.unpack_from(body, 0)
-        return Polled(pid, current, n, body, POLL_PREFIX.size)
+        self._send(S.POLL_MESSAGES, consumer=_CONSUMER, stream_id=stream, topic_id=topic,
+                   partition_id=partition, strategy=strategy, count=count, auto_commit=False)
+        return self._read_poll()
 
     def poll_range(self, stream: int | str, topic: int | str, partition: int, start: int, end: int,
                    count: int = DEFAULT_POLL_COUNT) -> Iterator[Polled]:
         """Polls covering offsets ``[start, end)``; the last one may hold records at or
         past ``end`` (callers cut them). Stops early when the partition has no more
         (records below ``start`` may be gone to retention: the first poll then
-        starts at the first retained offset)."""
-        at = start
-        while at < end:
-            got = self.poll(stream, topic, partition, at, min(count, end - at))
-            if not got.count:
-                return
-            yield got
-            last = _last_offset(got)
-            at = last + 1
+        starts at the first retained offset).
+
+        The next poll is requested *before* this one is yielded, so the gateway
+        reads it while the caller decodes (the protocol stays lockstep: a request
+        goes out only after the previous reply was read). Offsets in a partition
+        are contiguous (the log never compacts), so a reply's first offset and
+        count tell where the next poll starts without walking the records."""
+        if start >= end:
+            return
+        in_flight = True
+        self._send_poll(stream, topic, partition, start, min(count, end - start))
+        try:
+            while in_flight:
+                got = self._read_poll()
+                in_flight = False
+                if not got.count:
+                    return
+                at = RECORD_HEADER.unpack_from(got.body, got.start)[3] + got.count
+                if at < end:
+                    self._send_poll(stream, topic, partition, at, min(count, end - at))
+                    in_flight = True
+                yield got
+        finally:
+            if in_flight and self._sock is not None:  # the caller stopped early: drop the pending reply
+                try:
+                    self._read_poll()
+                except FerryClientError:
+                    self.close()
+
+    def _send_poll(self, stream, topic, partition: int, offset: int, count: int) -> None:
+        if not 1 <= count <= MAX_POLL_COUNT:
+            raise ValueError(f"poll count must be 1..{MAX_POLL_COUNT}, got {count}")
+        self._send(S.POLL_MESSAGES, consumer=_CONSUMER, stream_id=stream, topic_id=topic, partition_id=partition,
+                   strategy=Strategy(1, offset), count=count, auto_commit=False)
+
+    def _read_poll(self) -> Polled:
+        body = self._reply(S.POLL_MESSAGES)
+        pid, current, n = POLL_PREFIX.unpack_from(body, 0)
+        return Polled(pid, current, n, body, POLL_PREFIX.size)
 
     def send(self, stream: int | str, topic: int | str, partition: int | None,
              messages: Sequence[WireMessage], *, key: bytes | None = None) -> None:
@@ -382,16 +419,6 @@ def chunked(messages: Iterable[WireMessage], max_count: int) -> Iterator[list[Wi
         size += n
     if chunk:
         yield chunk
-
-
-def _last_offset(got: Polled) -> int:
-    body, pos = got.body, got.start
-    off = 0
-    for _ in range(got.count):
-        hlen, plen = struct.unpack_from("<II", body, pos + 48)
-        off = pos
-        pos += 64 + plen + hlen
-    return struct.unpack_from("<Q", body, off + 24)[0]
 
 
 __all__ = [

@@ -143,3 +143,13 @@ def test_personal_access_token_login(ferry, client, stream_name):
     with pytest.raises(FerryClientError) as err:
         FerryClient("127.0.0.1", ferry.ports["iggy_tcp"], token="not-a-token").connect()
     assert err.value.code is not None
+
+
+def test_stopping_a_poll_range_early_leaves_the_connection_in_step(client, stream_name):
+    client.ensure_topic(stream_name, "t", 1)
+    client.send(stream_name, "t", 0, [WireMessage(0, b"%d" % i) for i in range(30)])
+    polls = client.poll_range(stream_name, "t", 0, 0, 30, count=10)
+    first = next(polls)  # the second poll is already requested
+    polls.close()
+    assert first.count == 10
+    assert [r.offset for r in client.poll(stream_name, "t", 0, 25, 10).records()] == [25, 26, 27, 28, 29]
