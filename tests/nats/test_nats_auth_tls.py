@@ -162,3 +162,30 @@ def test_tls_client_certificates_required_when_verify(tmp_path, pki):
             with pytest.raises(Exception):
                 await nats.connect(url, tls=_client_ctx(pki, False), allow_reconnect=False, connect_timeout=2)
         run(main())
+
+
+def test_plaintext_client_on_tls_listener_is_closed_without_err(tmp_path, pki):
+    with running_gateway(tmp_path, **_tls_env(tmp_path, verify=False)) as gw:
+        with socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT) as s:
+            assert s.recv(4096).startswith(b"INFO ")
+            s.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')   # not a ClientHello
+            rest = b""
+            while chunk := s.recv(4096):
+                rest += chunk
+            assert b"PONG" not in rest and b"-ERR" not in rest   # nats-server closes silently too
+
+
+def test_wss_listener_with_its_own_certificate(tmp_path, pki):
+    pytest.importorskip("aiohttp")
+    env = {"FERRY_NATS_WS_TLS_CERT": str(tmp_path / "server.pem"),
+           "FERRY_NATS_WS_TLS_KEY": str(tmp_path / "server.key")}
+    with running_gateway(tmp_path, **env) as gw:
+        async def main():
+            nc = await nats.connect(f"wss://127.0.0.1:{gw.ports['nats_ws']}", tls=_client_ctx(pki, False))
+            sub = await nc.subscribe("w")
+            await nc.flush()
+            await nc.flush()
+            await nc.publish("w", b"over wss")
+            assert (await sub.next_msg(WAIT)).data == b"over wss"
+            await nc.close()
+        run(main())
