@@ -200,8 +200,11 @@ def _apply_config(s: dict[str, Any], doc: dict[str, Any], path: str) -> None:
 def _apply_tls_block(opts: dict[str, Any], tls: Any) -> None:
     if not isinstance(tls, dict):
         raise NatsCliError("tls: must be a block {cert_file: ..., key_file: ...}")
-    if lookup(tls, "handshake_first") not in (None, False):
-        raise NatsCliError("tls.handshake_first: not supported by Ferry (INFO is always sent first)")
+    first = lookup(tls, "handshake_first")
+    if first is True:
+        opts["tls_handshake_first"] = True
+    elif first not in (None, False):   # a duration or "auto": wait for a ClientHello, else INFO first
+        raise NatsCliError(f"tls.handshake_first: {first!r}: Ferry supports true or false only")
     for key, opt in (("cert_file", "tls_cert"), ("key_file", "tls_key"), ("ca_file", "tls_ca")):
         if lookup(tls, key) is not None:
             opts[opt] = str(lookup(tls, key))

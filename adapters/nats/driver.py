@@ -129,10 +129,13 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
 async def _start_tls(state: NatsServerState, stream, conn: NatsServerConnection,
                      record: ClientRecord) -> trio.SSLStream | None:
     """Send INFO in clear text, then run the server side of the client's TLS
-    handshake on the same stream. None when the handshake fails or is too
-    slow: nats-server closes such a client without a word (nats.md section 10)."""
-    with trio.fail_after(state.tls_timeout):
-        await stream.send_all(conn.data_to_send())
+    handshake on the same stream; with ``tls_handshake_first`` the handshake
+    comes first and INFO stays queued for the TLS stream. None when the
+    handshake fails or is too slow: nats-server closes such a client without
+    a word (nats.md section 10)."""
+    if not state.tls_handshake_first:
+        with trio.fail_after(state.tls_timeout):
+            await stream.send_all(conn.data_to_send())
     tls = trio.SSLStream(stream, state.ssl_context, server_side=True)
     try:
         with trio.fail_after(state.tls_timeout):

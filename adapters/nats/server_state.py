@@ -67,6 +67,7 @@ class NatsServerState:
     max_pending: int = MAX_PENDING
     authenticate: Callable | None = None
     ssl_context: Any = None          # ssl.SSLContext: TLS after the clear-text INFO
+    tls_handshake_first: bool = False  # TLS before anything, INFO inside it (nats.md section 13)
     tls_timeout: float = TLS_TIMEOUT
     client_ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     clients: dict = field(default_factory=dict)        # client_id -> ClientRecord

@@ -12,7 +12,9 @@ publish/subscribe permissions, ``timeout``) applies (adapters/nats/auth.py).
 
 TLS, as nats-server's ``--tlscert/--tlskey/--tlscacert/--tlsverify``:
 ``tls_cert``, ``tls_key``, ``tls_ca``, ``tls_verify``. INFO is sent in clear
-text with ``tls_required``, then the client upgrades (nats.md section 13).
+text with ``tls_required``, then the client upgrades (nats.md section 13);
+``tls_handshake_first`` (config ``tls { handshake_first: true }``) makes the
+TLS handshake come first and INFO follow inside it.
 
 The listener registers its state (adapters/nats/server_state.py) so the
 ``nats_ws`` and ``nats_monitor`` listeners share its settings and connections.
@@ -48,6 +50,7 @@ OPTIONS = {
     "tls_key": "",
     "tls_ca": "",
     "tls_verify": False,
+    "tls_handshake_first": False,
 }
 # A config file is a few KiB; refuse anything absurd before parsing it.
 MAX_AUTH_FILE_BYTES = 4 * 1024 * 1024
@@ -102,7 +105,8 @@ def build_state(broker, cfg) -> NatsServerState:
                       host=cfg.host, port=cfg.port, auth_required=auth.required,
                       tls_required=ctx is not None, tls_verify=ctx is not None and opts["tls_verify"])
     return NatsServerState(broker=broker, info=info, limits=limits, max_pending=opts["max_pending"],
-                           authenticate=auth.authenticate if auth.required else None, ssl_context=ctx)
+                           authenticate=auth.authenticate if auth.required else None, ssl_context=ctx,
+                           tls_handshake_first=ctx is not None and opts["tls_handshake_first"])
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:

@@ -189,3 +189,22 @@ def test_wss_listener_with_its_own_certificate(tmp_path, pki):
             assert (await sub.next_msg(WAIT)).data == b"over wss"
             await nc.close()
         run(main())
+
+
+def test_tls_handshake_first_sends_info_inside_tls(tmp_path, pki):
+    env = _tls_env(tmp_path, verify=False) | {"FERRY_NATS_TLS_HANDSHAKE_FIRST": "true"}
+    with running_gateway(tmp_path, **env) as gw:
+        async def main():
+            nc = await nats.connect(f"tls://127.0.0.1:{gw.ports['nats']}", tls=_client_ctx(pki, False),
+                                    tls_handshake_first=True)
+            sub = await nc.subscribe("hf")
+            await nc.flush()
+            await nc.flush()
+            await nc.publish("hf", b"first")
+            assert (await sub.next_msg(WAIT)).data == b"first"
+            await nc.close()
+        run(main())
+        with socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT) as s:
+            s.settimeout(0.3)
+            with pytest.raises(socket.timeout):
+                s.recv(4096)    # nothing in clear text: the server waits for the ClientHello

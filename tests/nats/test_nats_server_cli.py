@@ -63,7 +63,7 @@ def test_config_file_then_flags_become_ferry_keys(tmp_path):
 @pytest.mark.parametrize("conf, argv, words", [
     ("", ["--tls"], "needs --tlscert and --tlskey"),
     ("websocket { port: 1 }", [], "no_tls"),
-    ("tls { cert_file: a, key_file: b, handshake_first: true }", [], "handshake_first"),
+    ("tls { cert_file: a, key_file: b, handshake_first: auto }", [], "true or false only"),
     ("ping_interval: soon", [], "not a duration"),
     ("port: x", [], "must be an integer"),
     ("", ["--cluster", "nats://x:6222"], "no clustering"),
