@@ -2,7 +2,8 @@
 
 It calls the same JSON API as any client: log in (or take ``#token=...`` from
 the URL fragment, which never reaches the server's logs), list streams and
-topics, and show the last messages of a topic, each partition's last ten. All
+topics, and show the last messages of a topic, each partition's last ten, optionally followed live with long polls
+(``wait_ms``; EventSource cannot send the bearer header). All
 data is inserted with ``textContent``, never as HTML, so a message cannot
 inject markup. No build step, no external assets; the Content-Security-Policy
 below allows only this page's own inline script and same-origin fetches.
@@ -26,7 +27,9 @@ table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:.2em .5em;te
 <button>log in</button></form>
 <p id="err"></p>
 <h2>Streams</h2><ul id="streams"></ul>
-<h2 id="title">Messages</h2><table id="messages"><thead><tr><th>partition</th><th>offset</th><th>timestamp</th>
+<h2 id="title">Messages</h2>
+<label><input type="checkbox" id="follow"> follow live (long poll)</label>
+<table id="messages"><thead><tr><th>partition</th><th>offset</th><th>timestamp</th>
 <th>headers</th><th>payload</th></tr></thead><tbody></tbody></table>
 <script>
 "use strict";
@@ -42,19 +45,30 @@ async function api(path, init) {
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return r.json();
 }
+let shown = 0;  // bumped on every topic change: stale follow loops stop
+function addRow(body, p, m) {
+  const row = document.createElement("tr");
+  const hdrs = Object.entries(m.headers || {}).map(([k, v]) => k + "=" + (v.kind === "string" ? text(v.value) : v.kind + ":" + v.value));
+  for (const cell of [p, m.offset, new Date(m.timestamp / 1000).toISOString(), hdrs.join(", "), text(m.payload)])
+    row.appendChild(el("td", String(cell)));
+  body.appendChild(row);
+}
+async function follow(base, p, next, mine) {
+  while (mine === shown && $("follow").checked) {
+    const got = await api(base + "?partition_id=" + p + "&kind=offset&count=100&wait_ms=25000&value=" + next);
+    for (const m of got.messages) { if (mine === shown) addRow($("messages").tBodies[0], p, m); next = m.offset + 1; }
+  }
+}
 async function showTopic(stream, topic) {
+  const mine = ++shown;
   $("title").textContent = "Messages of " + stream.name + "/" + topic.name;
   const body = $("messages").tBodies[0]; body.replaceChildren();
+  const base = "/streams/" + stream.id + "/topics/" + topic.id + "/messages";
   for (let p = 1; p <= topic.partitions_count; p++) {
-    const q = "?partition_id=" + p + "&kind=last&count=10";
-    const got = await api("/streams/" + stream.id + "/topics/" + topic.id + "/messages" + q);
-    for (const m of got.messages) {
-      const row = document.createElement("tr");
-      const hdrs = Object.entries(m.headers || {}).map(([k, v]) => k + "=" + (v.kind === "string" ? text(v.value) : v.kind + ":" + v.value));
-      for (const cell of [p, m.offset, new Date(m.timestamp / 1000).toISOString(), hdrs.join(", "), text(m.payload)])
-        row.appendChild(el("td", String(cell)));
-      body.appendChild(row);
-    }
+    const got = await api(base + "?partition_id=" + p + "&kind=last&count=10");
+    for (const m of got.messages) addRow(body, p, m);
+    const next = got.messages.length ? got.messages[got.messages.length - 1].offset + 1 : 0;
+    if ($("follow").checked) follow(base, p, next, mine).catch(e => $("err").textContent = e.message);
   }
 }
 async function load() {
@@ -80,6 +94,7 @@ $("login").onsubmit = async (ev) => {
   token = (await r.json()).access_token.token; sessionStorage.setItem("ferry-token", token);
   load().catch(e => $("err").textContent = e.message);
 };
+$("follow").checked = hash.get("follow") === "1";
 if (token) load().catch(e => $("err").textContent = e.message);
 </script></body></html>
 """
