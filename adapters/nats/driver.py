@@ -42,7 +42,7 @@ import trio
 from .connection import NatsServerConnection
 from .errors import NatsError, NatsProtocolError
 from .events import NEED_DATA, Info
-from .server_state import ClientRecord, NatsServerState
+from .server_state import ClientRecord, Meter, NatsServerState, meter_for
 from .session import NatsSession, Outbox
 
 log = logging.getLogger("ferry.nats")
@@ -100,6 +100,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     session = NatsSession(state.broker, conn, outbox)
     record = ClientRecord(session, kind=kind, ip=client_ip, port=client_port)
     state.add(conn.client_id, record)
+    meter = meter_for(state, session, "nats" if kind == "nats" else "nats_ws")
     final = _Final()
     try:
         if upgrade:
@@ -108,10 +109,10 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
                 return
             stream = tls
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope)
+            nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope, meter)
             nursery.start_soon(_timer_loop, conn, session, final)
             record.wake = partial(_lame_duck_now, conn, outbox, final, wakeup)
-            await _read_loop(stream, conn, session, state, final)
+            await _read_loop(stream, conn, session, state, final, meter)
             final.done = True
             wakeup.set()
     except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
@@ -121,6 +122,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     finally:
         session.close()
         state.remove(conn.client_id)
+        meter.close()
         with trio.move_on_after(CLOSE_GRACE) as scope:
             scope.shield = True
             await trio.aclose_forcefully(stream)
@@ -174,7 +176,8 @@ class _Final:
         self.error: bytes = b""
 
 
-async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, state, final: _Final) -> None:
+async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, state, final: _Final,
+                     meter: Meter) -> None:
     outbox = session.outbox
     high_water = int(outbox.max_pending * HIGH_WATER_FRACTION)
     broker = state.broker
@@ -201,6 +204,7 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
         except NatsError:
             return
         outbox.offer(conn.data_to_send())
+        meter.fold()
         if not data:
             return
         while outbox.pending > high_water and not session.slow:
@@ -231,7 +235,8 @@ def _lame_duck_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wa
     wakeup.set()
 
 
-async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Final, cancel_scope) -> None:
+async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Final, cancel_scope,
+                      meter: Meter) -> None:
     outbox = session.outbox
     while True:
         if session.slow:
@@ -241,6 +246,7 @@ async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Fin
             data = outbox.take()
             with trio.fail_after(WRITE_DEADLINE):
                 await stream.send_all(data)
+            meter.fold()
             continue
         if final.done:
             if final.error:

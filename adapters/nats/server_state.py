@@ -15,6 +15,10 @@ The nats listener registers its state when it starts; the WebSocket and
 monitoring listeners start after it (the registry's port table order) and
 look it up. Counters of closed connections are folded into
 :class:`Totals` so ``/varz`` keeps server-lifetime totals as nats-server does.
+
+The same counts feed the broker's Prometheus registry (``core/metrics.py``,
+``GET /metrics`` on the HTTP listener) through a :class:`Meter` per
+connection, folded once per read or write batch, never per message.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from core.metrics import listener_metrics, metrics_for
 
 from .connection import NatsLimits, ServerInfo
 from .session import MAX_PENDING
@@ -104,6 +110,44 @@ class NatsServerState:
             record.wake()
 
 
+_METRIC_KEYS = ("messages_in", "bytes_in", "messages_out", "bytes_out")
+
+
+class Meter:
+    """Moves one session's counters into the listener metrics, as deltas."""
+
+    __slots__ = ("counters", "label", "session", "seen")
+
+    def __init__(self, counters: dict, label: str, session: Any) -> None:
+        self.counters = counters
+        self.label = label
+        self.session = session
+        self.seen = (0, 0, 0, 0)
+        counters["connections_total"].inc(label)
+        counters["connections_open"].inc(label)
+
+    def fold(self) -> None:
+        s = self.session
+        now = (s.msgs_in, s.bytes_in, s.msgs_out, s.bytes_out)
+        if now != self.seen:
+            for key, new, old in zip(_METRIC_KEYS, now, self.seen):
+                if new != old:
+                    self.counters[key].inc(self.label, amount=new - old)
+            self.seen = now
+
+    def close(self) -> None:
+        self.fold()
+        self.counters["connections_open"].dec(self.label)
+
+
+def meter_for(state: NatsServerState, session: Any, listener: str) -> Meter:
+    """A :class:`Meter` counting ``session`` under ``listener`` ("nats", "nats_ws")."""
+    counters = getattr(state, "_counters", None)
+    if counters is None:
+        counters = state._counters = listener_metrics(metrics_for(state.broker))  # type: ignore[attr-defined]
+    return Meter(counters, listener, session)
+
+
 _STATES: "weakref.WeakKeyDictionary[object, NatsServerState]" = weakref.WeakKeyDictionary()
 
 
@@ -117,4 +161,4 @@ def shared_state(broker) -> NatsServerState | None:
     return _STATES.get(broker)
 
 
-__all__ = ["ClientRecord", "NatsServerState", "TLS_TIMEOUT", "Totals", "register", "shared_state"]
+__all__ = ["ClientRecord", "Meter", "NatsServerState", "meter_for", "TLS_TIMEOUT", "Totals", "register", "shared_state"]

@@ -100,3 +100,23 @@ def test_connz_reports_tls_version_and_authorized_user(tmp_path):
             assert c["tls_version"].startswith("TLS") and c["tls_cipher_suite"] and c["authorized_user"] == "u"
             await nc.close()
         run(main())
+
+
+def test_nats_counts_reach_the_gateway_prometheus_metrics(tmp_path):
+    with running_gateway(tmp_path) as gw:
+        async def main():
+            nc = await nats.connect(gw.url())
+            sub = await nc.subscribe("p")
+            await settle(nc)
+            await nc.publish("p", b"12345")
+            await sub.next_msg(5)
+            await nc.flush()
+            async with httpx.AsyncClient() as http:
+                text = (await http.get(f"http://127.0.0.1:{gw.ports['http']}/metrics")).text
+            lines = set(text.splitlines())
+            assert 'ferry_connections_open{listener="nats"} 1' in lines
+            assert 'ferry_messages_in_total{listener="nats"} 1' in lines
+            assert 'ferry_bytes_in_total{listener="nats"} 5' in lines
+            assert 'ferry_messages_out_total{listener="nats"} 1' in lines
+            await nc.close()
+        run(main())
