@@ -156,3 +156,51 @@ def test_verified_token_cache_still_checks_expiry_and_revocation():
         svc.verify(fresh)  # revoked although cached
     with pytest.raises(TokenError):
         svc.verify(fresh[:-2] + ("A" if fresh[-2] != "A" else "B") + fresh[-1])  # tampered: never cached
+
+
+# -- adapters/http/errors.py: the core-error table ----------------------------------------
+from core import errors as ce  # noqa: E402
+from adapters.http.errors import from_core  # noqa: E402
+
+CORE_CASES = [
+    (ce.StreamNotFound("x", field="id"), None, 404, 1009, "stream_id"),
+    (ce.StreamNotFound("x", field="name"), None, 400, 1010, None),
+    (ce.TopicNotFound("x", field="id"), None, 404, 2010, "topic_id"),
+    (ce.TopicNotFound("x", field="name"), None, 400, 2011, None),
+    (ce.PartitionNotFound("x"), None, 404, 3007, "partition_id"),
+    (ce.ConsumerGroupNotFound("x", field="id"), None, 404, 5000, None),
+    (ce.ConsumerGroupNotFound("x", field="name"), None, 404, 5003, None),
+    (ce.ConsumerOffsetNotFound("x"), None, 404, 3021, None),
+    (ce.UserNotFound("x"), None, 404, 20, None),
+    (ce.StreamAlreadyExists("x", field="id"), None, 400, 1011, "stream_id"),
+    (ce.StreamAlreadyExists("x", field="name"), None, 400, 1012, "name"),
+    (ce.TopicAlreadyExists("x", field="name"), None, 400, 2013, "name"),
+    (ce.ConsumerGroupAlreadyExists("x", field="name"), None, 400, 5004, "name"),
+    (ce.UserAlreadyExists("x", field="name"), None, 400, 46, "username"),
+    (ce.InvalidName("x"), "stream", 400, 1013, "name"),
+    (ce.InvalidName("x"), "topic", 400, 2014, "name"),
+    (ce.InvalidName("x"), "group", 400, 5005, None),
+    (ce.InvalidCredentials("x"), None, 400, 42, None),
+    (ce.InvalidToken("x"), None, 401, 53, None),
+    (ce.Unauthenticated("x"), None, 401, 40, None),
+    (ce.PermissionDenied("x"), None, 403, 41, None),
+    (ce.CannotDeleteUser("x"), None, 400, 48, None),
+    (ce.InvalidHeaderKind("x"), None, 400, 209, None),
+    (ce.InvalidOffset("x"), None, 400, 4100, "offset"),
+    (ce.TooManyPartitions("x"), None, 400, 2015, None),
+    (ce.ShuttingDown("x"), None, 503, 503, None),
+    (ce.CorruptSegment("x"), None, 500, 500, None),
+    (ce.FerryError("x"), None, 400, 1, None),
+]
+
+
+@pytest.mark.parametrize("exc,entity,status,iggy_id,field", CORE_CASES, ids=lambda v: getattr(v, "code", None))
+def test_core_error_table(exc, entity, status, iggy_id, field):
+    err = from_core(exc, entity)
+    assert (err.status, err.iggy_id, err.field) == (status, iggy_id, field)
+    body = err.body()
+    assert body["code"]
+    if status < 500:
+        assert body["reason"] == exc.message
+    else:
+        assert body["reason"] != exc.message  # server-side details are never echoed
