@@ -106,7 +106,7 @@ class TupleReader(FerryBatchReader):
     def read(self, r):
         if not isinstance(r, FerryRange):
             return
-        with self.opts.conn.connect() as client:
+        with self.opts.conn.session() as client:
             for polled in client.poll_range(self.opts.stream, r.topic, r.partition, r.start, r.end,
                                             self.opts.poll_count):
                 batch = polled_to_batch(self.opts.stream, r.topic, polled, r.end)

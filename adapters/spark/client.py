@@ -179,6 +179,10 @@ class FerryClient:
             raise
         return self
 
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
     def close(self) -> None:
         if self._sock is not None:
             try:

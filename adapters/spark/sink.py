@@ -179,7 +179,7 @@ def write_task(sink: Sink, batches: Iterator, run: str, batch_id: int) -> FerryC
     producer = f"spark:{run}:{task}"
     o = sink.opts
     total = 0
-    with o.conn.connect() as client:
+    with o.conn.session() as client:
         info = client.topic(o.stream, o.topic)
         if info is None:
             raise FerryClientError(f"topic {o.stream}/{o.topic} does not exist on the gateway")

@@ -67,7 +67,7 @@ def read_range(opts: SourceOptions, r: FerryRange) -> Iterator:
     """Arrow batches of one range (runs on an executor; its own connection)."""
     if not isinstance(r, FerryRange):  # no ranges: Spark still runs one task, with a bare InputPartition
         return
-    with opts.conn.connect() as client:
+    with opts.conn.session() as client:
         for polled in client.poll_range(opts.stream, r.topic, r.partition, r.start, r.end, opts.poll_count):
             batch = polled_to_batch(opts.stream, r.topic, polled, r.end)
             if batch is not None:
@@ -148,7 +148,7 @@ class FerryBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[FerryRange]:
-        with self.opts.conn.connect() as client:
+        with self.opts.conn.session() as client:
             ends = current_ends(self.opts, client)
             start = resolve(self.opts, client, self.opts.starting, ends, "startingOffsets")
             end = resolve(self.opts, client, self.opts.ending, ends, "endingOffsets")
@@ -209,11 +209,11 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # set by Trigger.AvailableNow
 
     def _latest(self) -> Offsets:
-        with self.opts.conn.connect() as client:
+        with self.opts.conn.session() as client:
             return current_ends(self.opts, client)
 
     def initialOffset(self) -> dict:
-        with self.opts.conn.connect() as client:
+        with self.opts.conn.session() as client:
             ends = current_ends(self.opts, client)
             return _to_json(resolve(self.opts, client, self.opts.starting, ends, "startingOffsets"))
 

@@ -153,3 +153,22 @@ def test_stopping_a_poll_range_early_leaves_the_connection_in_step(client, strea
     polls.close()
     assert first.count == 10
     assert [r.offset for r in client.poll(stream_name, "t", 0, 25, 10).records()] == [25, 26, 27, 28, 29]
+
+
+def test_session_pool_reuses_logged_in_connections_and_replaces_broken_ones(ferry):
+    from adapters.spark.options import Conn
+
+    conn = Conn((("127.0.0.1", ferry.ports["iggy_tcp"]),), "iggy", "iggy", 10.0)
+    with conn.session() as a:
+        a.ping()
+    with conn.session() as b:
+        assert b is a  # the same login, taken from the pool
+        b._sock.shutdown(socket.SHUT_RDWR)  # broken while idle in the pool (as by a gateway restart)
+    with conn.session() as c:
+        assert c is not a
+        c.ping()
+    with pytest.raises(RuntimeError):
+        with conn.session() as d:
+            raise RuntimeError("a failed task")
+    with conn.session() as e:
+        assert e is not d and not d.connected  # not pooled after a failure
