@@ -33,7 +33,8 @@ from typing import Any, Iterable
 import xxhash
 
 from core.errors import (
-    ConsumerGroupNotFound, FerryError, NotFound, PartitionNotFound, StreamNotFound, TopicNotFound, UserNotFound,
+    ConsumerGroupNotFound, FerryError, InvalidHeaderValue, NotFound, PartitionNotFound, StreamNotFound, TopicNotFound,
+    UserNotFound,
 )
 from core.header_value import HeaderKind, HeaderValue
 from core.log import AppendInput
@@ -414,7 +415,7 @@ def parse_headers(f: Fields) -> tuple[Headers, int]:
             value = HeaderValue(kind, data)
             headers.add(key, value)
         except FerryError as exc:
-            field = entry.name("value") if "value" in type(exc).__name__.lower() else f.prefix + key
+            field = entry.name("value") if isinstance(exc, InvalidHeaderValue) else f.prefix + key
             raise _core_field(exc, field) from None
         value_bytes += len(data)
     return headers, value_bytes
