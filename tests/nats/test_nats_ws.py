@@ -75,3 +75,18 @@ def test_websocket_shares_the_nats_listener_auth(tmp_path):
                 await nats.connect(url, token="bad", allow_reconnect=False)
             assert "authorization violation" in str(info.value).lower()
         run(main())
+
+
+def test_websocket_alone_uses_defaults_and_the_monitor_still_sees_it(tmp_path, caplog):
+    pytest.importorskip("aiohttp")
+    with running_gateway(tmp_path, FERRY_NATS_ENABLED="false") as gw:
+        assert "nats" not in gw.ports
+        async def main():
+            nc = await nats.connect(f"ws://127.0.0.1:{gw.ports['nats_ws']}", name="alone")
+            assert not nc._server_info.get("auth_required")
+            await nc.flush()
+            connz = httpx.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz").json()
+            assert [c["name"] for c in connz["connections"]] == ["alone"]
+            await nc.close()
+        run(main())
+    assert any("no authentication" in r.getMessage() for r in caplog.records)
