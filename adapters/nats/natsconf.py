@@ -103,8 +103,15 @@ class _Parser:
 
     # -- grammar ------------------------------------------------------------------
     def document(self) -> dict[str, Any]:
-        table = self.entries(closer=_EOF)
-        return table
+        self.skip(newlines=True)
+        if self.peek() == "{":      # a whole-file JSON object is accepted too
+            self.pos += 1
+            table = self.entries(closer="}")
+            self.skip(newlines=True)
+            if self.peek() != _EOF:
+                raise self.error("text after the closing '}'")
+            return table
+        return self.entries(closer=_EOF)
 
     def entries(self, closer: str) -> dict[str, Any]:
         table: dict[str, Any] = {}

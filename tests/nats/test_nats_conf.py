@@ -56,6 +56,12 @@ def test_bare_values_are_typed_like_nats_server(text, value):
     assert parse(text)["a"] == value
 
 
+def test_a_json_document_is_a_config_too():
+    assert parse('{"port": 4222, "authorization": {"token": "t"}}\n') == {"port": 4222, "authorization": {"token": "t"}}
+    with pytest.raises(NatsConfError):
+        parse("{port: 1} x")
+
+
 def test_environment_variables_resolve_after_block_variables():
     assert parse("a: $HOME_X", {"HOME_X": "/h"}) == {"a": "/h"}
     assert parse("X = 1\nb { X = 2, a: $X }\nc: $X")["b"]["a"] == 2
