@@ -19,12 +19,12 @@ import nats
 import pytest
 
 from ferry_harness import running_gateway
+from iggy_clients import client_python
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 ORDERS = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
 WAIT = 30  # guards a hang only
 ROOT = Path(__file__).resolve().parents[2]
-IGGY_PY = ROOT / ".venv" / "clients" / "apache-iggy__0.9.0" / "bin" / "python"
 IGGY_SCRIPT = ROOT / "tests" / "iggy" / "clients" / "current_cross.py"
 
 
@@ -80,14 +80,14 @@ def test_nats_publish_is_polled_over_http(tmp_path):
         assert msg["headers"]["ferry-nats-subject"] == {"kind": "string", "value": b64(b"orders.eu.x")}
 
 
-@pytest.mark.skipif(not IGGY_PY.exists(), reason="apache-iggy 0.9.0 client venv not built (tests/iggy builds it)")
 def test_http_send_is_polled_by_apache_iggy(tmp_path):
+    iggy_py = client_python("apache-iggy==0.9.0")  # built once, shared with tests/iggy
     with running_gateway(tmp_path, ORDERS) as gw, http_client(gw) as c:
         r = c.post("/streams/orders/topics/eu/messages",
                    json={"partitioning": {"kind": "partition_id", "value": b64((1).to_bytes(4, "little"))},
                          "messages": [{"payload": b64(b"from-http"), "headers": HEADERS}]})
         assert r.status_code == 201, r.text
-        proc = subprocess.run([str(IGGY_PY), str(IGGY_SCRIPT), str(gw.ports["iggy_tcp"]), "poll"],
+        proc = subprocess.run([str(iggy_py), str(IGGY_SCRIPT), str(gw.ports["iggy_tcp"]), "poll"],
                               capture_output=True, text=True, timeout=300, check=True)
         got = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         assert [g["payload"] for g in got] == ["from-http"]

@@ -23,7 +23,7 @@ from filelock_shim import exclusive
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS_DIR = ROOT / ".venv" / "clients"
-SCRIPTS = Path(__file__).resolve().parent / "clients"
+SCRIPTS = ROOT / "tests" / "iggy" / "clients"
 # Each real client and what it installs (xxhash: some scenario scripts check checksums).
 CLIENTS = {
     "iggy-py==0.4.0": ("iggy-py==0.4.0",),
