@@ -23,6 +23,8 @@ writes nothing. Target (issue 7): >= 0.5M rows/s for the Arrow batch read on
 local[2]. Figures on a shared 2-core machine move between runs; the ratio to
 the synthetic ceiling, measured in the same run, is the steadier number.
 
+``gateway µs/row`` is the gateway process's CPU time (from /proc) per row in the best run.
+
 Usage: ``.venv/bin/python bench/spark_bench.py [--rows 1000000] [--repeat 2]``.
 """
 
@@ -163,13 +165,27 @@ def produce(port: int, rows: int, size: int, partitions: int) -> float:
     return rows / (time.perf_counter() - t0)
 
 
-def timed(fn, repeat: int) -> float:
-    best = float("inf")
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process, from /proc (0 when unavailable)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def timed(fn, repeat: int, pid: int | None = None) -> tuple[float, float]:
+    """Best wall time of ``repeat`` runs, and the gateway's CPU seconds in that run."""
+    best, cpu = float("inf"), 0.0
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = cpu_seconds(pid), time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        took = time.perf_counter() - t0
+        if took < best:
+            best, cpu = took, cpu_seconds(pid) - c0
+    return best, cpu
 
 
 def main() -> None:
@@ -206,11 +222,17 @@ def main() -> None:
 
         results = []
         read("ferry", **opts)()  # warm-up: Python workers, first data-source job
-        synth = timed(read("ferry_synthetic", rows=str(n), size=str(args.size), parts="2"), args.repeat)
-        results.append(("synthetic (no I/O)", n / synth))
-        results.append(("ferry read, arrow", n / timed(read("ferry", **opts), args.repeat)))
+        gw = proc.pid
+
+        def add(name, took_cpu):
+            took, cpu = took_cpu
+            results.append((name, n / took, cpu / n * 1e6))
+
+        add("synthetic (no I/O)", timed(read("ferry_synthetic", rows=str(n), size=str(args.size), parts="2"),
+                                        args.repeat, gw))
+        add("ferry read, arrow", timed(read("ferry", **opts), args.repeat, gw))
         if not args.skip_tuples:
-            results.append(("ferry read, tuples", n / timed(read("ferry_tuples", **opts), 1)))
+            add("ferry read, tuples", timed(read("ferry_tuples", **opts), 1, gw))
         with FerryClient("127.0.0.1", port) as c:
             c.ensure_topic("bench", "w", args.partitions)
         df = spark.range(n, numPartitions=2).select(
@@ -218,15 +240,15 @@ def main() -> None:
             F.array(F.struct(F.lit("trace").alias("key"), F.lit("string").alias("kind"),
                              F.lit(b"abcdefgh").alias("value"))).alias("headers"))
         wopts = opts | {"topic": "w"}
-        results.append(("ferry write, arrow", n / timed(
-            lambda: df.write.format("ferry").options(**wopts).mode("append").save(), 1)))
+        add("ferry write, arrow", timed(lambda: df.write.format("ferry").options(**wopts).mode("append").save(), 1, gw))
 
         ceiling = results[0][1]
-        print(f"\n{n} rows, {args.size} B payload, 1 header, {args.partitions} partitions, local[2]")
+        print(f"\n{n} rows, {args.size} B payload, 1 header, {args.partitions} partitions, local[2], "
+              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
         print(f"(producing them through the client: {produce_rate:,.0f} msgs/s)\n")
-        print(f"{'path':<22}{'rows/s':>14}{'x ceiling':>12}")
-        for name, rate in results:
-            print(f"{name:<22}{rate:>14,.0f}{rate / ceiling:>12.2f}")
+        print(f"{'path':<22}{'rows/s':>14}{'x ceiling':>12}{'gateway µs/row':>17}")
+        for name, rate, gw_us in results:
+            print(f"{name:<22}{rate:>14,.0f}{rate / ceiling:>12.2f}{gw_us:>17.2f}")
         arrow = results[1][1]
         print(f"\ntarget >= 500,000 rows/s for the Arrow batch read: {'met' if arrow >= 500_000 else 'NOT met'}")
     finally:

@@ -52,6 +52,11 @@ def client(ferry):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    if os.environ.get("FERRY_REQUIRE_SPARK"):  # CI: a missing Spark or Java is a failure, not a skip
+        import pyarrow  # noqa: F401
+        import pyspark.sql.datasource  # noqa: F401
+
+        assert shutil.which("java"), "FERRY_REQUIRE_SPARK is set but there is no java on PATH"
     pytest.importorskip("pyspark.sql.datasource")
     pytest.importorskip("pyarrow")
     if shutil.which("java") is None:
