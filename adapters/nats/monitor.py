@@ -70,11 +70,9 @@ def respond(state: NatsServerState, path: str, query: str = "", now: float | Non
 def varz(state: NatsServerState, now: float, http_port: int = 0) -> dict[str, Any]:
     info, limits, totals = state.info, state.limits, state.totals
     live = list(state.clients.values())
-    return {
+    doc = {
         "server_id": info.server_id, "server_name": info.server_name or info.server_id,
         "version": info.version, "proto": 1, "go": info.go, "host": info.host, "port": info.port,
-        "auth_required": info.auth_required, "tls_required": info.tls_required,
-        "tls_verify": info.tls_verify, "headers": info.headers,
         "max_connections": MAX_CONNECTIONS, "ping_interval": int(limits.ping_interval * NS),
         "ping_max": limits.ping_max, "http_host": info.host, "http_port": http_port, "https_port": 0,
         "auth_timeout": limits.auth_timeout, "max_control_line": limits.max_control_line,
@@ -91,11 +89,16 @@ def varz(state: NatsServerState, now: float, http_port: int = 0) -> dict[str, An
         "slow_consumers": totals.slow_consumers + sum(bool(r.session.slow) for r in live),
         "subscriptions": sum(len(r.session.conn.subscriptions) for r in live),
     }
+    for flag in ("auth_required", "tls_required", "tls_verify"):   # omitempty in nats-server's Varz
+        if getattr(info, flag):
+            doc[flag] = True
+    return doc
 
 
 def connz(state: NatsServerState, now: float, params: Mapping[str, str]) -> dict[str, Any]:
     """Open connections, ``offset``/``limit`` paged, ``sort`` by nats-server's keys,
-    ``subs=1`` for each connection's subject list, ``cid`` for one connection."""
+    ``subs=1`` for each connection's subject list, ``auth=1`` for the user
+    name, ``cid`` for one connection."""
     offset, limit = _int(params, "offset", 0), _int(params, "limit", DEFAULT_CONNZ_LIMIT)
     sort = params.get("sort", "cid")
     if sort not in _SORTS:
@@ -106,13 +109,14 @@ def connz(state: NatsServerState, now: float, params: Mapping[str, str]) -> dict
     if "cid" in params:
         rows = [r for r in rows if r[0] == _int(params, "cid", 0)]
     subs = params.get("subs", "").lower() in ("1", "true", "detail")
+    auth = params.get("auth", "").lower() in ("1", "true")
     page = rows[offset:offset + limit] if limit > 0 else rows[offset:]
     return {"server_id": state.info.server_id, "now": rfc3339(now), "num_connections": len(page),
             "total": len(rows), "offset": offset, "limit": limit,
-            "connections": [_conn_info(cid, rec, now, subs) for cid, rec in page]}
+            "connections": [_conn_info(cid, rec, now, subs, auth) for cid, rec in page]}
 
 
-def _conn_info(cid: int, rec, now: float, subs: bool) -> dict[str, Any]:
+def _conn_info(cid: int, rec, now: float, subs: bool, auth: bool) -> dict[str, Any]:
     session, conn = rec.session, rec.session.conn
     opts = conn.options
     info: dict[str, Any] = {
@@ -125,7 +129,7 @@ def _conn_info(cid: int, rec, now: float, subs: bool) -> dict[str, Any]:
     }
     for key, value in (("name", opts.name), ("lang", opts.lang), ("version", opts.version),
                        ("tls_version", rec.tls_version), ("tls_cipher_suite", rec.tls_cipher),
-                       ("authorized_user", opts.user if conn.info.auth_required else "")):
+                       ("authorized_user", opts.user if auth and conn.info.auth_required else "")):
         if value:
             info[key] = value
     if subs:

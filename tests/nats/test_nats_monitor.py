@@ -95,7 +95,7 @@ def test_connz_reports_tls_version_and_authorized_user(tmp_path):
         async def main():
             nc = await nats.connect(f"tls://u:p@127.0.0.1:{gw.ports['nats']}", tls=ctx)
             async with httpx.AsyncClient() as http:
-                connz = (await http.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz")).json()
+                connz = (await http.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz?auth=1")).json()
             (c,) = connz["connections"]
             assert c["tls_version"].startswith("TLS") and c["tls_cipher_suite"] and c["authorized_user"] == "u"
             await nc.close()

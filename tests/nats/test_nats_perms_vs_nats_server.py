@@ -108,3 +108,41 @@ def test_same_permission_answers_as_nats_server(tmp_path):
                 proc.wait(HANG_GUARD)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def test_monitoring_field_names_are_nats_servers(tmp_path):
+    """Every field Ferry's monitor reports is one nats-server reports under that name."""
+    import json
+    import urllib.request
+
+    ports = {name: _free_port() for name in ("real", "real_m", "ferry", "ferry_m")}
+    common = ["-a", "127.0.0.1", "--user", "u", "--pass", "p"]
+    procs = [
+        _start([NATS_SERVER, *common, "-p", str(ports["real"]), "-m", str(ports["real_m"])], ports["real"], tmp_path),
+        _start([sys.executable, "-m", "gateway", "nats-server", *common, "-p", str(ports["ferry"]),
+                "-m", str(ports["ferry_m"])], ports["ferry"], tmp_path),
+    ]
+
+    def fields(port, mport):
+        with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as s:
+            f = s.makefile("rb")
+            f.readline()
+            s.sendall(b'CONNECT {"verbose":false,"user":"u","pass":"p","name":"n","lang":"l","version":"1"}\r\n'
+                      b"SUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n")
+            while f.readline() != b"PONG\r\n":
+                pass
+            docs = {ep: json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/{ep}", timeout=HANG_GUARD))
+                    for ep in ("varz", "connz?subs=1&auth=1", "subsz", "healthz")}
+        conn = docs["connz?subs=1&auth=1"]["connections"][0]
+        return {ep: set(doc) for ep, doc in docs.items()} | {"connection": set(conn)}
+    try:
+        real, ours = fields(ports["real"], ports["real_m"]), fields(ports["ferry"], ports["ferry_m"])
+        for name, keys in ours.items():
+            assert keys <= real[name], (name, sorted(keys - real[name]))
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                proc.kill()
