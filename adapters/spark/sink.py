@@ -146,6 +146,16 @@ def _header_blocks(col, n: int) -> list[bytes]:
     return out
 
 
+def _message_id(text: str) -> int:
+    try:
+        value = int(text, 16)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 1 << 128:
+        raise FerryOptionError(f"id: {text!r} is not a u128 in hex (32 hex digits, as the source produces)")
+    return value
+
+
 def _tag(producer: str, seq: int, headers: bytes) -> bytes:
     return Headers([(PRODUCER_ID_KEY, producer), (PRODUCER_SEQ_KEY, HeaderValue.int64(seq))]).encode() + headers
 
@@ -166,7 +176,7 @@ def _rows(batch, columns: tuple[str, ...]) -> Iterator[tuple]:
         if p is None:
             raise FerryOptionError("payload: a row has a null payload")
         yield (p.encode("utf-8") if isinstance(p, str) else p, headers[i],
-               int(ids[i], 16) if ids[i] else 0, stamps[i] or 0, parts[i],
+               _message_id(ids[i]) if ids[i] else 0, stamps[i] or 0, parts[i],
                keys[i].encode("utf-8") if isinstance(keys[i], str) else keys[i])
 
 

@@ -102,3 +102,12 @@ def test_sink_header_blocks_match_the_core_encoding_and_refuse_bad_values():
         _header_blocks(pa.array([[{"key": "n", "kind": "uint16", "value": b"\x01"}]], pa.list_(HEADER_TYPE)), 1)
     with pytest.raises(FerryOptionError, match="^headers: unknown kind"):
         _header_blocks(pa.array([[{"key": "n", "kind": "u16", "value": b"\x01"}]], pa.list_(HEADER_TYPE)), 1)
+
+
+def test_sink_message_ids_are_checked():
+    from adapters.spark.sink import _message_id
+
+    assert _message_id("%032x" % ((1 << 128) - 1)) == (1 << 128) - 1
+    for bad in ("xyz", "1" * 33, "-1"):
+        with pytest.raises(FerryOptionError, match="^id: "):
+            _message_id(bad)
