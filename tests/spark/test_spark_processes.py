@@ -122,3 +122,22 @@ def test_batch_read_on_a_standalone_cluster(ferry, client, stream_name, tmp_path
             except subprocess.TimeoutExpired:
                 os.killpg(d.pid, signal.SIGKILL)
                 d.wait(30)
+
+
+def test_ferry_pipeline_cli_archive_then_replay(ferry, client, stream_name, tmp_path):
+    client.ensure_topic(stream_name, "t", 2)
+    produce(client, stream_name, "t", 0, [b"a", b"b"])
+    produce(client, stream_name, "t", 1, [b"c"])
+    ferry_bin = Path(sys.executable).with_name("ferry")
+    base = ["--servers", f"127.0.0.1:{ferry.ports['iggy_tcp']}", "--stream", stream_name, "--master", "local[1]"]
+    env = os.environ | {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    for argv in (["archive", "--topic", "t", "--out", str(tmp_path / "arch"), "--trigger", "available-now"],
+                 ["replay", "--in", str(tmp_path / "arch"), "--topic", "back", "--partitions", "2",
+                  "--keep-partitions"]):
+        proc = subprocess.run([str(ferry_bin), "pipeline", *argv, *base], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=WAIT_S)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "replayed 3 messages" in proc.stderr
+    got = {p: [r.payload for polled in client.poll_range(stream_name, "back", p, 0, end) for r in polled.records()]
+           for p, end in client.next_offsets(stream_name, "back").items()}
+    assert got == {0: [b"a", b"b"], 1: [b"c"]}
