@@ -40,6 +40,9 @@ log = logging.getLogger("ferry.natscli")
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024   # nats-server configs are a few KiB; refuse absurd files
 RANDOM_PORT = -1                     # nats-server's "-p -1": any free port
+# Shutdown grace for connections: Ferry's default (docker's SIGKILL comes 10 s
+# after SIGTERM); clients already got the lame-duck INFO by then.
+GRACE_SECONDS = 5.0
 _GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 # Long flags Go's flag package also accepts with one dash.
@@ -49,7 +52,7 @@ _LONG = {"port", "addr", "net", "http_port", "https_port", "user", "pass", "auth
          "cluster", "routes", "cluster_name", "help", "version", "ms", "http_base_path"}
 # Config keys Ferry reads; others are reported once as ignored.
 _KNOWN_KEYS = {"port", "host", "net", "listen", "http_port", "monitor_port", "http", "authorization",
-               "tls", "max_payload", "max_pending", "max_control_line", "ping_interval", "ping_max",
+               "no_auth_user", "tls", "max_payload", "max_pending", "max_control_line", "ping_interval", "ping_max",
                "server_name", "websocket", "debug", "trace", "logtime", "log_file", "logfile",
                "pid_file", "jetstream"}
 
@@ -270,8 +273,9 @@ def _port(port: int | None) -> int | None:
 def config_flags(s: dict[str, Any], data_dir: str, known) -> dict:
     """``{key path: (value, source)}`` for :func:`gateway.config.load_config`."""
     src = "ferry nats-server"
-    flags: dict = {("server", "data_dir"): (data_dir, src), ("server", "log_level"): ("debug" if s["debug"] else "info", src),
-                   ("server", "grace_seconds"): (5.0, src)}
+    flags: dict = {("server", "data_dir"): (data_dir, src),
+                   ("server", "log_level"): ("debug" if s["debug"] else "info", src),
+                   ("server", "grace_seconds"): (GRACE_SECONDS, src)}
     enabled = {"nats": True, "nats_monitor": s["http_port"] is not None, "nats_ws": s["ws"] is not None}
     for name in known:
         flags[("listeners", name, "enabled")] = (enabled.get(name, False), src)

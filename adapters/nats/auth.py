@@ -37,9 +37,15 @@ names a queue group (the queue may use wildcards too): for a queue
 subscription, matching queue entries decide, otherwise plain entries do; a
 plain subscription is never allowed by a queue-only entry.
 
+``no_auth_user`` (a top-level key in nats-server's config) names the user a
+client without credentials becomes: INFO then says no auth is required, and
+operations run with that user's permissions even before ``CONNECT`` (as
+nats-server 2.15.1 does; :attr:`Auth.initial_permissions`). A client that
+does send credentials is checked as usual.
+
 Not supported (refused with a clear error so nothing is silently open):
 ``nkey`` users, bcrypt password hashes unless the optional ``bcrypt``
-package is installed, ``allow_responses``, ``no_auth_user`` and auth callout.
+package is installed, ``allow_responses`` and auth callout.
 """
 
 from __future__ import annotations
@@ -145,13 +151,29 @@ class Auth:
     token: str = field(default="", repr=False)
     users: Mapping[str, User] = field(default_factory=dict)
     timeout: float = AUTH_TIMEOUT
+    no_auth_user: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        """Credentials are checked (the state machine needs the hook)."""
+        return bool(self.token or self.users)
 
     @property
     def required(self) -> bool:
-        return bool(self.token or self.users)
+        """INFO's ``auth_required``: false when ``no_auth_user`` lets anyone in."""
+        return self.enabled and not self.no_auth_user
+
+    @property
+    def initial_permissions(self) -> UserPermissions | None:
+        """Rights of a client before its CONNECT (the no_auth_user's, if any)."""
+        user = self.users.get(self.no_auth_user) if self.no_auth_user else None
+        return user.permissions if user is not None else None
 
     def authenticate(self, connect: Connect) -> "bool | UserPermissions":
         """The state machine's hook: False, True, or the user's permissions."""
+        if self.no_auth_user and not (connect.user or connect.password or connect.auth_token):
+            user = self.users[self.no_auth_user]
+            return user.permissions if user.permissions is not None else True
         if self.token:
             return _same(connect.auth_token, self.token)
         user = self.users.get(connect.user)
@@ -186,13 +208,24 @@ def simple_auth(user: str = "", password: str = "", token: str = "",
     return Auth(token=token, timeout=timeout)
 
 
-def auth_from_block(block: Mapping[str, Any], where: str = "authorization") -> Auth:
-    """An :class:`Auth` from a parsed ``authorization`` block. Raises
-    :class:`AuthConfigError` naming the field."""
+def auth_from_block(block: Mapping[str, Any], where: str = "authorization", no_auth_user: str = "") -> Auth:
+    """An :class:`Auth` from a parsed ``authorization`` block (and the config's
+    top-level ``no_auth_user``). Raises :class:`AuthConfigError` naming the field."""
+    auth = _auth_from_block(block, where)
+    if no_auth_user:
+        if no_auth_user not in auth.users:
+            raise AuthConfigError(f"no_auth_user: {no_auth_user!r} is not a user of {where}")
+        auth = Auth(users=auth.users, timeout=auth.timeout, no_auth_user=no_auth_user)
+    return auth
+
+
+def _auth_from_block(block: Mapping[str, Any], where: str) -> Auth:
     if not isinstance(block, Mapping):
         raise AuthConfigError(f"{where}: must be a block {{...}}")
     low = {k.lower(): v for k, v in block.items()}
-    for key in ("nkeys", "auth_callout", "no_auth_user"):
+    if "no_auth_user" in low:
+        raise AuthConfigError(f"{where}.no_auth_user: belongs at the top level of the file, as in nats-server")
+    for key in ("nkeys", "auth_callout"):
         if key in low:
             raise AuthConfigError(f"{where}.{key}: not supported by Ferry")
     timeout = _seconds(low.get("timeout", AUTH_TIMEOUT), f"{where}.timeout")

@@ -166,6 +166,7 @@ class NatsServerConnection:
     def __init__(self, info: ServerInfo, limits: NatsLimits = DEFAULT_LIMITS, *,
                  client_id: int, client_ip: str, now: float = 0.0,
                  authenticate: Authenticator | None = None, nonce: str = "",
+                 permissions: Permissions | None = None,
                  rng: Callable[[], float] = random.random) -> None:
         if client_id <= 0:
             raise InvalidArgument("client_id must be positive (nats-py tests assert > 0)")
@@ -179,7 +180,9 @@ class NatsServerConnection:
         self.subscriptions = Subscriptions(limits.max_subscriptions)
         self.options: Connect = DEFAULT_CONNECT   # effective CONNECT options
         self.headers = False                      # client takes HMSG
-        self.permissions: Permissions | None = None
+        # Rights before CONNECT (nats-server's no_auth_user: INFO says no auth,
+        # yet operations run as that user); CONNECT's verdict replaces them.
+        self.permissions: Permissions | None = permissions
         self._authenticate = authenticate
         self._rng = rng
         self._codec = ServerCodec(max_payload=limits.max_payload,
@@ -325,8 +328,8 @@ class NatsServerConnection:
         opts = replace(self.options, **{f: getattr(event, f) for f in event.fields},
                        fields=event.fields)
         headers = self.info.headers and opts.headers
-        if self.info.auth_required:
-            verdict = self._authenticate(opts)  # type: ignore[misc]
+        if self._authenticate is not None:   # also without auth_required: no_auth_user
+            verdict = self._authenticate(opts)
             if not verdict:
                 raise NatsProtocolError(AUTHORIZATION_VIOLATION, "credentials refused")
             self.permissions = None if verdict is True else verdict

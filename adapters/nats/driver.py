@@ -94,7 +94,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
         replace(state.info, tls_required=False, tls_verify=False)
     conn = NatsServerConnection(info, state.limits, client_id=next(state.client_ids),
                                 client_ip=client_ip, now=trio.current_time(),
-                                authenticate=state.authenticate)
+                                authenticate=state.authenticate, permissions=state.initial_permissions)
     wakeup = _Wakeup()
     outbox = Outbox(state.max_pending, wakeup.set)
     session = NatsSession(state.broker, conn, outbox)

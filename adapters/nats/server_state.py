@@ -72,6 +72,7 @@ class NatsServerState:
     limits: NatsLimits = field(default_factory=NatsLimits)
     max_pending: int = MAX_PENDING
     authenticate: Callable | None = None
+    initial_permissions: Any = None  # rights before CONNECT (no_auth_user)
     ssl_context: Any = None          # ssl.SSLContext: TLS after the clear-text INFO
     tls_handshake_first: bool = False  # TLS before anything, INFO inside it (nats.md section 13)
     tls_timeout: float = TLS_TIMEOUT

@@ -8,7 +8,8 @@ nats-server's names and defaults (nats.md section 11): ``max_payload``,
 Authentication, as nats-server's flags and config: ``user`` + ``password``
 (``--user/--pass``), or ``token`` (``--auth``), or ``auth_file``: a file in
 nats-server's config format whose ``authorization`` block (users with
-publish/subscribe permissions, ``timeout``) applies (adapters/nats/auth.py).
+publish/subscribe permissions, ``timeout``) and top-level ``no_auth_user``
+apply (adapters/nats/auth.py).
 
 TLS, as nats-server's ``--tlscert/--tlskey/--tlscacert/--tlsverify``:
 ``tls_cert``, ``tls_key``, ``tls_ca``, ``tls_verify``. INFO is sent in clear
@@ -65,10 +66,11 @@ def load_auth(opts) -> Auth:
             return simple_auth(*simple)
         if any(simple):
             raise AuthConfigError("set auth_file or user/password/token, not both")
-        block = lookup(read_conf(path), "authorization", default=None)
+        doc = read_conf(path)
+        block = lookup(doc, "authorization", default=None)
         if block is None:
             raise AuthConfigError(f"{path}: has no authorization block")
-        return auth_from_block(block)
+        return auth_from_block(block, no_auth_user=str(lookup(doc, "no_auth_user", default="")))
     except AuthConfigError as exc:
         raise InvalidArgument(f"listeners.nats: {exc.message}") from None
 
@@ -105,7 +107,8 @@ def build_state(broker, cfg) -> NatsServerState:
                       host=cfg.host, port=cfg.port, auth_required=auth.required,
                       tls_required=ctx is not None, tls_verify=ctx is not None and opts["tls_verify"])
     return NatsServerState(broker=broker, info=info, limits=limits, max_pending=opts["max_pending"],
-                           authenticate=auth.authenticate if auth.required else None, ssl_context=ctx,
+                           authenticate=auth.authenticate if auth.enabled else None,
+                           initial_permissions=auth.initial_permissions, ssl_context=ctx,
                            tls_handshake_first=ctx is not None and opts["tls_handshake_first"])
 
 

@@ -44,6 +44,11 @@ async def settle(nc) -> None:
     await nc.flush()
 
 
+async def _until(predicate) -> None:
+    while not predicate():
+        await asyncio.sleep(0.01)
+
+
 def _errors():
     seen: list[str] = []
 
@@ -78,6 +83,8 @@ def test_per_user_permissions_refuse_without_closing(tmp_path):
                 with pytest.raises(NatsTimeout):
                     await sub.next_msg(0.2)
             assert alice.is_connected
+            await alice.flush()
+            await asyncio.wait_for(_until(lambda: len(seen) >= 4), WAIT)
             assert 'permissions violation for publish to "orders.secret"' in " ".join(seen)
             assert 'permissions violation for publish to "billing.x"' in " ".join(seen)
             assert 'permissions violation for subscription to "billing.>"' in " ".join(seen)
@@ -218,3 +225,27 @@ def test_tls_handshake_first_sends_info_inside_tls(tmp_path, pki):
             s.settimeout(0.3)
             with pytest.raises(socket.timeout):
                 s.recv(4096)    # nothing in clear text: the server waits for the ClientHello
+
+
+def test_no_auth_user_with_nats_py(tmp_path):
+    (tmp_path / "auth.conf").write_text(AUTH_CONF + "\nno_auth_user: alice\n")
+    with running_gateway(tmp_path, FERRY_NATS_AUTH_FILE=str(tmp_path / "auth.conf")) as gw:
+        async def main():
+            seen, cb = _errors()
+            anon = await nats.connect(gw.url(), error_cb=cb)     # no credentials: alice's rights
+            assert not anon._server_info.get("auth_required")
+            bob = await nats.connect(gw.url(), user="bob", password="b2")
+            watch = await bob.subscribe(">")
+            await settle(bob)
+            await anon.publish("billing.x", b"no")
+            await anon.publish("orders.eu", b"yes")
+            assert (await watch.next_msg(WAIT)).subject == "orders.eu"
+            await anon.flush()     # the -ERR came before this PONG; nats-py reports it from a task
+            await asyncio.wait_for(_until(lambda: seen), WAIT)
+            assert 'permissions violation for publish to "billing.x"' in " ".join(seen)
+            with pytest.raises(Exception) as info:
+                await nats.connect(gw.url(), user="bob", password="wrong", allow_reconnect=False)
+            assert "authorization violation" in str(info.value).lower()
+            await anon.close()
+            await bob.close()
+        run(main())

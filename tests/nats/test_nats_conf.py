@@ -135,6 +135,20 @@ def test_token_and_single_user_and_default_permissions():
     assert not simple_auth().required
 
 
+def test_no_auth_user_lets_clients_without_credentials_in_as_that_user():
+    block = {"users": [{"user": "a", "password": "p", "permissions": {"publish": "pub.>"}},
+                       {"user": "b", "password": "q"}]}
+    auth = auth_from_block(block, no_auth_user="a")
+    assert auth.enabled and not auth.required
+    assert auth.initial_permissions.can_publish("pub.x") and not auth.initial_permissions.can_publish("x")
+    assert auth.authenticate(_conn()).can_publish("pub.x")
+    assert auth.authenticate(_conn(user="b", password="q")) is True
+    assert auth.authenticate(_conn(user="b", password="bad")) is False
+    assert auth.authenticate(_conn(auth_token="zzz")) is False
+    with pytest.raises(AuthConfigError, match="not a user"):
+        auth_from_block(block, no_auth_user="zed")
+
+
 @pytest.mark.parametrize("block, words", [
     ({"users": [{"user": "a"}]}, "users[0]: needs user and password"),
     ({"users": [{"user": "a", "password": "b"}], "token": "t"}, "cannot be combined"),
@@ -144,7 +158,7 @@ def test_token_and_single_user_and_default_permissions():
     ({"users": [{"user": "a", "password": "b", "permissions": {"allow_responses": True}}]},
      "allow_responses is not supported"),
     ({"users": [{"user": "a", "password": "b", "permissions": {"publsh": "x"}}]}, "unknown permission key"),
-    ({"no_auth_user": "a"}, "not supported"),
+    ({"no_auth_user": "a"}, "belongs at the top level"),
     ({"timeout": 0}, "positive number"),
     ({"user": "a"}, "go together"),
 ])

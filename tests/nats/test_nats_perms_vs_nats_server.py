@@ -110,6 +110,63 @@ def test_same_permission_answers_as_nats_server(tmp_path):
                 proc.kill()
 
 
+NO_AUTH_CONF = """
+authorization {
+  users = [
+    {user: a, password: p, permissions: {publish: "pub.>", subscribe: "sub.>"}}
+    {user: b, password: q}
+  ]
+}
+no_auth_user: a
+"""
+# Raw exchanges, each on a fresh connection: before CONNECT, CONNECT without
+# credentials (both as the no_auth_user), another user, wrong credentials.
+NO_AUTH_EXCHANGES = [
+    b"SUB x 1\r\nSUB sub.a 2\r\nPUB other 0\r\n\r\nPING\r\n",
+    b'CONNECT {"verbose":false}\r\nSUB x 1\r\nPUB pub.a 0\r\n\r\nPUB other 0\r\n\r\nPING\r\n',
+    b'CONNECT {"verbose":false,"user":"b","pass":"q"}\r\nSUB x 1\r\nPING\r\n',
+    b'CONNECT {"verbose":false,"user":"b","pass":"bad"}\r\nPING\r\n',
+    b'CONNECT {"verbose":false,"auth_token":"zzz"}\r\nPING\r\n',
+]
+
+
+def _exchange(port: int, data: bytes) -> tuple[bool, bytes]:
+    """(INFO says auth_required, everything up to the PONG or EOF)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as s:
+        f = s.makefile("rb")
+        info = f.readline()
+        s.sendall(data)
+        out = b""
+        while not out.endswith(b"PONG\r\n"):
+            line = f.readline()
+            if not line:
+                out += b"<EOF>"
+                break
+            if not line.startswith(b"INFO "):
+                out += line
+        return b'"auth_required":true' in info, out
+
+
+def test_no_auth_user_answers_as_nats_server(tmp_path):
+    (tmp_path / "noauth.conf").write_text(NO_AUTH_CONF)
+    real_port, ferry_port = _free_port(), _free_port()
+    procs = [
+        _start([NATS_SERVER, "-c", "noauth.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
+        _start([sys.executable, "-m", "gateway", "nats-server", "-c", "noauth.conf", "-a", "127.0.0.1",
+                "-p", str(ferry_port)], ferry_port, tmp_path),
+    ]
+    try:
+        for data in NO_AUTH_EXCHANGES:
+            assert _exchange(ferry_port, data) == _exchange(real_port, data), data
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def test_monitoring_field_names_are_nats_servers(tmp_path):
     """Every field Ferry's monitor reports is one nats-server reports under that name."""
     import json

@@ -237,6 +237,11 @@ def test_config_file_with_users_tls_and_websocket(tmp_path):
             await nc.publish("app.events", b"ok")
             assert (await sub.next_msg(WAIT)).data == b"ok"
             await nc.flush()
+
+            async def reported():       # nats-py hands -ERR to error_cb from a task
+                while not errors:
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(reported(), WAIT)
             assert any('permissions violation for publish to "other.x"' in e for e in errors)
             assert nc.is_connected
             with pytest.raises(NatsTimeout):
