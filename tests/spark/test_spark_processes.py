@@ -47,9 +47,11 @@ def out_payloads(client, stream: str) -> list[bytes]:
 def test_kill_9_of_the_driver_mid_stream_leaves_the_ferry_sink_exactly_once(ferry, client, stream_name, tmp_path):
     client.ensure_topic(stream_name, "in", 2)
     client.ensure_topic(stream_name, "out", 2)
-    n = 1200  # six 200-message micro-batches; the kill lands after the second
+    # Per partition, offsets [0, 300) exist before the kill and [300, 600) arrive after it, so
+    # the kill always lands with the stream unfinished; the driver copies 200 per micro-batch.
+    before, total = 300, 600
     for p in range(2):
-        produce(client, stream_name, "in", p, [b"%d-%d" % (p, i) for i in range(n // 2)])
+        produce(client, stream_name, "in", p, [b"%d-%d" % (p, i) for i in range(before)])
     cfg = {"action": "stream-copy", "master": "local[1]", "servers": f"127.0.0.1:{ferry.ports['iggy_tcp']}",
            "stream": stream_name, "checkpoint": str(tmp_path / "cp"), "trigger": "continuous"}
     proc = driver(cfg)
@@ -63,11 +65,12 @@ def test_kill_9_of_the_driver_mid_stream_leaves_the_ferry_sink_exactly_once(ferr
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
-    written = len(out_payloads(client, stream_name))
-    assert 400 <= written < n, "the kill should land mid-stream"
+    assert 400 <= len(out_payloads(client, stream_name)) <= 2 * before
+    for p in range(2):
+        produce(client, stream_name, "in", p, [b"%d-%d" % (p, i) for i in range(before, total)])
     assert result(driver(cfg | {"trigger": "available-now"})) == {"done": True}
     got = out_payloads(client, stream_name)
-    assert sorted(got) == sorted(b"%d-%d" % (p, i) for p in range(2) for i in range(n // 2))
+    assert sorted(got) == sorted(b"%d-%d" % (p, i) for p in range(2) for i in range(total))
 
 
 def free_port() -> int:
