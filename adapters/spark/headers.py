@@ -113,7 +113,28 @@ def header_entry(key: str, value, kind: str = "string"):
     return F.struct(F.lit(key).alias("key"), F.lit(kind).alias("kind"), v.cast("binary").alias("value"))
 
 
+def _first_in(headers, key):
+    for h in headers or ():
+        if h["key"] == key:
+            return h["kind"], h["value"]
+    return None, None
+
+
+SQL_FUNCTIONS = {  # name -> (Python function of (headers, key), Spark return type)
+    "ferry_header_text": (lambda hs, k: _text(*_first_in(hs, k)), "string"),
+    "ferry_header_long": (lambda hs, k: _long(*_first_in(hs, k)), "bigint"),
+    "ferry_header_double": (lambda hs, k: _double(*_first_in(hs, k)), "double"),
+}
+
+
+def register_sql_functions(spark) -> None:
+    """Make the typed decoders callable from SQL on a session:
+    ``select ferry_header_long(headers, 'attempt') from t`` (first header with that key)."""
+    for name, (fn, return_type) in SQL_FUNCTIONS.items():
+        spark.udf.register(name, fn, return_type)
+
+
 __all__ = [
-    "decode_value", "header", "header_double", "header_entry", "header_long", "header_string", "header_text",
+    "decode_value", "register_sql_functions", "header", "header_double", "header_entry", "header_long", "header_string", "header_text",
     "header_value", "header_values",
 ]

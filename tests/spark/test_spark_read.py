@@ -143,3 +143,16 @@ def test_messages_sent_by_the_real_iggy_client_are_read_with_typed_headers(spark
     assert headers["trace"] == ("string", b"abc")
     kind, value = headers["n"]
     assert kind.startswith(("int", "uint")) and int.from_bytes(value, "little", signed=True) == 7
+
+
+def test_header_decoders_in_sql(spark, ferry, client, stream_name):
+    from adapters.spark.headers import register_sql_functions
+
+    client.ensure_topic(stream_name, "t", 1)
+    produce(client, stream_name, "t", 0, [b"x"], every_kind_headers)
+    register_sql_functions(spark)
+    spark.read.format("ferry").options(**ferry_options(ferry, stream_name)).load().createOrReplaceTempView("m")
+    row = spark.sql("select ferry_header_long(headers, 'int16'), ferry_header_double(headers, 'f64'), "
+                    "ferry_header_text(headers, 'b'), ferry_header_text(headers, 'nope'), "
+                    "cast(get(filter(headers, h -> h.key = 's'), 0).value as string) from m").first()
+    assert tuple(row) == (-1, -2.25e300, "true", None, "v0")
