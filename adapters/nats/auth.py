@@ -31,8 +31,9 @@ match (:func:`covers`: ``allow: foo.*`` lets ``SUB foo.*`` and ``SUB foo.bar``
 through, not ``SUB foo.>``), and denied when a deny pattern matches its
 subject with the subscription's wildcards read as literal tokens (the
 sublist's reading, so ``deny: $SYS.>`` refuses ``SUB $SYS.>`` while
-``SUB >`` stays allowed; nats-server then also filters deliveries on denied
-subjects out of such wide subscriptions, which Ferry does not). A subscribe entry ``"subject queue"``
+``SUB >`` stays allowed); deliveries on denied subjects are then filtered
+out of such wide subscriptions (:meth:`UserPermissions.delivery_filter`),
+as nats-server does. A subscribe entry ``"subject queue"``
 names a queue group (the queue may use wildcards too): for a queue
 subscription, matching queue entries decide, otherwise plain entries do; a
 plain subscription is never allowed by a queue-only entry.
@@ -52,7 +53,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from core.errors import InvalidArgument
 from core.subjects import is_valid_pattern, subject_matches
@@ -91,6 +92,17 @@ class RuleList:
         return [r.queue for r in self.rules if r.queue and match(r.subject, subject)]
 
 
+def intersects(a: str, b: str) -> bool:
+    """Whether some subject matches both patterns."""
+    at, bt = a.split("."), b.split(".")
+    for i, (x, y) in enumerate(zip(at, bt)):
+        if x == ">" or y == ">":
+            return True
+        if x != y and x != "*" and y != "*":
+            return False
+    return len(at) == len(bt)
+
+
 def covers(rule: str, pattern: str) -> bool:
     """Whether every subject ``pattern`` can match is matched by ``rule``.
 
@@ -121,6 +133,17 @@ class UserPermissions:
         if self.pub_allow is not None and not self.pub_allow.plain_match(subject):
             return False
         return self.pub_deny is None or not self.pub_deny.plain_match(subject)
+
+    def delivery_filter(self, pattern: str) -> "Callable[[str], bool] | None":
+        """For an allowed subscription whose pattern reaches into denied
+        subjects (``SUB x.>`` with ``deny: x.secret``): a check that a
+        delivered subject may be given to it; None when nothing needs checking."""
+        if self.sub_deny is None:
+            return None
+        denied = tuple(r.subject for r in self.sub_deny.rules if not r.queue and intersects(r.subject, pattern))
+        if not denied:
+            return None
+        return lambda subject: not any(subject_matches(d, subject) for d in denied)
 
     def can_subscribe(self, subject: str, queue: str) -> bool:
         allowed = True
@@ -347,5 +370,5 @@ def _check_hash_support(password: str, where: str) -> None:
             raise AuthConfigError(f"{where}: bcrypt hashes need the optional 'bcrypt' package") from None
 
 
-__all__ = ["Auth", "AuthConfigError", "covers", "RuleList", "SubjectRule", "User", "UserPermissions",
+__all__ = ["Auth", "AuthConfigError", "covers", "intersects", "RuleList", "SubjectRule", "User", "UserPermissions",
            "auth_from_block", "permissions_from", "simple_auth"]

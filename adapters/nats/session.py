@@ -101,6 +101,29 @@ class _Sink:
         return self.session.deliver(self.sub, delivery)
 
 
+class _FilteredSink(_Sink):
+    """A sink that drops subjects its user may not receive: a wildcard
+    subscription allowed although a deny pattern lies inside it (nats-server
+    filters such deliveries too; adapters/nats/auth.py)."""
+
+    __slots__ = ("allowed",)
+
+    def __init__(self, session: NatsSession, sub: Subscription, allowed: Callable[[str], bool]) -> None:
+        super().__init__(session, sub)
+        self.allowed = allowed
+
+    def deliver(self, delivery: Delivery) -> bool:
+        if not self.allowed(delivery.subject):
+            return True
+        return self.session.deliver(self.sub, delivery)
+
+
+def _sink_for(session: NatsSession, sub: Subscription) -> _Sink:
+    perms = session.conn.permissions
+    check = perms.delivery_filter(sub.subject) if hasattr(perms, "delivery_filter") else None
+    return _Sink(session, sub) if check is None else _FilteredSink(session, sub, check)
+
+
 class NatsSession:
     """The broker side of one NATS connection. Synchronous."""
 
@@ -119,7 +142,7 @@ class NatsSession:
             self._publish(event)  # type: ignore[arg-type]
         elif kind is Sub:
             sub = event.subscription  # type: ignore[union-attr]
-            sub.owner = _Sink(self, sub)
+            sub.owner = _sink_for(self, sub)
             self.broker.live.subscribe(sub.subject, sub.owner, sub.queue or None)
         elif kind is Unsub:
             sub = event.subscription  # type: ignore[union-attr]

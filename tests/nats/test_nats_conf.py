@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.nats.auth import AuthConfigError, covers, UserPermissions, auth_from_block, permissions_from, simple_auth
+from adapters.nats.auth import AuthConfigError, covers, intersects, UserPermissions, auth_from_block, permissions_from, simple_auth
 from adapters.nats.events import Connect
 from adapters.nats.natsconf import NatsConfError, lookup, parse
 
@@ -113,6 +113,21 @@ def test_subscribe_permissions_with_queue_entries(subject, queue, ok):
 ])
 def test_covers_is_a_subset_check(rule, pattern, ok):
     assert covers(rule, pattern) is ok
+
+
+@pytest.mark.parametrize("a, b, ok", [
+    ("x.>", "x.secret", True), (">", "a.b", True), ("x.*", "x.a.b", False), ("y.*.hidden", "y.a.*", True),
+    ("a.b", "a.c", False), ("a", "a.>", False), ("*", "a", True),
+])
+def test_intersects(a, b, ok):
+    assert intersects(a, b) is ok and intersects(b, a) is ok
+
+
+def test_delivery_filter_only_for_subscriptions_reaching_into_deny():
+    perms = permissions_from({"subscribe": {"deny": ["x.secret", "jobs.* slow"]}}, "p")
+    check = perms.delivery_filter("x.>")
+    assert not check("x.secret") and check("x.ok")
+    assert perms.delivery_filter("y.>") is None and perms.delivery_filter("jobs.a") is None
 
 
 def test_deny_reads_wildcards_literally_like_the_sublist():

@@ -203,3 +203,58 @@ def test_monitoring_field_names_are_nats_servers(tmp_path):
                 proc.wait(HANG_GUARD)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+FILTER_CONF = """
+authorization {
+  users = [
+    {user: a, password: p, permissions: {subscribe: {allow: [">"], deny: ["x.secret", "y.*.hidden"]}}}
+    {user: root, password: r}
+  ]
+}
+"""
+
+
+def _deliveries(port: int) -> bytes:
+    """What a wide subscriber with deny entries receives from root's publishes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as sub, \
+            socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as pub:
+        sf, pf = sub.makefile("rb"), pub.makefile("rb")
+        sf.readline()
+        pf.readline()
+        sub.sendall(b'CONNECT {"verbose":false,"user":"a","pass":"p"}\r\nSUB x.> 1\r\nSUB > 2\r\n'
+                    b"SUB y.*.* 3\r\nPING\r\n")
+        assert sf.readline() == b"PONG\r\n"
+        pub.sendall(b'CONNECT {"verbose":false,"user":"root","pass":"r"}\r\n'
+                    + b"".join(b"PUB %s 1\r\n1\r\n" % s for s in (b"x.secret", b"x.ok", b"y.a.hidden", b"y.a.b"))
+                    + b"PING\r\n")
+        assert pf.readline() == b"PONG\r\n"
+        sub.sendall(b"PING\r\n")
+        out = b""
+        while not out.endswith(b"PONG\r\n"):
+            line = sf.readline()
+            assert line, "closed"
+            if not line.startswith(b"INFO "):
+                out += line
+        return out
+
+
+def test_denied_subjects_are_filtered_from_wide_subscriptions_as_nats_server(tmp_path):
+    (tmp_path / "filter.conf").write_text(FILTER_CONF)
+    real_port, ferry_port = _free_port(), _free_port()
+    procs = [
+        _start([NATS_SERVER, "-c", "filter.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
+        _start([sys.executable, "-m", "gateway", "nats-server", "-c", "filter.conf", "-a", "127.0.0.1",
+                "-p", str(ferry_port)], ferry_port, tmp_path),
+    ]
+    try:
+        real = _deliveries(real_port)
+        assert b"x.secret" not in real and b"MSG x.ok" in real
+        assert sorted(_deliveries(ferry_port).split(b"\r\n")) == sorted(real.split(b"\r\n"))
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                proc.kill()
