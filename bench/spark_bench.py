@@ -195,6 +195,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip-tuples", action="store_true", help="the tuple read is slow; skip it")
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                    help="an extra read option, e.g. pollCount=50000 (repeatable)")
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -215,6 +217,7 @@ def main() -> None:
         for src in (FerryDataSource, SynthSource, TupleSource):
             spark.dataSource.register(src)
         opts = {"servers": f"127.0.0.1:{port}", "stream": "bench", "topic": "t"}
+        opts |= dict(o.split("=", 1) for o in args.option)
         n = args.rows
 
         def read(fmt, **o):
@@ -239,7 +242,7 @@ def main() -> None:
             F.lit(bytes(args.size)).alias("payload"),
             F.array(F.struct(F.lit("trace").alias("key"), F.lit("string").alias("kind"),
                              F.lit(b"abcdefgh").alias("value"))).alias("headers"))
-        wopts = opts | {"topic": "w"}
+        wopts = {k: v for k, v in opts.items() if k not in ("pollCount", "maxRecordsPerPartition")} | {"topic": "w"}
         add("ferry write, arrow", timed(lambda: df.write.format("ferry").options(**wopts).mode("append").save(), 1, gw))
 
         ceiling = results[0][1]

@@ -36,7 +36,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from adapters.iggy import replies as R
 from adapters.iggy import spec as S
-from adapters.iggy.codec import LEGACY_HEAD, MAX_FRAME
+from adapters.iggy.codec import LEGACY_HEAD
 from adapters.iggy.errors import IggyError
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy
@@ -48,12 +48,18 @@ DIALECT = 2  # see the module docstring for why
 CLIENT_VERSION = "0.10.0"
 CLIENT_CONTEXT = "ferry-spark"
 DEFAULT_TIMEOUT_S = 30.0  # connect and per-reply; a stalled gateway fails the Spark task, which Spark retries
-# Messages per poll. Iggy's own SDK examples poll 10..1000; larger polls cut
-# round trips for bulk reads (spark-datasource.md section 8: the round trip
-# and decode, not Spark, set the pace). A 100-byte message is ~200 stored
-# bytes, so 10k messages is a ~2 MB reply, well under the frame limit.
-DEFAULT_POLL_COUNT = 10_000
-MAX_POLL_COUNT = 100_000  # ~20 MB replies at 100-byte payloads; beyond this one reply gets unwieldy
+# Messages per poll: an upper bound; poll_range sizes each poll by bytes. Fewer,
+# larger polls cut per-request costs on both sides: on this machine a 1M-message
+# Spark read went from ~0.47M to ~0.52M rows/s when polls grew from 10k to 50k
+# messages of 100 B (bench/spark_bench.py --option pollCount=...).
+DEFAULT_POLL_COUNT = 50_000
+MAX_POLL_COUNT = 100_000
+# What one poll reply should weigh: ~44k stored 100-byte messages, ~8k of 1 KiB.
+# Iggy's poll has no byte limit, so poll_range aims for this from the sizes seen so
+# far; it bounds a task's memory and keeps replies far below MAX_REPLY.
+TARGET_POLL_BYTES = 8 * 1024 * 1024
+FIRST_POLL_COUNT = 64  # before any size is known: 64 even of 1 MiB messages stays below MAX_REPLY
+MAX_REPLY = 256 * 1024 * 1024  # a sanity bound on one reply's length prefix (a corrupt one must not allocate GBs)
 # Messages per SendMessages. Bounded by bytes as well (MAX_SEND_BYTES), since
 # the gateway refuses frames above codec.MAX_FRAME.
 DEFAULT_SEND_COUNT = 5_000
@@ -218,8 +224,8 @@ class FerryClient:
             raise FerryClientError("not connected")
         try:
             status, length = LEGACY_HEAD.unpack(self._recv_exact(8))
-            if length > MAX_FRAME:
-                raise FerryClientError(f"{cmd.name}: reply of {length} bytes exceeds {MAX_FRAME}")
+            if length > MAX_REPLY:
+                raise FerryClientError(f"{cmd.name}: reply of {length} bytes exceeds {MAX_REPLY}")
             reply = self._recv_exact(length) if length else b""
         except OSError as exc:
             self.close()
@@ -349,15 +355,18 @@ class FerryClient:
         (records below ``start`` may be gone to retention: the first poll then
         starts at the first retained offset).
 
-        The next poll is requested *before* this one is yielded, so the gateway
-        reads it while the caller decodes (the protocol stays lockstep: a request
-        goes out only after the previous reply was read). Offsets in a partition
-        are contiguous (the log never compacts), so a reply's first offset and
-        count tell where the next poll starts without walking the records."""
+        ``count`` caps each poll; within it, polls are sized to weigh about
+        :data:`TARGET_POLL_BYTES` from the average record size seen so far. The
+        next poll is requested *before* this one is yielded, so the gateway reads
+        it while the caller decodes (still lockstep: a request goes out only after
+        the previous reply was read). Offsets in a partition are contiguous (the
+        log never compacts), so a reply's first offset and count tell where the
+        next poll starts without walking the records."""
         if start >= end:
             return
+        want = min(count, FIRST_POLL_COUNT)
         in_flight = True
-        self._send_poll(stream, topic, partition, start, min(count, end - start))
+        self._send_poll(stream, topic, partition, start, min(want, end - start))
         try:
             while in_flight:
                 got = self._read_poll()
@@ -366,7 +375,9 @@ class FerryClient:
                     return
                 at = RECORD_HEADER.unpack_from(got.body, got.start)[3] + got.count
                 if at < end:
-                    self._send_poll(stream, topic, partition, at, min(count, end - at))
+                    per_record = max(1, (len(got.body) - got.start) // got.count)
+                    want = max(1, min(count, TARGET_POLL_BYTES // per_record))
+                    self._send_poll(stream, topic, partition, at, min(want, end - at))
                     in_flight = True
                 yield got
         finally:

@@ -172,3 +172,17 @@ def test_session_pool_reuses_logged_in_connections_and_replaces_broken_ones(ferr
             raise RuntimeError("a failed task")
     with conn.session() as e:
         assert e is not d and not d.connected  # not pooled after a failure
+
+
+def test_poll_range_sizes_polls_by_bytes(client, stream_name, monkeypatch):
+    import adapters.spark.client as mod
+
+    monkeypatch.setattr(mod, "FIRST_POLL_COUNT", 5)
+    monkeypatch.setattr(mod, "TARGET_POLL_BYTES", 10_000)
+    client.ensure_topic(stream_name, "t", 1)
+    client.send_many(stream_name, "t", 0, (WireMessage(0, bytes(1000)) for _ in range(50)))
+    polls = list(client.poll_range(stream_name, "t", 0, 0, 50))
+    assert polls[0].count == 5
+    per_record = 64 + 1000
+    assert all(p.count == 10_000 // per_record for p in polls[1:-1])
+    assert [r.offset for p in polls for r in p.records()] == list(range(50))
