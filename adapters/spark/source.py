@@ -207,6 +207,7 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._target: Offsets | None = None  # set by Trigger.AvailableNow
+        self._seen: Offsets | None = None  # the gateway's ends at the last latestOffset call
 
     def _latest(self) -> Offsets:
         with self.opts.conn.session() as client:
@@ -227,12 +228,18 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = _from_json(start)
         latest = self._target if self._target is not None else self._latest()
+        self._seen = latest
         if isinstance(limit, ReadMinRows):
             due = advance(begin, latest, None)
             waiting = sum(due[t][p] - begin.get(t, {}).get(p, 0) for t in due for p in due[t])
             return start if waiting < limit.min_rows else _to_json(due)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return _to_json(advance(begin, latest, max_rows))
+
+    def reportLatestOffset(self) -> dict | None:
+        """The ends seen by the last latestOffset (no extra request): query progress
+        then shows how far a rate-limited query is behind (``sources[].latestOffset``)."""
+        return _to_json(self._seen) if self._seen is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[FerryRange]:
         return split_ranges(_from_json(start), _from_json(end), self.opts.max_records_per_partition)

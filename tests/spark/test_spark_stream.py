@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -67,6 +68,9 @@ def test_max_offsets_per_trigger_splits_the_backlog(spark, ferry, client, stream
                           startingOffsets="earliest", maxOffsetsPerTrigger=15)
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert sum(sizes) == 40 and max(sizes) <= 15 and len(sizes) == 3
+    first = next(p for p in q.recentProgress if p["numInputRows"])["sources"][0]
+    assert json.loads(first["latestOffset"]) == {"t": {"0": 30, "1": 10}}  # reportLatestOffset: the backlog
+    assert sum(json.loads(first["endOffset"])["t"].values()) == 15
     assert sink_keys(spark, tmp_path / "sink") == expected(counts)
 
 
@@ -98,3 +102,19 @@ def test_continuous_query_sees_live_appends(spark, ferry, client, stream_name, t
         assert sorted(r.offset for r in got) == [0, 1, 2, 3, 4]
     finally:
         q.stop()
+
+
+def test_pattern_stream_picks_up_a_topic_created_mid_run(spark, ferry, client, stream_name, tmp_path):
+    client.ensure_topic(stream_name, "ev-a", 1)
+    produce(client, stream_name, "ev-a", 0, [b"a0"])
+    sink, cp = tmp_path / "sink", tmp_path / "cp"
+    run_available_now(spark, ferry, stream_name, sink, cp, topic=None, subscribePattern="ev-.*",
+                      startingOffsets="earliest")
+    client.ensure_topic(stream_name, "ev-b", 2)
+    produce(client, stream_name, "ev-b", 1, [b"b0", b"b1"])
+    produce(client, stream_name, "ev-a", 0, [b"a1"])
+    run_available_now(spark, ferry, stream_name, sink, cp, topic=None, subscribePattern="ev-.*",
+                      startingOffsets="earliest")
+    rows = spark.read.parquet(str(sink)).select("topic", "partition", "offset", "payload").collect()
+    assert sorted((r.topic, r.partition, r.offset, bytes(r.payload)) for r in rows) == [
+        ("ev-a", 0, 0, b"a0"), ("ev-a", 0, 1, b"a1"), ("ev-b", 1, 0, b"b0"), ("ev-b", 1, 1, b"b1")]
