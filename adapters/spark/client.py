@@ -304,8 +304,10 @@ class FerryClient:
     def create_stream(self, name: str) -> None:
         self._call(S.CREATE_STREAM, name=name)
 
-    def create_topic(self, stream: int | str, name: str, partitions: int) -> None:
-        self._call(S.CREATE_TOPIC, stream_id=stream, partitions_count=partitions, name=name)
+    def create_topic(self, stream: int | str, name: str, partitions: int, *, message_expiry_us: int = 0) -> None:
+        """Create a topic; ``message_expiry_us`` 0 keeps the server's default retention."""
+        self._call(S.CREATE_TOPIC, stream_id=stream, partitions_count=partitions, name=name,
+                   message_expiry=message_expiry_us)
 
     def create_partitions(self, stream: int | str, topic: int | str, count: int) -> None:
         self._call(S.CREATE_PARTITIONS, stream_id=stream, topic_id=topic, partitions_count=count)
@@ -333,6 +335,12 @@ class FerryClient:
              count: int = DEFAULT_POLL_COUNT) -> Polled:
         """Up to ``count`` records from ``offset`` (or from the first retained one)."""
         return self._poll(stream, topic, partition, Strategy(1, offset), count)
+
+    def first_offset(self, stream: int | str, topic: int | str, partition: int) -> int | None:
+        """The oldest offset still stored (retention may have removed older ones), or
+        None when the partition holds no records."""
+        got = self._poll(stream, topic, partition, Strategy(3, 0), 1)
+        return RECORD_HEADER.unpack_from(got.body, got.start)[3] if got.count else None
 
     def offset_for_timestamp(self, stream: int | str, topic: int | str, partition: int, ts_us: int) -> int | None:
         """The first offset whose append time is >= ``ts_us``, or None when there is none yet."""

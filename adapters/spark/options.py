@@ -36,7 +36,7 @@ MAX_TOPICS = 1_000  # a pattern matching more topics than this is almost surely 
 KNOWN = {
     "servers", "stream", "topic", "subscribepattern", "startingoffsets", "endingoffsets",
     "startingtimestamp", "maxoffsetspertrigger", "maxrecordsperpartition", "pollcount", "username", "password",
-    "token",
+    "token", "failondataloss",
     "timeout",
 }
 # Options Spark itself adds or forwards to every source/sink (a load/save path, a
@@ -65,6 +65,15 @@ def _int(options, name: str, default: int | None, lo: int, hi: int | None = None
         bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
         raise FerryOptionError(f"{name}: must be {bound}, got {value}")
     return value
+
+
+def _bool(options, name: str, default: bool) -> bool:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise FerryOptionError(f"{name}: expected true or false, got {raw!r}")
 
 
 def parse_servers(raw: str) -> tuple[tuple[str, int], ...]:
@@ -191,6 +200,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     max_records_per_partition: int
     poll_count: int
+    fail_on_data_loss: bool = True
 
     def topic_names(self, client) -> list[str]:
         """The topics this source reads, now (a pattern is re-evaluated on every call)."""
@@ -262,6 +272,7 @@ def source_options(options, *, streaming: bool) -> SourceOptions:
         max_offsets_per_trigger=max_trigger,
         max_records_per_partition=_int(options, "maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION, 1),
         poll_count=_int(options, "pollCount", DEFAULT_POLL_COUNT, 1, MAX_POLL_COUNT),
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
     )
 
 

@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .batches import SCHEMA_DDL, polled_to_batch
+from .client import RECORD_HEADER, FerryClientError
 from .options import EARLIEST, LATEST, FerryOptionError, SourceOptions, source_options
 
 log = logging.getLogger("ferry.spark")
@@ -63,15 +64,38 @@ def split_ranges(start: Offsets, end: Offsets, max_records: int) -> list[FerryRa
     return out
 
 
+class FerryDataLoss(FerryClientError):
+    """Messages a query should read are gone (retention removed them first)."""
+
+
+def _lost(opts: SourceOptions, r: FerryRange, lo: int, hi: int) -> None:
+    what = f"offsets {lo}..{hi - 1} of {opts.stream}/{r.topic} partition {r.partition}"
+    if opts.fail_on_data_loss:
+        raise FerryDataLoss(f"{what} were removed (retention) before this query read them; "
+                            "set failOnDataLoss=false to skip such gaps")
+    log.warning("skipping %s: removed before this query read them", what)
+
+
 def read_range(opts: SourceOptions, r: FerryRange) -> Iterator:
-    """Arrow batches of one range (runs on an executor; its own connection)."""
+    """Arrow batches of one range (runs on an executor; its own connection).
+
+    Offsets are contiguous, so a poll that starts above the offset asked for, or a
+    partition that ends early, means retention removed messages first (as the
+    Kafka source, ``failOnDataLoss`` decides whether that fails the query)."""
     if not isinstance(r, FerryRange):  # no ranges: Spark still runs one task, with a bare InputPartition
         return
+    expect = r.start
     with opts.conn.session() as client:
         for polled in client.poll_range(opts.stream, r.topic, r.partition, r.start, r.end, opts.poll_count):
+            first = RECORD_HEADER.unpack_from(polled.body, polled.start)[3]
+            if first > expect:
+                _lost(opts, r, expect, min(first, r.end))
+            expect = first + polled.count
             batch = polled_to_batch(opts.stream, r.topic, polled, r.end)
             if batch is not None:
                 yield batch
+    if expect < r.end:
+        _lost(opts, r, expect, r.end)
 
 
 def current_ends(opts: SourceOptions, client) -> Offsets:
@@ -85,6 +109,12 @@ def current_ends(opts: SourceOptions, client) -> Offsets:
             continue  # deleted between listing and lookup
         ends[topic] = info.next_offsets()
     return ends
+
+
+def first_retained(opts: SourceOptions, client, topic: str, pid: int, end: int) -> int:
+    """Where ``earliest`` is now: the oldest stored offset (``end`` when empty)."""
+    first = client.first_offset(opts.stream, topic, pid)
+    return end if first is None else first
 
 
 def resolve(opts: SourceOptions, client, given, ends: Offsets, name: str) -> Offsets:
@@ -102,7 +132,8 @@ def resolve(opts: SourceOptions, client, given, ends: Offsets, name: str) -> Off
                 want = EARLIEST
             elif given == "latest":
                 want = LATEST
-            per[pid] = 0 if want == EARLIEST else hi if want == LATEST else want
+            per[pid] = first_retained(opts, client, topic, pid, hi) if want == EARLIEST else (
+                hi if want == LATEST else want)
         out[topic] = per
     if name == "startingOffsets" and opts.starting_timestamp_ms is not None:
         # Kafka's rule: a timestamp start wins over startingOffsets. A partition with
@@ -169,17 +200,19 @@ def _from_json(offsets: dict) -> Offsets:
     return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in offsets.items()}
 
 
-def advance(start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
+def advance(start: Offsets, latest: Offsets, max_rows: int | None, joins: Offsets | None = None) -> Offsets:
     """Move each partition from ``start`` toward ``latest``, spending at most
     ``max_rows`` in total. Like the Kafka source, the budget is shared in
     proportion to each partition's backlog (so a busy partition cannot starve
     the others), rounded down, with the remainder handed out one message at a
-    time to the largest backlogs; at least one message moves when any is due."""
+    time to the largest backlogs; at least one message moves when any is due.
+    A partition missing from ``start`` starts at its ``joins`` entry (default 0)."""
     end = {t: dict(parts) for t, parts in start.items()}
     backlog: dict[tuple[str, int], int] = {}
     for topic, parts in latest.items():
         for pid, hi in parts.items():
-            lo = start.get(topic, {}).get(pid, 0)  # new partition or topic: from 0
+            known = start.get(topic, {})
+            lo = known[pid] if pid in known else (joins or {}).get(topic, {}).get(pid, 0)  # new: from its start
             end.setdefault(topic, {})[pid] = lo
             if hi > lo:
                 backlog[(topic, pid)] = hi - lo
@@ -227,14 +260,20 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = _from_json(start)
-        latest = self._target if self._target is not None else self._latest()
+        with self.opts.conn.session() as client:
+            latest = self._target if self._target is not None else current_ends(self.opts, client)
+            # A partition or topic new to the query starts at its oldest stored offset
+            # (0 unless retention already removed some): nothing written to it is skipped.
+            joins = {t: {p: first_retained(self.opts, client, t, p, hi) for p, hi in parts.items()
+                         if p not in begin.get(t, {})} for t, parts in latest.items()}
         self._seen = latest
         if isinstance(limit, ReadMinRows):
-            due = advance(begin, latest, None)
-            waiting = sum(due[t][p] - begin.get(t, {}).get(p, 0) for t in due for p in due[t])
+            due = advance(begin, latest, None, joins)
+            origin = {t: joins.get(t, {}) | begin.get(t, {}) for t in due}
+            waiting = sum(due[t][p] - origin[t].get(p, 0) for t in due for p in due[t])
             return start if waiting < limit.min_rows else _to_json(due)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return _to_json(advance(begin, latest, max_rows))
+        return _to_json(advance(begin, latest, max_rows, joins))
 
     def reportLatestOffset(self) -> dict | None:
         """The ends seen by the last latestOffset (no extra request): query progress
@@ -254,4 +293,4 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
 
-__all__ = ["FerryDataSource", "FerryRange", "advance", "split_ranges"]
+__all__ = ["FerryDataLoss", "FerryDataSource", "FerryRange", "advance", "split_ranges"]
