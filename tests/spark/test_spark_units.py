@@ -111,3 +111,16 @@ def test_sink_message_ids_are_checked():
     for bad in ("xyz", "1" * 33, "-1"):
         with pytest.raises(FerryOptionError, match="^id: "):
             _message_id(bad)
+
+
+def test_advance_starts_new_partitions_at_their_join_offsets():
+    end = advance({"t": {0: 5}}, {"t": {0: 9, 1: 30}}, None, joins={"t": {1: 25}})
+    assert end == {"t": {0: 9, 1: 30}}
+    assert sum(advance({"t": {0: 5}}, {"t": {0: 9, 1: 30}}, 3, joins={"t": {1: 25}})["t"].values()) == 5 + 25 + 3
+
+
+def test_fail_on_data_loss_option():
+    assert source_options(Opts(stream="s", topic="t"), streaming=False).fail_on_data_loss is True
+    assert source_options(Opts(stream="s", topic="t", failOnDataLoss="FALSE"), streaming=True).fail_on_data_loss is False
+    with pytest.raises(FerryOptionError, match="^failOnDataLoss: "):
+        source_options(Opts(stream="s", topic="t", failOnDataLoss="nope"), streaming=False)
