@@ -247,6 +247,31 @@ class NatsServerConnection:
             self._fail(err)
             raise
 
+    def next_pubs(self, out: list) -> int:
+        """The fast path for the common case: every plain ``PUB`` now buffered
+        that needs no answer from the connection, appended to ``out`` as
+        ``(subject, reply, arg, payload)`` (see :meth:`ServerCodec.scan_pubs`)
+        without an event per message (PERF-ANCHORS.md recommendation 3).
+
+        It runs only where ``_on_pub`` would return the event unchanged and
+        queue nothing: a live state that accepts ``PUB`` without auth pending,
+        no permissions, neither verbose (``+OK``) nor pedantic (subject
+        check). A reserved subject or reply stops the scan so that
+        :meth:`next_event` refuses it. Returns how many were appended; 0 means
+        "use :meth:`next_event`", which always remains correct."""
+        if self._state is not CONNECTED and (self._state is not AWAIT_CONNECT or self.info.auth_required):
+            return 0
+        opts = self.options
+        if opts.verbose or opts.pedantic or self.permissions is not None:
+            return 0
+        count = self._codec.scan_pubs(out, self._refused)
+        if count:
+            self._last_in = self._now
+        return count
+
+    def _refused(self, subject: str, reply: str) -> bool:
+        return self._publish_refusal(subject, reply) is not None
+
     def send(self, event: Event) -> None:
         """Queue a server event (``Msg``, ``HMsg``, ``Info``, ``Ping``, ``Pong``,
         ``Ok``, or a non-fatal ``Err``). Raises :class:`NatsLocalProtocolError`

@@ -41,17 +41,24 @@ import trio
 
 from .connection import NatsServerConnection
 from .errors import NatsError, NatsProtocolError
-from .events import NEED_DATA, Info
+from .events import Info
 from .server_state import ClientRecord, Meter, NatsServerState, meter_for
 from .session import NatsSession, Outbox
 
 log = logging.getLogger("ferry.nats")
 
-RECV_CHUNK = 64 * 1024       # one receive_some; nats-server reads in up to 64 KiB too
-# Stop reading from a client while its own outbox holds more than this (our
-# replies and its deliveries): the same 75 % mark at which nats-server
-# stalls fast producers (nats.md section 11).
-HIGH_WATER_FRACTION = 0.75
+# One receive_some. nats-server reads at most 64 KiB per read, but each trio
+# wake-up costs tens of microseconds here: a 256 KiB read let a toy trio server
+# beat nats-server at 16 KiB messages (PERF-ANCHORS.md section 1, recommendation 1).
+RECV_CHUNK = 256 * 1024
+# A fast producer waits at most this long per read for the clients it filled
+# past their high water mark to drain (nats-server stallTotalAllowed, 10 ms,
+# server/client.go); after that it reads on, and a consumer that still cannot
+# keep up is closed as a slow consumer at max_pending.
+STALL_TOTAL = 0.010
+# The writer hands the socket at most this much per send_all, so the outbox's
+# pending count (and the producers stalled on it) moves on as bytes leave.
+WRITE_SLICE = 1024 * 1024
 WRITE_DEADLINE = 10.0        # nats-server write_deadline: a stuck write is a slow consumer
 CLOSE_GRACE = 1.0            # seconds to flush a final -ERR before closing
 _BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -97,6 +104,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
                                 authenticate=state.authenticate, permissions=state.initial_permissions)
     wakeup = _Wakeup()
     outbox = Outbox(state.max_pending, wakeup.set)
+    outbox.drained = drained = _Wakeup()
     session = NatsSession(state.broker, conn, outbox)
     record = ClientRecord(session, kind=kind, ip=client_ip, port=client_port)
     state.add(conn.client_id, record)
@@ -109,10 +117,11 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
                 return
             stream = tls
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope, meter)
+            nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope, meter,
+                               drained)
             nursery.start_soon(_timer_loop, conn, session, final)
             record.wake = partial(_lame_duck_now, conn, outbox, final, wakeup)
-            await _read_loop(stream, conn, session, state, final, meter)
+            await _read_loop(stream, conn, session, state, final, meter, drained)
             final.done = True
             wakeup.set()
     except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
@@ -177,9 +186,10 @@ class _Final:
 
 
 async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, state, final: _Final,
-                     meter: Meter) -> None:
+                     meter: Meter, drained: _Wakeup) -> None:
     outbox = session.outbox
-    high_water = int(outbox.max_pending * HIGH_WATER_FRACTION)
+    high_water = outbox.high_water
+    stalled = session.stalled
     broker = state.broker
     outbox.offer(conn.data_to_send())  # the INFO queued at construction goes first
     while True:
@@ -191,12 +201,7 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
         data = await stream.receive_some(RECV_CHUNK)
         try:
             conn.receive_data(data, trio.current_time())
-            while True:
-                event = conn.next_event()
-                if event is NEED_DATA:
-                    break
-                outbox.offer(conn.data_to_send())   # replies before this event's deliveries
-                session.handle(event)
+            session.process()   # every complete operation, in one synchronous pass
         except NatsProtocolError as err:
             outbox.offer(conn.data_to_send())
             final.error = err.wire
@@ -208,7 +213,20 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
         if not data:
             return
         while outbox.pending > high_water and not session.slow:
-            await trio.sleep(0.001)  # the writer is draining; TCP pushes back on the peer
+            await drained.wait()   # set by the writer as bytes leave; TCP pushes back on the peer
+        if stalled:
+            await _stall(stalled)
+
+
+async def _stall(stalled: set[Outbox]) -> None:
+    """Fast-producer stall (nats-server ``stalledWait``): wait, at most
+    STALL_TOTAL in all, for the outboxes this client filled to drain."""
+    with trio.move_on_after(STALL_TOTAL):
+        for target in list(stalled):
+            drained = target.drained
+            while drained is not None and target.pending > target.high_water and not target.closed:
+                await drained.wait()
+    stalled.clear()
 
 
 async def _lame_duck(conn: NatsServerConnection, outbox: Outbox) -> None:
@@ -236,16 +254,27 @@ def _lame_duck_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wa
 
 
 async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Final, cancel_scope,
-                      meter: Meter) -> None:
+                      meter: Meter, drained: _Wakeup) -> None:
     outbox = session.outbox
     while True:
         if session.slow:
             cancel_scope.cancel()   # nats-server closes a slow consumer without -ERR
             return
         if outbox.frames:
-            data = outbox.take()
-            with trio.fail_after(WRITE_DEADLINE):
-                await stream.send_all(data)
+            data = outbox.take_for_write()   # one join per wake-up (STYLE.md section 3)
+            if len(data) <= WRITE_SLICE:
+                with trio.fail_after(WRITE_DEADLINE):
+                    await stream.send_all(data)
+                outbox.written(len(data))
+            else:
+                view = memoryview(data)
+                for start in range(0, len(data), WRITE_SLICE):
+                    chunk = view[start:start + WRITE_SLICE]
+                    with trio.fail_after(WRITE_DEADLINE):
+                        await stream.send_all(chunk)
+                    outbox.written(len(chunk))
+                    drained.set()
+            drained.set()     # a reader or producer stalled on this outbox may go on
             meter.fold()
             continue
         if final.done:

@@ -38,10 +38,10 @@ from core.live import Delivery
 from core.log import AppendInput
 from core.subjects import subject_matches
 
-from .codec import PreparedMessage
+from .codec import CRLF, PreparedMessage
 from .connection import NatsServerConnection
 from .errors import NatsHeaderError
-from .events import Connect, ConnectionClosed, Event, HPub, Ping, Pong, Pub, Sub, Unsub
+from .events import NEED_DATA, Connect, ConnectionClosed, Event, HPub, Ping, Pong, Pub, Sub, Unsub
 from .headers import no_responders_block, parse_headers
 from .subscriptions import Subscription
 from .translate import canonical_to_nats, nats_to_canonical
@@ -58,19 +58,32 @@ _STORE_ERROR_CODE = {"ShuttingDown": 503}
 _UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
 
 
+# Above this share of max_pending a client's outbox stalls whoever publishes
+# to it, as nats-server stalls fast producers (nats.md section 11); the
+# driver also stops reading from a client whose own outbox is past it.
+HIGH_WATER_FRACTION = 0.75
+
+
 class Outbox:
     """Frames queued for one client, bounded by bytes (STYLE.md section 3).
 
-    ``wake`` is called (sync) whenever data arrives for an idle writer."""
+    ``pending`` counts bytes queued *and* bytes handed to a write that has not
+    returned yet (nats-server's ``pb`` counts unflushed bytes the same way),
+    so a writer stuck on a slow socket cannot make room by taking frames.
+    ``wake`` is called (sync) whenever data arrives for an idle writer;
+    ``drained`` is the driver's wake-up for whoever waits until ``pending``
+    drops below ``high_water`` (a stalled reader or producer)."""
 
-    __slots__ = ("frames", "pending", "max_pending", "closed", "wake")
+    __slots__ = ("frames", "pending", "max_pending", "high_water", "closed", "wake", "drained")
 
     def __init__(self, max_pending: int = MAX_PENDING, wake: Callable[[], None] = lambda: None) -> None:
         self.frames: list[bytes | memoryview] = []
         self.pending = 0
         self.max_pending = max_pending
+        self.high_water = int(max_pending * HIGH_WATER_FRACTION)
         self.closed = False
         self.wake = wake
+        self.drained: object = None
 
     def offer(self, data: bytes) -> bool:
         """Queue control bytes (replies); never refused while open."""
@@ -86,6 +99,17 @@ class Outbox:
         self.frames.clear()
         self.pending = 0
         return data
+
+    def take_for_write(self) -> bytes:
+        """Everything queued, as one bytes (one join per wake-up, STYLE.md
+        section 3). The bytes stay in ``pending`` until :meth:`written`."""
+        data = b"".join(self.frames)
+        self.frames.clear()
+        return data
+
+    def written(self, nbytes: int) -> None:
+        """``nbytes`` taken by :meth:`take_for_write` reached the socket."""
+        self.pending = max(0, self.pending - nbytes)
 
 
 class _Sink:
@@ -133,8 +157,32 @@ class NatsSession:
         self.outbox = outbox
         self.slow = False
         self.msgs_in = self.bytes_in = self.msgs_out = self.bytes_out = 0
+        # Outboxes of other clients this one published into past their high
+        # water mark; the driver stalls this client's reads on them, briefly.
+        self.stalled: set[Outbox] = set()
+        self._batch: list = []
 
     # -- events from the client ----------------------------------------------------
+    def process(self) -> None:
+        """Act on everything the connection can parse from what it was fed:
+        runs of plain PUBs through the batch path (:meth:`publish_batch`),
+        every other operation through :meth:`handle`, the connection's
+        replies queued before each event's deliveries so nats-server's order
+        holds. Raises what :meth:`NatsServerConnection.next_event` raises."""
+        conn, outbox, batch = self.conn, self.outbox, self._batch
+        next_pubs, next_event, handle = conn.next_pubs, conn.next_event, self.handle
+        while True:
+            if next_pubs(batch):
+                try:
+                    self.publish_batch(batch)
+                finally:
+                    batch.clear()
+            event = next_event()
+            if event is NEED_DATA:
+                return
+            outbox.offer(conn.data_to_send())   # replies before this event's deliveries
+            handle(event)
+
     def handle(self, event: Event) -> None:
         """Act on one event from the connection (replies already queued there)."""
         kind = type(event)
@@ -167,9 +215,11 @@ class NatsSession:
     # -- publishing -----------------------------------------------------------------
     def _publish(self, event: Pub | HPub) -> None:
         header = event.header if type(event) is HPub else b""  # type: ignore[union-attr]
-        subject, reply, payload = event.subject, event.reply, event.payload
         self.msgs_in += 1
-        self.bytes_in += len(payload)
+        self.bytes_in += len(event.payload)
+        self._publish_parts(event.subject, event.reply, header, event.payload)
+
+    def _publish_parts(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
         broker = self.broker
         topic = broker.topic_for_subject(subject)
         if topic is not None:
@@ -183,6 +233,80 @@ class NatsSession:
                                                 origin=ORIGIN, native=header, publisher=self)).delivered
         if not delivered and reply and self.conn.no_responders:
             self._no_responders(subject, reply)
+
+    def publish_batch(self, batch: list) -> None:
+        """Publish ``(subject, reply, arg, payload)`` tuples from
+        :meth:`NatsServerConnection.next_pubs` as :meth:`_publish` would, in
+        order. When every matching subscriber is a plain NATS subscription
+        (no queue group, no delivery filter, no other protocol), the ``MSG``
+        line is built from the PUB's own argument (subject, reply and size
+        digits reused, PERF-ANCHORS.md recommendation 4) and queued with no
+        ``Delivery`` or ``PreparedMessage``; anything else takes the general
+        path."""
+        broker = self.broker
+        topic_for, match = broker.topic_for_subject, broker.live.trie.match
+        nbytes = 0
+        for subject, reply, arg, payload in batch:
+            nbytes += len(payload)
+            if topic_for(subject) is not None:
+                self._publish_parts(subject, reply, b"", bytes(payload))
+                continue
+            result = match(subject)
+            plain = result.plain
+            if result.queues or not plain:
+                if result.queues:
+                    self._publish_parts(subject, reply, b"", bytes(payload))
+                elif reply and self.conn.no_responders:
+                    self._no_responders(subject, reply)
+                continue
+            for sink in plain:
+                if type(sink) is not _Sink:
+                    self._publish_parts(subject, reply, b"", bytes(payload))
+                    break
+            else:
+                if not self._fan_out(plain, arg, payload) and reply and self.conn.no_responders:
+                    self._no_responders(subject, reply)
+        self.msgs_in += len(batch)
+        self.bytes_in += nbytes
+
+    def _fan_out(self, sinks, arg, payload) -> int:
+        """Queue one ``MSG`` per NATS subscription in ``sinks``; returns how many
+        were accepted (as ``LiveHub.publish`` counts ``deliver``). This is
+        :meth:`deliver` plus :meth:`_queued` inlined: the two calls per
+        delivery cost about a third of a fan-out in a profile."""
+        sp = arg.find(b" ")
+        head = b"MSG " + arg[:sp + 1]                   # "MSG <subject> "
+        tail = arg[sp:] + CRLF                          # " [reply ]<size>\r\n"
+        body = len(payload) + 2
+        delivered = 0
+        for sink in sinks:
+            session, sub = sink.session, sink.sub
+            if session.slow or sub.closed or (session is self and not self.conn.echo):
+                delivered += 1
+                continue
+            line = head + sub.sid + tail
+            outbox = session.outbox
+            frames = outbox.frames
+            was_empty = not frames
+            frames += (line, payload, CRLF)
+            size = len(line) + body
+            outbox.pending += size
+            session.msgs_out += 1
+            session.bytes_out += size
+            if outbox.pending > outbox.high_water:
+                if outbox.pending > outbox.max_pending:
+                    session._slow_consumer()
+                    continue
+                if session is not self:
+                    self.stalled.add(outbox)
+            sub.delivered += 1                          # Subscription.record_delivery
+            if 0 < sub.max_msgs <= sub.delivered:
+                session.conn.subscriptions.remove(sub)
+                session._drop(sub)
+            if was_empty:
+                outbox.wake()
+            delivered += 1
+        return delivered
 
     def _store(self, topic, subject: str, reply: str, header: bytes, payload: bytes) -> None:
         """Append a captured publish; PubAck (or its error) to ``reply`` once durable."""
@@ -247,21 +371,39 @@ class NatsSession:
             prepared = delivery.prepared = _prepare(delivery)
         outbox = self.outbox
         frames = outbox.frames
+        was_empty = not frames
         size = prepared.append_to(frames, sub.sid, self.conn.headers)
+        publisher = delivery.publisher
+        if outbox.pending + size > outbox.high_water and publisher is not self \
+                and type(publisher) is NatsSession:
+            publisher.stalled.add(outbox)
+        return self._queued(sub, size, was_empty)
+
+    def _queued(self, sub: Subscription, size: int, was_empty: bool) -> bool:
+        """Account for ``size`` bytes just appended to the outbox for ``sub``:
+        slow-consumer check, ``max_msgs``, and a wake-up for the writer when
+        the outbox was empty (otherwise one is already pending: every append
+        to an empty outbox wakes the writer, which takes all frames at once)."""
+        outbox = self.outbox
         outbox.pending += size
         self.msgs_out += 1
         self.bytes_out += size
         if outbox.pending > outbox.max_pending:
-            self.slow = True
-            log.warning("slow consumer detected", extra={"client_id": self.conn.client_id,
-                                                         "pending": outbox.pending})
-            outbox.wake()
+            self._slow_consumer()
             return False
         if sub.record_delivery():
             self.conn.subscriptions.remove(sub)
             self._drop(sub)
-        outbox.wake()
+        if was_empty:
+            outbox.wake()
         return True
+
+    def _slow_consumer(self) -> None:
+        """Over ``max_pending``: the driver closes the connection without -ERR."""
+        self.slow = True
+        log.warning("slow consumer detected", extra={"client_id": self.conn.client_id,
+                                                     "pending": self.outbox.pending})
+        self.outbox.wake()
 
 
 def _prepare(delivery: Delivery) -> PreparedMessage:
@@ -293,4 +435,4 @@ def _wire(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["MAX_PENDING", "NatsSession", "Outbox"]
+__all__ = ["HIGH_WATER_FRACTION", "MAX_PENDING", "NatsSession", "Outbox"]
