@@ -1,8 +1,9 @@
 """Admin commands on an embedded data directory: streams, topics, produce, tail.
 
 These open the broker directly (taking the data-directory lock), so they work
-while no server runs; when a server holds the directory they say so and exit
-2. Talking to a running server over the network comes once an adapter exists.
+while no server runs. When a running server holds the directory they talk to it
+through its HTTP API instead (gateway/remote.py, as the configured root user);
+if that listener is off they say so and exit 2.
 
 Names on the command line follow Iggy's rule: an all-digit identifier is an
 id (0-based, the canonical numbering of docs/internals.md), anything else is a
@@ -28,6 +29,7 @@ from core.message import Headers, Message
 from .config import Config
 from .confkeys import Key
 from .lock import DataDirLock, DataDirLocked
+from .remote import RemoteBroker, RemoteError, http_address
 
 # Records read per call while tailing: large enough that a backlog drains in
 # few calls, small enough that one call's memory stays bounded (Iggy's CLI
@@ -55,8 +57,11 @@ class DirInUse(DataDirLocked):
 
 # -- opening -----------------------------------------------------------------
 @contextmanager
-def open_broker(cfg: Config, *, must_exist: bool = False) -> Iterator[Broker]:
-    """Lock the data directory and open its broker; close and unlock on exit."""
+def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True) -> Iterator[Broker]:
+    """Lock the data directory and open its broker; close and unlock on exit.
+
+    When a running server holds the directory, yield a :class:`RemoteBroker`
+    talking to that server (``remote``), else raise :class:`DirInUse`."""
     data_dir = cfg.server.data_dir
     if must_exist and not data_dir.is_dir():
         raise AdminError(f"data directory {str(data_dir)!r} does not exist (nothing stored yet)")
@@ -64,7 +69,20 @@ def open_broker(cfg: Config, *, must_exist: bool = False) -> Iterator[Broker]:
     try:
         lock.acquire()
     except DataDirLocked as err:
-        raise DirInUse(err) from None
+        address = http_address(cfg) if remote else None
+        if address is None:
+            raise DirInUse(err) from None
+        try:
+            client = RemoteBroker(cfg, address)
+        except RemoteError as exc:
+            raise AdminError(f"{err}, and its HTTP API at {address[0]}:{address[1]} failed: {exc}") from None
+        try:
+            yield client  # type: ignore[misc]
+        except RemoteError as exc:
+            raise AdminError(str(exc)) from None
+        finally:
+            client.close()
+        return
     try:
         broker = Broker.open(data_dir, cfg.broker_config())
         try:
@@ -210,9 +228,14 @@ def produce(cfg: Config, address: str, message: str, *, headers: Sequence[str], 
     if not payloads:
         raise AdminError("nothing to produce (stdin was empty)")
     items = [AppendInput(payload=p, headers=block) for p in payloads]
+    key_bytes = key.encode("utf-8") if key is not None else None
     with open_broker(cfg) as broker:
-        result = broker.append(stream, topic, items, partition=partition,
-                               key=key.encode("utf-8") if key is not None else None)
+        if isinstance(broker, RemoteBroker):  # the server answers once durable, without offsets
+            sent = broker.append(stream, topic, payloads, hdrs, partition=partition, key=key_bytes)
+            where = f"partition={sent.partition_id}" if sent.partition_id is not None else "partition=(server's choice)"
+            out.write(f"{where} sent={sent.count} (via the running server)\n")
+            return
+        result = broker.append(stream, topic, items, partition=partition, key=key_bytes)
         broker.flush()  # durable before we say so
     last = result.base_offset + result.count - 1
     offsets = f"offset={last}" if result.count == 1 else f"offsets={result.base_offset}..{last}"

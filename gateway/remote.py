@@ -1,0 +1,227 @@
+"""Admin commands against a running server, through its HTTP API (no trio).
+
+Theory of operation
+-------------------
+The admin commands (gateway/admin.py) open the data directory directly when no
+server holds it. When a running ``ferry serve`` holds it, they talk to that
+server instead, as an Iggy HTTP client would (docs/http.md): log in with the
+configured root user, then call the routes for streams, topics, sends and
+polls. :class:`RemoteBroker` offers the few ``Broker`` methods the admin
+commands use, so each command has one body for both cases.
+
+The HTTP API numbers ids from 1 (Iggy's HTTP generation); the CLI's ids are the
+canonical 0-based ones, so ids are shifted here. JSON carries headers as a
+map: a repeated key shows its last value (docs/headers.md). A send answers only
+once durable under the fsync policy, but not with offsets, so ``produce``
+reports what it sent without offsets.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+from urllib.parse import quote, urlencode
+
+from core.header_value import HeaderKind, HeaderValue
+from core.message import Headers, Message
+
+from .config import Config
+
+ID_BASE = 1             # docs/http.md: ids on the HTTP API are 1-based
+TIMEOUT_S = 30.0        # one request; a long poll asks for less (WAIT_MS)
+LOOPBACK = "127.0.0.1"  # a listener bound to every address is reached on loopback
+_ANY_HOSTS = ("0.0.0.0", "::", "")
+
+
+class RemoteError(Exception):
+    """The server refused a request; the message is its Iggy reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStream:
+    id: int
+    name: str
+    topics_count: int
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTopic:
+    stream_id: int
+    id: int
+    name: str
+    partitions_count: int
+    message_expiry: int
+    max_topic_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemotePartition:
+    first_offset: int
+    next_offset: int
+    size_bytes: int
+    record_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSent:
+    count: int
+    partition_id: int | None   # None: the server chose (balanced or by key)
+
+
+def http_address(cfg: Config) -> tuple[str, int] | None:
+    """Where the running server's HTTP listener answers, or None if it is off or TLS-only."""
+    try:
+        lc = cfg.listener("http")
+    except KeyError:
+        return None
+    if not lc.enabled or lc.port == 0 or lc.options.get("tls_cert"):
+        return None
+    host = LOOPBACK if lc.host in _ANY_HOSTS else lc.host
+    return host, lc.port
+
+
+def _path_id(ident: int | str) -> str:
+    return str(ident + ID_BASE) if isinstance(ident, int) else quote(ident, safe="")
+
+
+def _size(text: Any) -> int:
+    """Iggy's size text ("1234 B") -> bytes."""
+    try:
+        return int(str(text).split()[0])
+    except (ValueError, IndexError):
+        return 0
+
+
+class RemoteBroker:
+    """The admin subset of ``core.broker.Broker``, over one HTTP/1.1 connection."""
+
+    def __init__(self, cfg: Config, address: tuple[str, int]) -> None:
+        self._conn = http.client.HTTPConnection(address[0], address[1], timeout=TIMEOUT_S)
+        self._token = ""
+        body = self._call("POST", "/users/login", {"username": cfg.auth.root_username,
+                                                   "password": cfg.auth.root_password})
+        self._token = body["access_token"]["token"]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- transport -------------------------------------------------------------------
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        headers = {"content-type": "application/json"}
+        if self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        data = None if body is None else json.dumps(body).encode()
+        try:
+            self._conn.request(method, path, body=data, headers=headers)
+            resp = self._conn.getresponse()
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise RemoteError(f"the running server's HTTP API did not answer: {exc}") from exc
+        if resp.status >= 400:
+            try:
+                reason = json.loads(raw)["reason"]
+            except (ValueError, KeyError, TypeError):
+                reason = f"HTTP {resp.status}"
+            raise RemoteError(f"server refused {method} {path}: {reason}")
+        return json.loads(raw) if raw else None
+
+    # -- streams ---------------------------------------------------------------------
+    def create_stream(self, name: str, stream_id: int | None = None) -> RemoteStream:
+        body: dict[str, Any] = {"name": name}
+        if stream_id is not None:
+            body["stream_id"] = stream_id + ID_BASE
+        return _stream(self._call("POST", "/streams", body))
+
+    def list_streams(self) -> list[RemoteStream]:
+        return [_stream(s) for s in self._call("GET", "/streams")]
+
+    def get_stream(self, stream: int | str) -> RemoteStream:
+        return _stream(self._call("GET", f"/streams/{_path_id(stream)}"))
+
+    def delete_stream(self, stream: int | str) -> None:
+        self._call("DELETE", f"/streams/{_path_id(stream)}")
+
+    # -- topics ----------------------------------------------------------------------
+    def create_topic(self, stream: int | str, name: str, partitions: int = 1, *, topic_id: int | None = None,
+                     message_expiry: int = 0, max_topic_size: int = 0, **_: Any) -> RemoteTopic:
+        body: dict[str, Any] = {"name": name, "partitions_count": partitions, "compression_algorithm": "none",
+                                "message_expiry": message_expiry, "max_topic_size": max_topic_size}
+        if topic_id is not None:
+            body["topic_id"] = topic_id + ID_BASE
+        sid = self.get_stream(stream).id
+        return _topic(sid, self._call("POST", f"/streams/{_path_id(stream)}/topics", body))
+
+    def list_topics(self, stream: int | str) -> list[RemoteTopic]:
+        sid = self.get_stream(stream).id
+        return [_topic(sid, t) for t in self._call("GET", f"/streams/{_path_id(stream)}/topics")]
+
+    def get_topic(self, stream: int | str, topic: int | str) -> RemoteTopic:
+        sid = self.get_stream(stream).id
+        return _topic(sid, self._call("GET", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}"))
+
+    def delete_topic(self, stream: int | str, topic: int | str) -> None:
+        self._call("DELETE", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}")
+
+    def partition(self, stream: int | str, topic: int | str, partition_id: int) -> RemotePartition:
+        info = self._call("GET", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}")
+        for p in info.get("partitions") or ():
+            if p["id"] == partition_id + ID_BASE:
+                count = p["messages_count"]
+                # current_offset is the last offset (0 when empty): records are contiguous
+                # from first to last, retention only removes the oldest (docs/storage.md).
+                next_offset = p["current_offset"] + 1 if count or p["current_offset"] else 0
+                return RemotePartition(next_offset - count, next_offset, _size(p["size"]), count)
+        raise RemoteError(f"partition {partition_id} not found")
+
+    # -- messages ----------------------------------------------------------------------
+    def append(self, stream: int | str, topic: int | str, payloads: Sequence[bytes], headers: Headers, *,
+               partition: int | None = None, key: bytes | None = None) -> RemoteSent:
+        if partition is not None:
+            partitioning = {"kind": "partition_id", "value": _b64((partition + ID_BASE).to_bytes(4, "little"))}
+        elif key is not None:
+            partitioning = {"kind": "messages_key", "value": _b64(key)}
+        else:
+            partitioning = {"kind": "balanced", "value": ""}
+        hdrs = {(k.as_str() if k.kind is HeaderKind.STRING else k.to_text()):
+                {"kind": v.kind.json_name, "value": _b64(v.data)} for k, v in headers.items()} or None
+        messages = [{"id": 0, "payload": _b64(p), "headers": hdrs} for p in payloads]
+        self._call("POST", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}/messages",
+                   {"partitioning": partitioning, "messages": messages})
+        return RemoteSent(len(payloads), partition)
+
+    def read_messages(self, stream: int | str, topic: int | str, partition: int, offset: int,
+                      count: int) -> list[Message]:
+        query = urlencode({"partition_id": partition + ID_BASE, "kind": "offset", "value": offset,
+                           "count": count})
+        body = self._call("GET", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}/messages?{query}")
+        return [_message(m) for m in body.get("messages") or ()]
+
+
+def _b64(data: bytes | bytearray) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _stream(s: dict) -> RemoteStream:
+    return RemoteStream(s["id"] - ID_BASE, s["name"], s.get("topics_count", 0), s.get("created_at", 0))
+
+
+def _topic(sid: int, t: dict) -> RemoteTopic:
+    return RemoteTopic(sid, t["id"] - ID_BASE, t["name"], t["partitions_count"], t.get("message_expiry", 0),
+                       t.get("max_topic_size", 0))
+
+
+def _message(m: dict) -> Message:
+    headers = Headers()
+    for key, value in (m.get("headers") or {}).items():
+        kind = HeaderKind.from_json_name(value["kind"])
+        headers.add(key, HeaderValue(kind, base64.b64decode(value["value"])))
+    return Message(id=m["id"], timestamp=m["timestamp"], origin_timestamp=m.get("origin_timestamp", m["timestamp"]),
+                   headers=headers, payload=base64.b64decode(m["payload"]), offset=m["offset"],
+                   checksum=m.get("checksum", 0))
+
+
+__all__ = ["RemoteBroker", "RemoteError", "http_address"]
