@@ -255,39 +255,42 @@ class ServerCodec:
         buf = self._buf
         pos = self._pos
         find, startswith, append = buf.find, buf.startswith, out.append
-        max_line, max_payload = self.max_control_line, self.max_payload
+        max_line, max_payload, max_digits = self.max_control_line, self.max_payload, MAX_SIZE_DIGITS
+        cr, lf, utf8, esc = _CR, _LF, _UTF8, _ESC
         n = len(buf)
-        count = 0
+        before = len(out)
         while startswith(b"PUB ", pos):
             start = pos + 4
             nl = find(b"\n", start + 1)
-            if nl < 0 or buf[nl - 1] != _CR or nl - 1 - start > max_line:
+            if nl < 0 or buf[nl - 1] != cr or nl - 1 - start > max_line:
                 break
             arg = buf[start:nl - 1]
+            if b"\t" in arg:
+                break
             parts = arg.split(b" ")
             if len(parts) == 2:
                 subject_b, sizeb = parts
                 reply = ""
             elif len(parts) == 3:
                 subject_b, reply_b, sizeb = parts
-                if not reply_b or b"\t" in reply_b:
+                if not reply_b:
                     break
-                reply = reply_b.decode(_UTF8, _ESC)
+                reply = reply_b.decode(utf8, esc)
             else:
                 break
-            if not subject_b or b"\t" in subject_b or not (0 < len(sizeb) <= MAX_SIZE_DIGITS and sizeb.isdigit()):
+            if not subject_b or not (0 < len(sizeb) <= max_digits and sizeb.isdigit()):
                 break
-            size = int(sizeb)
             body = nl + 1
-            end = body + size
-            if size > max_payload or n < end + 2 or buf[end] != _CR or buf[end + 1] != _LF:
+            end = body + int(sizeb)
+            if end - body > max_payload or n < end + 2 or buf[end] != cr or buf[end + 1] != lf:
                 break
-            subject = subject_b.decode(_UTF8, _ESC)
-            if refuse is not None and (subject[0] in "_$" or reply[:1] in ("_", "$")) and refuse(subject, reply):
+            subject = subject_b.decode(utf8, esc)
+            if refuse is not None and (subject[0] in "_$" or (reply and reply[0] in "_$")) \
+                    and refuse(subject, reply):
                 break
             append((subject, reply, arg, buf[body:end]))
             pos = end + 2
-            count += 1
+        count = len(out) - before
         self._pos = pos
         return count
 
