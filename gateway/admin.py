@@ -29,7 +29,7 @@ from core.message import Headers, Message
 from .config import Config
 from .confkeys import Key
 from .lock import DataDirLock, DataDirLocked
-from .remote import RemoteBroker, RemoteError, http_address
+from .remote import RemoteBroker, RemoteError, RemoteUnreachable, http_address
 
 # Records read per call while tailing: large enough that a backlog drains in
 # few calls, small enough that one call's memory stays bounded (Iggy's CLI
@@ -74,8 +74,14 @@ def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True) -
             raise DirInUse(err) from None
         try:
             client = RemoteBroker(cfg, address)
+        except RemoteUnreachable:  # e.g. the server listens elsewhere than this config says
+            raise DirInUse(err) from None
         except RemoteError as exc:
-            raise AdminError(f"{err}, and its HTTP API at {address[0]}:{address[1]} failed: {exc}") from None
+            raise AdminError(f"{err}; its HTTP API at {address[0]}:{address[1]} refused the login: {exc}") from None
+        if err.pid is not None and client.process_id() != err.pid:
+            # Another server answers at that address: never act on the wrong data.
+            client.close()
+            raise DirInUse(err) from None
         try:
             yield client  # type: ignore[misc]
         except RemoteError as exc:

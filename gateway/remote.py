@@ -40,6 +40,10 @@ class RemoteError(Exception):
     """The server refused a request; the message is its Iggy reason."""
 
 
+class RemoteUnreachable(RemoteError):
+    """Nothing answered at the HTTP address the configuration names."""
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteStream:
     id: int
@@ -109,6 +113,11 @@ class RemoteBroker:
     def close(self) -> None:
         self._conn.close()
 
+    def process_id(self) -> int | None:
+        """The server's pid from ``/stats`` (Iggy's Stats.process_id)."""
+        pid = (self._call("GET", "/stats") or {}).get("process_id")
+        return pid if isinstance(pid, int) else None
+
     # -- transport -------------------------------------------------------------------
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         headers = {"content-type": "application/json"}
@@ -120,7 +129,7 @@ class RemoteBroker:
             resp = self._conn.getresponse()
             raw = resp.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise RemoteError(f"the running server's HTTP API did not answer: {exc}") from exc
+            raise RemoteUnreachable(f"the running server's HTTP API did not answer: {exc}") from exc
         if resp.status >= 400:
             try:
                 reason = json.loads(raw)["reason"]
@@ -224,4 +233,4 @@ def _message(m: dict) -> Message:
                    checksum=m.get("checksum", 0))
 
 
-__all__ = ["RemoteBroker", "RemoteError", "http_address"]
+__all__ = ["RemoteBroker", "RemoteError", "RemoteUnreachable", "http_address"]
