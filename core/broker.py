@@ -37,6 +37,7 @@ from .consumers import ConsumerOps
 from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
 from .live import Delivery, LiveHub
 from .log import AppendInput, AppendResult, LogConfig, Partition
+from .log.encoded import records_of
 from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
 from .metadata import Ident, Metadata, StreamInfo, TopicInfo
 
@@ -381,6 +382,45 @@ class Broker(ConsumerOps):
         for listener in self._append_listeners:
             listener(info, pid, result, items)
         self._deliver_live(info, pid, result, items, live_subject, origin, native, publisher, reply)
+        return result
+
+    def append_records(
+        self,
+        stream: Ident,
+        topic: Ident,
+        block: bytearray,
+        count: int,
+        *,
+        partition: int | None = None,
+        key: bytes | None = None,
+        producer: tuple[str, int] | None = None,
+        on_durable: OnDurable | None = None,
+        origin: str = "",
+    ) -> AppendResult:
+        """Append ``count`` records already in the stored layout (``core.record``),
+        back to back in ``block``, to one partition of a topic: ``append`` without
+        per-message inputs (``Partition.append_encoded``, which takes ``block``
+        over and stamps it). Append listeners and live subscribers still see
+        each message; their per-message view is built only when one exists.
+        Raises what ``append`` raises, and MalformedRecords (and its subclasses)
+        for a block whose lengths do not frame ``count`` records: nothing is stored."""
+        if self.draining or self.closed:
+            raise ShuttingDown("the broker is shutting down")
+        info = self.meta.get_topic(stream, topic)
+        pid = self.choose_partition(info, partition, key)
+        part = self._partition(info, pid)
+        result = part.append_encoded(block, count, producer=producer, on_durable=on_durable)
+        if result.duplicate:
+            return result
+        self.live.wake((info.stream_id, info.id, pid))
+        if self._append_listeners or self.live.trie.count:
+            items = [
+                AppendInput(bytes(rv.payload), bytes(rv.headers), rv.id, rv.origin_timestamp)
+                for rv in records_of(block)
+            ]
+            for listener in self._append_listeners:
+                listener(info, pid, result, items)
+            self._deliver_live(info, pid, result, items, None, origin, None, None, None)
         return result
 
     def _deliver_live(self, info, pid, result, items, live_subject, origin, native, publisher, reply) -> None:

@@ -69,6 +69,26 @@ class PayloadTooLarge(InvalidArgument):
     code = "payload_too_large"
 
 
+class MalformedRecords(InvalidArgument):
+    """A block of encoded records (``core.record`` layout) handed to
+    ``Partition.append_encoded`` whose lengths do not frame exactly ``count``
+    records: one runs past the block, or bytes are left after the last."""
+
+    code = "malformed_records"
+
+
+class RecordTruncated(MalformedRecords):
+    """Fewer bytes left in the block than a record header (64 bytes)."""
+
+    code = "record_truncated"
+
+
+class RecordReservedField(MalformedRecords):
+    """A record's reserved u64 is not zero (the Iggy 0.8 client rejects such records)."""
+
+    code = "record_reserved_field"
+
+
 class InvalidOffset(InvalidArgument):
     """An offset (or byte position) outside what the partition holds."""
 

@@ -419,7 +419,43 @@ class Uuid7Generator:
         return (ms << 80) | _UUID7_FIXED | ((counter >> _RAND_B_BITS) << 64) | (counter & _RAND_B_MASK)
 
 
+    def reserve(self, n: int) -> tuple[int, int]:
+        """Take ``n`` consecutive ids at once (a batch append stamps many): returns
+        ``(ms, first_counter)``; id *i* of the block is :func:`uuid7_parts` of
+        ``first_counter + i``, whose high u64 is the same for the whole block.
+        Later ids are greater than all ``n``, as if ``__call__`` had run ``n`` times."""
+        if n < 1:
+            raise ValueError("reserve at least one id")
+        ms = self._clock_ms()
+        with self._lock:
+            if ms > self._last_ms:
+                counter = self._seed()
+            else:
+                ms = self._last_ms
+                counter = self._counter + 1
+            # The block must neither overflow the counter nor carry out of its low
+            # 62 bits (rand_b), so a caller can add to the low u64 alone; either
+            # way (the carry has odds of about n / 2**62) move to the next millisecond.
+            while (counter + n - 1) >> _COUNTER_BITS or (counter & _RAND_B_MASK) + n - 1 > _RAND_B_MASK:
+                ms += 1
+                counter = self._seed()
+            self._last_ms = ms
+            self._counter = counter + n - 1
+        return ms, counter
+
+
+_UUID7_HI_FIXED = 0x7 << 12  # version nibble in the high u64
+_UUID7_LO_FIXED = 0b10 << 62  # variant bits in the low u64
+
+
+def uuid7_parts(ms: int, counter: int) -> tuple[int, int]:
+    """``(low u64, high u64)`` of the UUIDv7 for ``ms`` and ``counter`` (see
+    :meth:`Uuid7Generator.reserve`): the two halves a record header stores."""
+    return _UUID7_LO_FIXED | (counter & _RAND_B_MASK), (ms << 16) | _UUID7_HI_FIXED | (counter >> _RAND_B_BITS)
+
+
 _UUID7 = Uuid7Generator()
+reserve_uuid7 = _UUID7.reserve
 
 
 def uuid7() -> int:
@@ -441,5 +477,7 @@ __all__ = [
     "Message",
     "Uuid7Generator",
     "now_us",
+    "reserve_uuid7",
     "uuid7",
+    "uuid7_parts",
 ]

@@ -33,6 +33,7 @@ from ..errors import CorruptSegment, InvalidArgument, PartitionNotFound, Payload
 from ..message import now_us, uuid7
 from ..record import encode_record
 from .batch import BATCH_HEADER_SIZE, FLAG_SNAPSHOT, batch_head, check_producer_id, encode_producers
+from .encoded import stamp_records
 from .config import MAX_APPEND_BYTES, MAX_BATCH_BYTES, LogConfig
 from .index import T_MAXTS, TIME_ENTRY
 from .pending import FlushJob, PendingCall, index_entries, written_producers
@@ -346,11 +347,54 @@ class Partition(PartitionReads):
             events = 8 * len(records) + sum(len(item.payload) for item in items)
             if nbytes > MAX_APPEND_BYTES:
                 raise PayloadTooLarge(f"one append of {nbytes} bytes exceeds {MAX_APPEND_BYTES}")
-        n = len(records)
+        return self._add_call(base, ts, len(records), records, None, nbytes, events, producer, on_durable)
+
+    def append_encoded(
+        self,
+        block: bytearray,
+        count: int,
+        *,
+        producer: tuple[str, int] | None = None,
+        on_durable: OnDurable | None = None,
+    ) -> AppendResult:
+        """Append ``count`` records that arrive already in the stored layout
+        (``core.record``), back to back in ``block``: what :meth:`append` would
+        store for the same messages, without building them one by one.
+
+        The partition takes ``block`` over: offsets, the append timestamp,
+        UUIDv7 ids where the id is 0, origin timestamps where 0, and checksums
+        are written into it in one pass (``core.log.encoded.stamp_records``),
+        and it is kept as one chunk until written. Dedup, ``on_durable`` and
+        visibility are those of :meth:`append`. Raises what ``stamp_records``
+        raises for a malformed block (nothing is stored then), InvalidArgument
+        (bad producer), PayloadTooLarge (over MAX_APPEND_BYTES), StorageError."""
+        if self._failed is not None or self._closed:
+            raise self._unwritable()
+        if len(block) > MAX_APPEND_BYTES:
+            raise PayloadTooLarge(f"one append of {len(block)} bytes exceeds {MAX_APPEND_BYTES}")
+        if producer is not None and self._is_duplicate(producer):
+            return self._duplicate(on_durable)
+        ts = self._clock()
+        if ts < self._last_ts:  # the wall clock stepped back: keep time monotonic
+            ts = self._last_ts
+        base = self._next_offset
+        sizes, plens = stamp_records(block, count, base, ts)
+        return self._add_call(base, ts, count, [block], (sizes, plens), len(block), 8 * count + sum(plens),
+                              producer, on_durable)
+
+    def _add_call(
+        self, base: int, ts: int, n: int, records: list, block_sizes: tuple[list[int], list[int]] | None,
+        nbytes: int, events: int, producer: tuple[str, int] | None, on_durable: OnDurable | None,
+    ) -> AppendResult:  # fmt: skip
+        """Queue one call's records (``block_sizes``: sizes and payload lengths of an encoded block)."""
         result = _fast_result(self.partition_id, base, n, ts)
         byte_pos = self._byte_end
         self._byte_end = byte_end = byte_pos + events
-        self._calls.append(PendingCall(base, ts, byte_pos, byte_end, records, nbytes, producer, on_durable, result))
+        call = PendingCall(base, ts, byte_pos, byte_end, records, nbytes, producer, on_durable, result,
+                           None if block_sizes is None else block_sizes[0])
+        if block_sizes is not None:
+            call.plens = block_sizes[1]
+        self._calls.append(call)
         self._next_offset = base + n
         self._last_ts = ts
         self._pending_bytes += nbytes

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from itertools import accumulate, chain, repeat
+from operator import add
 from pathlib import Path
 from typing import Callable
 
@@ -41,17 +43,24 @@ class PendingCall:
     """The records of one ``append`` call, from encoding until they are durable.
 
     ``followers`` are acks of duplicate appends that arrived after this call:
-    they fire right after this call's own callback, never before."""
+    they fire right after this call's own callback, never before.
+
+    ``records`` holds one ``bytes`` per record, except for a call made by
+    ``Partition.append_encoded``: then it holds the one block of all its
+    records and ``sizes`` gives each record's size (``None`` otherwise)."""
 
     __slots__ = ("base_offset", "count", "timestamp", "byte_pos", "byte_end", "records", "nbytes", "producer",
-                 "callback", "result", "followers")  # fmt: skip
+                 "callback", "result", "followers", "sizes", "plens")  # fmt: skip
 
     def __init__(
         self, base_offset: int, timestamp: int, byte_pos: int, byte_end: int, records: list[bytes], nbytes: int,
         producer: tuple[str, int] | None, callback: Callback | None, result: object,
+        sizes: list[int] | None = None,
     ) -> None:  # fmt: skip
         self.base_offset = base_offset
-        self.count = len(records)
+        self.sizes = sizes
+        self.plens: list[int] | None = None  # payload lengths, with ``sizes``
+        self.count = len(records) if sizes is None else len(sizes)
         self.timestamp = timestamp
         self.byte_pos = byte_pos  # Pravega byte position of the first record
         self.byte_end = byte_end  # ... and just past the last one
@@ -61,6 +70,16 @@ class PendingCall:
         self.callback = callback
         self.result = result
         self.followers: list[tuple[Callback, object]] | None = None
+
+    def record_list(self) -> list[bytes | memoryview]:
+        """One bytes-like per record (views into the block of an encoded call)."""
+        if self.sizes is None:
+            return self.records
+        view, out, pos = memoryview(self.records[0]), [], 0
+        for size in self.sizes:
+            out.append(view[pos : pos + size])
+            pos += size
+        return out
 
 
 class FlushJob:
@@ -148,11 +167,34 @@ def written_producers(taken: list[PendingCall]) -> list[tuple[str, int]]:
     return list(written.items())
 
 
+_ENTRY_STRUCTS: dict[int, struct.Struct] = {}
+# Batches of a client come in a few sizes (Iggy's default is 1 000); the cache
+# of n-entry formats is dropped past this many sizes rather than grown.
+_ENTRY_STRUCTS_MAX = 64
+
+
+def _entries_struct(n: int) -> struct.Struct:
+    """A Struct packing ``n`` offset-index entries at once (``INDEX_ENTRY`` n times)."""
+    st = _ENTRY_STRUCTS.get(n)
+    if st is None:
+        if len(_ENTRY_STRUCTS) >= _ENTRY_STRUCTS_MAX:
+            _ENTRY_STRUCTS.clear()
+        st = _ENTRY_STRUCTS[n] = struct.Struct("<" + INDEX_ENTRY.format.lstrip("<") * n)
+    return st
+
+
 def index_entries(taken: list[PendingCall], pos: int) -> bytes:
     """Offset-index entries for the records of ``taken`` placed in the segment from ``pos``."""
     pack, plen_of = INDEX_ENTRY.pack, _PAYLOAD_LEN.unpack_from
     parts = []
     for call in taken:
+        if call.sizes is not None:  # an encoded block: every entry in one pack, no Python loop
+            sizes = call.sizes
+            entries = zip(accumulate(sizes, initial=pos), sizes,
+                          accumulate(map(add, call.plens, repeat(8)), initial=call.byte_pos), repeat(call.timestamp))
+            parts.append(_entries_struct(len(sizes)).pack(*chain.from_iterable(entries)))
+            pos += call.nbytes
+            continue
         if call.count == 1:  # no need to read the payload length back
             parts.append(pack(pos, call.nbytes, call.byte_pos, call.timestamp))
             pos += call.nbytes

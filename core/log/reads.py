@@ -46,6 +46,27 @@ def _event_bytes(record: bytes) -> int:
     return 8 + _PAYLOAD_LEN.unpack_from(record, _PAYLOAD_LEN_AT)[0]
 
 
+def _read_block(call: PendingCall, skip: int, count: int, budget: int, chunks: list, sizes: list) -> tuple[int, int]:
+    """Take records of an encoded call (from its record ``skip``) as one chunk,
+    within ``count`` and ``budget`` (always one record when ``sizes`` is still
+    empty, as ``read`` promises). Returns what is left of ``count`` (0 when the
+    budget stopped it) and of ``budget``."""
+    call_sizes = call.sizes
+    start = stop = sum(call_sizes[:skip])
+    taken, full = 0, False
+    for size in call_sizes[skip : skip + count]:
+        if size > budget and sizes:
+            full = True
+            break
+        sizes.append(size)
+        stop += size
+        budget -= size
+        taken += 1
+    if taken:
+        chunks.append(memoryview(call.records[0])[start:stop])
+    return (0 if full else count - taken), budget
+
+
 class PartitionReads:
     """Reads and lookups; see the module docstring."""
 
@@ -179,7 +200,14 @@ class PartitionReads:
         skip = off - calls[ci].base_offset
         chunks, sizes = batch.chunks, batch.sizes
         for k in range(ci, len(calls)):
-            for record in calls[k].records[skip:] if skip else calls[k].records:
+            call = calls[k]
+            if call.sizes is not None:  # an encoded block: one view over the records taken
+                count, budget = _read_block(call, skip, count, budget, chunks, sizes)
+                if not count:
+                    return
+                skip = 0
+                continue
+            for record in call.records[skip:] if skip else call.records:
                 size = len(record)
                 if not count or (size > budget and sizes):
                     return
@@ -264,7 +292,7 @@ class PartitionReads:
         if pos < call.byte_pos:
             return call.base_offset
         byte = call.byte_pos
-        for n, record in enumerate(call.records):
+        for n, record in enumerate(call.record_list()):
             byte += _event_bytes(record)
             if pos < byte:
                 return call.base_offset + n
@@ -289,7 +317,7 @@ class PartitionReads:
             raise InvalidOffset(f"offset {offset} was in a quarantined segment", offset=offset)
         call = calls[j]
         byte = call.byte_pos
-        for record in call.records[: offset - call.base_offset]:
+        for record in call.record_list()[: offset - call.base_offset]:
             byte += _event_bytes(record)
         return byte
 
