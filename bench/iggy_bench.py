@@ -42,10 +42,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "iggy")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
-from adapters.iggy.codec import legacy_request  # noqa: E402
+from adapters.iggy.codec import VSR_HEADER_SIZE, legacy_request, parse_vsr_reply, vsr_request  # noqa: E402
 from adapters.iggy.messages import WireMessage  # noqa: E402
+from adapters.iggy.replies import LOGIN_REPLY  # noqa: E402
 from adapters.iggy.spec import COMMANDS  # noqa: E402
 from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy  # noqa: E402
 
@@ -53,45 +54,67 @@ SEED = 20261123
 START_LIMIT_S = 60
 
 
-def frame(name: str, /, **values) -> bytes:
+def frame(name: str, /, dialect: int = 2, session: int = 0, **values) -> bytes:
+    """One request of Ferry's own command table, in the legacy framing (dialect 2,
+    apache-iggy 0.8) or a VSR envelope (dialect 3, apache-iggy 0.9; iggy-current.md 4)."""
     cmd = COMMANDS.by_name[name]
-    return legacy_request(cmd.code, cmd.encode(2, cmd.make(**values)))
+    body = cmd.encode(dialect, cmd.make(**values))
+    if dialect != 3:
+        return legacy_request(cmd.code, body)
+    if cmd.vsr_op == 2:
+        return vsr_request(2, body, code=cmd.code, session=session)
+    return vsr_request(cmd.vsr_op, body, session=session)
 
 
-def recv_reply(sock: socket.socket) -> tuple[int, bytes]:
-    head = b""
-    while len(head) < 8:
-        chunk = sock.recv(8 - len(head))
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(1 << 20, n - len(buf)))
         if not chunk:
             raise ConnectionError("server closed")
-        head += chunk
-    status, length = struct.unpack("<II", head)
-    body = bytearray()
-    while len(body) < length:
-        chunk = sock.recv(min(1 << 20, length - len(body)))
-        if not chunk:
-            raise ConnectionError("server closed")
-        body += chunk
-    return status, bytes(body)
+        buf += chunk
+    return bytes(buf)
 
 
-def connect(port: int) -> socket.socket:
+def recv_reply(sock: socket.socket, dialect: int = 2) -> tuple[int, bytes]:
+    """``(status, body)`` of one reply (a VSR reply's body keeps its result prefix)."""
+    if dialect == 3:
+        head = _recv_exactly(sock, VSR_HEADER_SIZE)
+        (size,) = struct.unpack_from("<I", head, 48)
+        _op, status, body = parse_vsr_reply(head + _recv_exactly(sock, size - VSR_HEADER_SIZE))
+        return status, body
+    status, length = struct.unpack("<II", _recv_exactly(sock, 8))
+    return status, _recv_exactly(sock, length)
+
+
+def connect(port: int, dialect: int = 2) -> tuple[socket.socket, int]:
+    """A logged-in connection and its VSR session (0 in the legacy framing)."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if dialect == 3:
+        sock.sendall(frame("user.login_register", 3, protocol_version=0x2C00, sdk_name="bench", sdk_version="0.11.0",
+                           username="iggy", password="iggy"))
+        status, body = recv_reply(sock, 3)
+        assert status == 0, status
+        return sock, LOGIN_REPLY.decode(3, body[4:]).session  # after the u32 result count (table.py result_framed)
     sock.sendall(frame("user.login", username="iggy", password="iggy", version="0.10.0"))
     assert recv_reply(sock)[0] == 0
-    return sock
+    return sock, 0
 
 
 def raw_worker(args) -> dict:
-    port, mode, seconds, batch, size, partition, sent_total = args
+    port, mode, seconds, batch, size, partition, sent_total, window, dialect = args
     rng = random.Random(SEED + partition)
-    sock = connect(port)
+    dialect = dialect if mode == "send" else 2  # polls are read in the 0.8 layout
+    sock, session = connect(port, dialect)
     payload = bytes(rng.getrandbits(8) for _ in range(size))
-    send = frame("message.send", stream_id="bench", topic_id="t", partitioning=PartitioningValue(2, struct.pack("<I", partition)),
+    send = frame("message.send", dialect, session, stream_id="bench", topic_id="t",
+                 partitioning=PartitioningValue(2, struct.pack("<I", partition)),
                  messages=tuple(WireMessage(0, payload, b"", 1) for _ in range(batch)))
     lat, msgs = [], 0
     end = time.perf_counter() + seconds
+    if mode == "send" and window > 1:
+        return _windowed_sends(sock, send, batch, window, end, dialect)
     while time.perf_counter() < end:
         if mode == "send":
             req = send
@@ -101,10 +124,32 @@ def raw_worker(args) -> dict:
                         partition_id=partition, strategy=Strategy(1, off), count=batch)
         t0 = time.perf_counter()
         sock.sendall(req)
-        status, body = recv_reply(sock)
+        status, body = recv_reply(sock, dialect)
         lat.append(time.perf_counter() - t0)
         assert status == 0, status
         msgs += batch if mode == "send" else struct.unpack_from("<I", body, 12)[0]
+    sock.close()
+    return {"msgs": msgs, "lat": lat}
+
+
+def _windowed_sends(sock: socket.socket, send: bytes, batch: int, window: int, end: float, dialect: int) -> dict:
+    """Keep ``window`` sends in flight on one connection (the server answers in
+    order, adapters/iggy/driver.py); latency is per request, send to reply."""
+    sent, lat, msgs = [], [], 0
+    for _ in range(window):
+        sent.append(time.perf_counter())
+        sock.sendall(send)
+    head = 0
+    while sent[head:]:
+        status, _body = recv_reply(sock, dialect)
+        assert status == 0, status
+        now = time.perf_counter()
+        lat.append(now - sent[head])
+        head += 1
+        msgs += batch
+        if now < end:
+            sent.append(time.perf_counter())
+            sock.sendall(send)
     sock.close()
     return {"msgs": msgs, "lat": lat}
 
@@ -175,23 +220,29 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--producers", type=int, default=1)
     ap.add_argument("--fsync", default="batch")
+    ap.add_argument("--dialect", type=int, choices=(2, 3), default=2,
+                    help="raw send framing: 2 = apache-iggy 0.8 layout (= stored), 3 = 0.9 VSR frames")
+    ap.add_argument("--window", type=int, default=1,
+                    help="raw send: requests in flight per connection (Iggy clients use 1)")
     ap.add_argument("--no-clients", action="store_true", help="skip the real-client rows")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="iggy-bench-", dir="."))
     proc, port = start_server(tmp / "data", a.fsync)
     try:
-        sock = connect(port)
+        sock, _session = connect(port)
         sock.sendall(frame("stream.create", name="bench"))
         recv_reply(sock)
         sock.sendall(frame("topic.create", stream_id="bench", partitions_count=max(a.producers, 1), name="t"))
         recv_reply(sock)
         sock.close()
-        print(f"batch {a.batch} x {a.size} B, {a.producers} producer(s), fsync {a.fsync}, {a.seconds:.0f} s per row")
+        print(f"batch {a.batch} x {a.size} B, {a.producers} producer(s), fsync {a.fsync}, {a.seconds:.0f} s per row, "
+              f"raw send dialect {a.dialect}, window {a.window}")
         print(f"{'scenario':<28} {'msgs/s':>12} {'MB/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'x raw':>7}")
         with mp.get_context("fork").Pool(a.producers) as pool:
-            sent = pool.map(raw_worker, [(port, "send", a.seconds, a.batch, a.size, p, 0) for p in range(a.producers)])
+            sent = pool.map(raw_worker, [(port, "send", a.seconds, a.batch, a.size, p, 0, a.window, a.dialect)
+                                         for p in range(a.producers)])
             raw = summarize("raw send", sent, a.seconds, a.size, None)
-            polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"])
+            polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"], 1, 2)
                                            for p in range(a.producers)])
             summarize("raw poll", polled, a.seconds, a.size, raw)
         if not a.no_clients:

@@ -13,12 +13,19 @@ States and transitions (anything else is a local bug, raised as
 state          on                     goes to
 =============  =====================  ==================================
 DETECT         8 bytes buffered       LEGACY or VSR (codec.is_legacy_start)
-LEGACY / VSR   a whole frame          AWAIT_REPLY (one request in flight:
-                                      Iggy clients are lockstep, iggy.md 1.1)
+LEGACY / VSR   a whole frame          AWAIT_REPLY once ``max_in_flight``
+                                      requests wait for replies (1 by
+                                      default: Iggy clients are lockstep,
+                                      iggy.md 1.1), else stays
 AWAIT_REPLY    send(Reply)            LEGACY / VSR
 AWAIT_REPLY    send(Evict)            CLOSED
 any            fatal framing error    ERROR (stays; the driver closes)
 =============  =====================  ==================================
+
+Replies go out in request order: ``send`` answers the oldest request still
+waiting. A driver may raise ``max_in_flight`` to read on while sends wait for
+their durability acks (a pipelining producer, driver.py); with the default of
+1 this is the strict lockstep machine.
 
 The dialect (spec.py) is 3 for VSR. Legacy frames decode as dialect 2 until
 a LoginUser's version string says otherwise (iggy-middle.md 3.1: before
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections import deque
 
 from .codec import (
     VsrHeader, is_legacy_start, legacy_reply, parse_legacy, parse_vsr, vsr_eviction, vsr_reply,
@@ -115,6 +123,10 @@ class IggyServerConnection:
         self._guessing = False  # after a versionless (PAT) login: the next telling frame decides
         self._vsr: VsrHeader | None = None
         self._pending_cmd = None
+        # (VSR header, command) of each request parsed and not yet answered, oldest first
+        self._awaiting: deque = deque()
+        self.max_in_flight = 1
+        self.last_frame_size = 0  # bytes of the frame next_event parsed last (driver's read-ahead bound)
         self.eof = False
 
     # -- input ---------------------------------------------------------------------
@@ -136,7 +148,7 @@ class IggyServerConnection:
             return self._next()
         except IggyStatus as err:
             if err.fatal:
-                self.state = State.ERROR
+                self.state = State.ERROR  # (requests parsed before still get their replies)
                 if self._framing is State.LEGACY:
                     self._out.append(legacy_reply(err.code))
             raise
@@ -161,10 +173,14 @@ class IggyServerConnection:
                 return self._need()
             vsr, start, end, nxt = frame
             code = vsr.code if vsr.operation == 2 else 0
+        self.last_frame_size = nxt - self._pos
         self._pos = nxt
-        self.state = State.AWAIT_REPLY
         self._vsr = vsr
-        return self._decode(code, vsr, start, end)
+        event = self._decode(code, vsr, start, end)
+        self._awaiting.append((vsr, self._pending_cmd))
+        if len(self._awaiting) >= self.max_in_flight:
+            self.state = State.AWAIT_REPLY
+        return event
 
     def _decode(self, code: int, vsr: VsrHeader | None, start: int, end: int):
         if vsr is not None and vsr.operation != 2:
@@ -219,24 +235,31 @@ class IggyServerConnection:
 
     # -- output --------------------------------------------------------------------
     def send(self, event: Reply | Evict, *, session: int = 0) -> None:
-        """Queue the reply to the request in flight."""
-        if self.state is not State.AWAIT_REPLY:
+        """Queue the reply to the oldest request still waiting for one."""
+        if not self._awaiting or self.state in (State.CLOSED, State.DETECT):
             raise LocalProtocolError(f"cannot send {type(event).__name__} in state {self.state}")
+        vsr, pending_cmd = self._awaiting.popleft()
         if isinstance(event, Evict):
-            if self._vsr is None:
+            if vsr is None:
                 raise LocalProtocolError("Evict is VSR-only")
-            self._out.append(vsr_eviction(self._vsr.client, event.reason))
+            self._out.append(vsr_eviction(vsr.client, event.reason))
             self.state = State.CLOSED
             return
         if self._framing is State.LEGACY:
             self._out.append(legacy_reply(event.status, event.body))
         else:
             body = event.body
-            cmd = event.command or self._pending_cmd
+            cmd = event.command or pending_cmd
             if not event.status and cmd is not None and cmd.result_framed:
                 body = _RESULT_OK + body
-            self._out.append(vsr_reply(self._vsr, event.status, body, session))
-        self.state = self._framing
+            self._out.append(vsr_reply(vsr, event.status, body, session))
+        if self.state is not State.ERROR:  # replies to requests before a fatal frame still go out
+            self.state = self._framing
+
+    @property
+    def in_flight(self) -> int:
+        """Requests parsed and not answered yet."""
+        return len(self._awaiting)
 
     def data_to_send(self) -> bytes:
         out = b"".join(self._out)

@@ -2,23 +2,24 @@
 
 Theory of operation
 -------------------
-Iggy clients are strictly lockstep: one request, then exactly one reply
-(iggy.md 1.1, iggy-current.md 4), so a connection needs no writer task and no
-outbox: the read loop parses a frame, lets the session answer, writes the
-reply and reads on. Backpressure is therefore TCP's own: while we compute or
-write a reply we are not reading. Every complete frame in the buffer is served
-before the next receive, so the buffer holds at most one partial frame
-(bounded by ``codec.MAX_FRAME``) plus one ``RECV_CHUNK``, even for a peer
-that pipelines.
-
-A :class:`~adapters.iggy.session.Deferred` answer is completed here: password
-hashing runs in ``trio.to_thread`` (argon2 takes tens of milliseconds); a send
-waits for its durability callback, which the core's flusher task fires.
+Iggy clients are lockstep: one request, then exactly one reply (iggy.md 1.1,
+iggy-current.md 4). A connection has two tasks (STYLE.md section 3): the
+reader parses frames and lets the session answer; the writer sends the
+answers in request order, waiting where an answer is not ready yet. A send
+is answered once its records are durable (its :class:`Deferred` fires from
+the core's flusher), and while it waits the reader may parse the requests a
+pipelining producer sent behind it, up to ``MAX_PIPELINED`` requests and
+``MAX_PIPELINED_BYTES`` of request frames: their appends join the same group
+commit. A lockstep client is unaffected (there is never a second request).
+Any other Deferred (password hashing at login, in ``trio.to_thread``)
+changes what the next request may do, so the reader waits until it is
+answered before parsing more. Backpressure is TCP's own: past those limits
+the reader stops reading.
 
 Errors: every peer mistake is already a reply (the session never raises for
-input); a fatal framing error writes its reply and closes; a broken socket
-ends the session quietly; anything else is our bug: logged, connection closed,
-the listener keeps serving others (STYLE.md section 3).
+input); a fatal framing error writes its reply after the replies before it
+and closes; a broken socket ends the session quietly; anything else is our
+bug: logged, connection closed, the listener keeps serving others.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ log = logging.getLogger("ferry.iggy")
 
 RECV_CHUNK = 256 * 1024  # bytes per receive: one typical batch of 1 000 x 128 B messages
 IDLE_TIMEOUT_S = 600.0  # no byte for this long: the client is gone (its heartbeat is every 5 s)
+# Requests read ahead of their replies. Real Iggy clients never pipeline; a raw
+# producer that does gets its sends into one group commit (nats bench's w256
+# window, PERF-ANCHORS.md section 3). The bytes bound keeps a connection's
+# share of pending data near one max_pending_bytes of the log (8 MiB).
+MAX_PIPELINED = 32
+MAX_PIPELINED_BYTES = 8 * 1024 * 1024
 _CLIENT_IDS = itertools.count(1)
+_FINAL = object()  # writer queue marker: write the bytes that follow, then stop
 
 
 async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *,
@@ -63,8 +71,12 @@ async def iggy_connection(broker, stream: trio.abc.Stream) -> None:
     """Serve one Iggy client until it leaves or breaks the framing."""
     session = IggySession(broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=_peer(stream),
                           transport=TRANSPORT_TCP)
+    session.conn.max_in_flight = MAX_PIPELINED
     try:
-        await _read_loop(stream, session)
+        async with trio.open_nursery() as nursery:
+            pipe = _Pipeline(stream, session, nursery.cancel_scope)
+            nursery.start_soon(pipe.write_loop)
+            await pipe.read_loop()
     except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
         pass  # the peer vanished or went silent: nobody to tell
     except* Exception:
@@ -74,31 +86,123 @@ async def iggy_connection(broker, stream: trio.abc.Stream) -> None:
         await trio.aclose_forcefully(stream)
 
 
-async def _read_loop(stream, session: IggySession) -> None:
-    conn = session.conn
-    while True:
-        with trio.fail_after(IDLE_TIMEOUT_S):
-            data = await stream.receive_some(RECV_CHUNK)
-        conn.receive_data(data)
+class _Pipeline:
+    """One connection's reader and writer and the ordered answers between them."""
+
+    def __init__(self, stream, session: IggySession, scope: trio.CancelScope) -> None:
+        self.stream, self.session, self.scope = stream, session, scope
+        # The connection refuses to parse past MAX_PIPELINED waiting requests, so
+        # this channel (one slot per waiting request, plus the final item) never blocks.
+        self.send_q, self.recv_q = trio.open_memory_channel(MAX_PIPELINED + 1)
+        self.unacked_bytes = 0
+        self.queued = 0  # answers handed to the writer and not yet written
+        self._encoded = 0  # of those, encoded into the writer's next write
+        self.progress = trio.Event()  # set by the writer after each answer
+
+    async def read_loop(self) -> None:
+        conn, session = self.session.conn, self.session
+        try:
+            while True:
+                with trio.fail_after(IDLE_TIMEOUT_S):
+                    data = await self.stream.receive_some(RECV_CHUNK)
+                conn.receive_data(data)
+                if not await self._serve_frames(conn, session):
+                    return
+                if not data or session.broker.closed:
+                    return
+                while self.unacked_bytes > MAX_PIPELINED_BYTES or conn.state is State.AWAIT_REPLY:
+                    await self._wait_progress()  # stop reading: TCP pushes back on the producer
+                    if not await self._serve_frames(conn, session):
+                        return
+        finally:
+            self.send_q.close()  # the writer answers what is queued, then ends
+
+    async def _serve_frames(self, conn, session) -> bool:
+        """Answer every complete frame buffered; False when the connection must end."""
         while True:
             try:
                 event = conn.next_event()
             except IggyStatus:
                 final = conn.data_to_send()  # the error reply, when the framing allows one
-                if final:
-                    await stream.send_all(final)
-                return
+                await self.send_q.send((_FINAL, final, 0))
+                return False
             if event is NEED_DATA:
-                break
+                return True
+            size = conn.last_frame_size
             reply = session.handle(event)
-            if isinstance(reply, Deferred):
-                reply = await _complete(session, reply, getattr(event, "command", None))
-            conn.send(reply, session=session.vsr_session)
-            await stream.send_all(conn.data_to_send())
-            if isinstance(reply, Evict) or conn.state is State.CLOSED:
-                return
-        if not data or session.broker.closed:
-            return
+            command = getattr(event, "command", None)
+            if isinstance(reply, Deferred) and reply.work is not None:
+                # Login: what follows depends on it; answer it before parsing on.
+                self.queued += 1
+                await self.send_q.send((reply, command, 0))
+                while self.queued:
+                    await self._wait_progress()
+                continue
+            if not self.queued and not isinstance(reply, Deferred):
+                # Nothing ahead of it (a lockstep client's poll, ping, ...): answer
+                # here, without the hop to the writer task, which is idle, so the
+                # stream still has one sender at a time.
+                conn.send(reply, session=session.vsr_session)
+                await self.stream.send_all(conn.data_to_send())
+                if isinstance(reply, Evict) or conn.state is State.CLOSED:
+                    return False
+                continue
+            self.unacked_bytes += size
+            self.queued += 1
+            await self.send_q.send((reply, command, size))
+            if conn.state is State.CLOSED:
+                return False
+
+    async def _wait_progress(self) -> None:
+        await self.progress.wait()
+        self.progress = trio.Event()
+
+    async def write_loop(self) -> None:
+        """Answer in order. Answers that are ready together (the acks of one group
+        commit) go out in one write (STYLE.md section 7: batch writes)."""
+        async for item in self.recv_q:
+            out: list[bytes] = []
+            done = False
+            while not done:
+                done = await self._answer(item, out)
+                if done:
+                    break
+                try:
+                    item = self.recv_q.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            if out:
+                await self._write(out)
+            self.progress.set()
+            if done:
+                break
+        self.scope.cancel()  # the reader may be parked in receive_some
+
+    async def _answer(self, item, out: list[bytes]) -> bool:
+        """Encode the answer of one queued request into ``out``; True when the
+        connection ends after it."""
+        reply, command, size = item
+        if reply is _FINAL:
+            if command:
+                out.append(command)
+            return True
+        conn, session = self.session.conn, self.session
+        if isinstance(reply, Deferred):
+            if not reply.done and out:  # send what is ready before waiting
+                await self._write(out)
+            reply = await _complete(session, reply, command)
+        conn.send(reply, session=session.vsr_session)
+        out.append(conn.data_to_send())
+        self.unacked_bytes -= size
+        self._encoded += 1
+        return isinstance(reply, Evict) or conn.state is State.CLOSED
+
+    async def _write(self, out: list[bytes]) -> None:
+        await self.stream.send_all(b"".join(out))
+        out.clear()
+        self.queued -= self._encoded  # only now: the reader answers directly when this is 0
+        self._encoded = 0
+        self.progress.set()
 
 
 async def _complete(session: IggySession, deferred: Deferred, command):

@@ -140,6 +140,9 @@ _TABLE: tuple[tuple[type[ce.FerryError], IggyError, IggyError], ...] = (
     (ce.InvalidHeaderKind, IggyError.INVALID_HEADER_KIND, IggyError.INVALID_HEADER_KIND),
     (ce.MalformedHeaders, IggyError.INVALID_COMMAND, IggyError.INVALID_COMMAND),
     (ce.PayloadTooLarge, IggyError.TOO_BIG_MESSAGE_PAYLOAD, IggyError.TOO_BIG_MESSAGE_PAYLOAD),
+    (ce.RecordTruncated, IggyError.TOO_SMALL_MESSAGE, IggyError.TOO_SMALL_MESSAGE),
+    (ce.RecordReservedField, IggyError.INVALID_RESERVED_FIELD, IggyError.INVALID_RESERVED_FIELD),
+    (ce.MalformedRecords, IggyError.INVALID_MESSAGES_SIZE, IggyError.INVALID_MESSAGES_SIZE),
     (ce.InvalidOffset, IggyError.INVALID_OFFSET, IggyError.INVALID_OFFSET),
     (ce.ShuttingDown, IggyError.ERROR, IggyError.ERROR),
 )

@@ -25,7 +25,8 @@ from . import render
 from . import replies as R
 from .errors import IggyError, IggyStatus
 from .events import Reply
-from .producer import take_producer
+from .messages import MAX_BATCH_PAYLOAD, StoredBatch
+from .producer import take_producer_block
 from .permissions import decode_permissions, encode_permissions
 from .session import SERVER_VERSION, Deferred, sessions_of
 
@@ -473,10 +474,16 @@ def send_messages(s, v):
     if not v.messages:
         raise IggyStatus(IggyError.INVALID_MESSAGES_COUNT)
     partition, key = _partitioning(s, v.partitioning, t.partitions_count)
-    items, producer = take_producer(s.to_append_inputs(v.messages))  # Ferry's idempotent-send tag (producer.py)
     pending = Deferred(lambda outcome: _sent(s, t, outcome))
-    s.broker.append(t.stream_id, t.id, items, partition=partition, key=key, producer=producer,
-                    on_durable=pending.fire, origin="iggy")
+    msgs = v.messages
+    # Dialects 2 and 3 decode to the stored layout already (messages.StoredBatch); dialect 1
+    # converts here. The block is then stored as it is (core/log/encoded.py).
+    batch = msgs if isinstance(msgs, StoredBatch) else s.to_stored_batch(msgs)
+    if batch.payload_bytes > MAX_BATCH_PAYLOAD:
+        raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
+    block, producer = take_producer_block(batch)  # Ferry's idempotent-send tag (producer.py)
+    s.broker.append_records(t.stream_id, t.id, block, batch.count, partition=partition, key=key,
+                            producer=producer, on_durable=pending.fire, origin="iggy")
     return pending
 
 

@@ -54,6 +54,65 @@ class WireMessage(NamedTuple):
     origin_timestamp: int = 0
 
 
+_REC_LENGTHS = struct.Struct("<48xIIQ")  # headers length, payload length, reserved of a 64-byte header
+
+
+class StoredBatch:
+    """The messages of a dialect 2 or 3 send, already in the stored record layout
+    (``core.record``): 64-byte headers with id and origin timestamp as sent, the
+    server's fields (checksum, offset, timestamp) still blank, then payload and
+    TLV headers. ``Broker.append_records`` takes ``data`` as it is and stamps it
+    (``core.log.encoded``), so a send never becomes per-message objects.
+
+    It is also a sequence of :class:`WireMessage` (decoded on demand) so tests,
+    the table's round trip and its encoders see the same value as before. After
+    the append, ``data`` holds the stamped records (ids assigned)."""
+
+    __slots__ = ("count", "data", "payload_bytes")
+
+    def __init__(self, count: int, data: bytearray, payload_bytes: int) -> None:
+        self.count = count
+        self.data = data
+        self.payload_bytes = payload_bytes
+
+    def messages(self) -> tuple[WireMessage, ...]:
+        out, pos, data = [], 0, self.data
+        for _ in range(self.count):
+            _c, lo, hi, _o, _t, origin, hlen, plen, _r = MIDDLE_HEADER.unpack_from(data, pos)
+            body = pos + MIDDLE_HEADER.size
+            out.append(WireMessage(lo | (hi << 64), bytes(data[body : body + plen]),
+                                   bytes(data[body + plen : body + plen + hlen]), origin))
+            pos = body + plen + hlen
+        return tuple(out)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        return iter(self.messages())
+
+    def __getitem__(self, i):
+        return self.messages()[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredBatch):
+            return self.messages() == other.messages()
+        if isinstance(other, (tuple, list)):
+            return self.messages() == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # data is mutable
+
+    def __repr__(self) -> str:
+        return f"StoredBatch({self.messages()!r})"
+
+
+def _owned(buf, start: int, end: int) -> bytearray:
+    """A bytearray copy of ``buf[start:end]``: the one copy out of the receive buffer."""
+    data = buf[start:end]
+    return data if data.__class__ is bytearray else bytearray(data)
+
+
 def _bad(code: IggyError, detail: str) -> IggyStatus:
     return IggyStatus(code, detail)
 
@@ -121,6 +180,9 @@ class _MessagesV2(WireType):
     rest = True
 
     def read(self, buf, pos, end):
+        """A :class:`StoredBatch`: the messages are already stored records, so
+        the walk only checks the framing (one unpack per message) and copies
+        the block out once."""
         if end - pos < 4:
             raise _short(self.name)
         (count,) = _U32.unpack_from(buf, pos)
@@ -129,28 +191,27 @@ class _MessagesV2(WireType):
             raise _bad(IggyError.INVALID_MESSAGES_COUNT, "no messages")
         if count > MAX_MESSAGES_PER_BATCH or count * _INDEX.size > end - pos:
             raise _short(self.name)
-        ends = [_INDEX.unpack_from(buf, pos + i * _INDEX.size)[1] for i in range(count)]
+        # The index as one unpack: u32 0, u32 end position, u64 0 per entry.
+        ends = struct.unpack_from(f"<{4 * count}I", buf, pos)[1::4]
         pos += count * _INDEX.size
-        base = pos
-        out = []
-        for i in range(count):
-            if end - pos < MIDDLE_HEADER.size:
+        base = at = pos
+        lengths = _REC_LENGTHS.unpack_from
+        payload = 0
+        for stop_wanted in ends:
+            if end - at < MIDDLE_HEADER.size:
                 raise _bad(IggyError.TOO_SMALL_MESSAGE, "message shorter than its header")
-            _c, lo, hi, _off, _ts, origin, hlen, plen, reserved = MIDDLE_HEADER.unpack_from(buf, pos)
+            hlen, plen, reserved = lengths(buf, at)
             if reserved:  # iggy-middle.md 7.1: must be zero
                 raise _bad(IggyError.INVALID_RESERVED_FIELD, "reserved field is not zero")
-            body = pos + MIDDLE_HEADER.size
-            stop = body + plen + hlen
-            if stop > end:
+            at += MIDDLE_HEADER.size + plen + hlen
+            if at > end:
                 raise _bad(IggyError.INVALID_MESSAGES_SIZE, "message runs past the frame")
-            if stop - base != ends[i]:
+            if at - base != stop_wanted:
                 raise _bad(IggyError.INVALID_MESSAGES_SIZE, "index does not match message sizes")
-            payload = bytes(buf[body : body + plen])
-            out.append(WireMessage(lo | (hi << 64), payload, bytes(buf[body + plen : stop]), origin))
-            pos = stop
-        if pos != end:
+            payload += plen
+        if at != end:
             raise _bad(IggyError.INVALID_MESSAGES_SIZE, "bytes after the last message")
-        return tuple(out), pos
+        return StoredBatch(count, _owned(buf, base, end), payload), end
 
     def write(self, out, value):
         out.append(_U32.pack(len(value)))
@@ -173,6 +234,9 @@ class _VsrBatch(WireType):
     rest = True
 
     def read(self, buf, pos, end):
+        """A :class:`StoredBatch`: each 48-byte frame header becomes the stored
+        64-byte header (origin = batch origin + delta), payload and headers
+        follow as they are (same order in both layouts); one join."""
         if end - pos < 4 + VSR_BATCH_HEADER.size:
             raise _short(self.name)
         (count,) = _U32.unpack_from(buf, pos)
@@ -185,23 +249,32 @@ class _VsrBatch(WireType):
         if length != end - pos:
             raise _bad(IggyError.INVALID_MESSAGES_SIZE, "batch length does not match the frame")
         pos += VSR_BATCH_HEADER.size
-        out = []
-        for _ in range(n):
-            if end - pos < VSR_FRAME_HEADER.size:
-                raise _bad(IggyError.TOO_SMALL_MESSAGE, "frame shorter than its header")
-            _c, lo, hi, _od, tdelta, hlen, plen, reserved = VSR_FRAME_HEADER.unpack_from(buf, pos)
-            if reserved:
-                raise _bad(IggyError.INVALID_RESERVED_FIELD, "frame reserved field is not zero")
-            body = pos + VSR_FRAME_HEADER.size
-            stop = body + plen + hlen
-            if stop > end:
-                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "frame runs past the batch")
-            out.append(WireMessage(lo | (hi << 64), bytes(buf[body : body + plen]),
-                                   bytes(buf[body + plen : stop]), origin + tdelta))
-            pos = stop
-        if pos != end:
-            raise _bad(IggyError.INVALID_MESSAGES_SIZE, "bytes after the last frame")
-        return tuple(out), pos
+        frame, head = VSR_FRAME_HEADER.unpack_from, MIDDLE_HEADER.pack
+        parts: list = []
+        payload = 0
+        view = memoryview(buf)
+        try:
+            for _ in range(n):
+                if end - pos < VSR_FRAME_HEADER.size:
+                    raise _bad(IggyError.TOO_SMALL_MESSAGE, "frame shorter than its header")
+                _c, lo, hi, _od, tdelta, hlen, plen, reserved = frame(buf, pos)
+                if reserved:
+                    raise _bad(IggyError.INVALID_RESERVED_FIELD, "frame reserved field is not zero")
+                body = pos + VSR_FRAME_HEADER.size
+                stop = body + plen + hlen
+                if stop > end:
+                    raise _bad(IggyError.INVALID_MESSAGES_SIZE, "frame runs past the batch")
+                parts.append(head(0, lo, hi, 0, 0, origin + tdelta, hlen, plen, 0))
+                parts.append(view[body:stop])
+                payload += plen
+                pos = stop
+            if pos != end:
+                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "bytes after the last frame")
+            data = bytearray().join(parts)
+        finally:  # no view may outlive the call: the receive buffer must stay resizable
+            parts.clear()
+            view.release()
+        return StoredBatch(n, data, payload), pos
 
     def write(self, out, value):
         out.append(_U32.pack(len(value)))
@@ -241,4 +314,4 @@ MessagesV1 = _MessagesV1()
 MessagesV2 = _MessagesV2()
 VsrBatch = _VsrBatch()
 
-__all__ = ["MessagesV1", "MessagesV2", "VsrBatch", "WireMessage", "encode_vsr_batch"]
+__all__ = ["MessagesV1", "MessagesV2", "StoredBatch", "VsrBatch", "WireMessage", "encode_vsr_batch"]

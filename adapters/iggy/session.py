@@ -37,7 +37,6 @@ import xxhash
 
 from core import errors as ce
 from core.consumers import Consumer, PollStrategy
-from core.log import AppendInput
 from core.message import Headers
 from core.permissions import Action
 
@@ -46,11 +45,12 @@ from . import replies as R
 from .connection import IggyServerConnection
 from .errors import IggyError, IggyStatus, status_for
 from .events import BadRequest, Evict, Reply, Request
-from .messages import MAX_BATCH_PAYLOAD
+from .messages import MIDDLE_HEADER, StoredBatch
 
 log = logging.getLogger("ferry.iggy")
 
 SERVER_VERSION = "0.10.0-ferry"  # what the VSR login reply names as our version
+_U64_MASK = (1 << 64) - 1
 _POLL_KINDS = {1: "offset", 2: "timestamp", 3: "first", 4: "last", 5: "next"}
 _VSR_SESSIONS = itertools.count(1)  # login replies need a non-zero session (iggy-current.md 6.3)
 TRANSPORT_TCP, TRANSPORT_QUIC = 1, 2
@@ -223,23 +223,19 @@ class IggySession:
     def poll_strategy(self, s) -> PollStrategy:
         return PollStrategy(_POLL_KINDS[s.kind], s.value)
 
-    def to_append_inputs(self, messages) -> list[AppendInput]:
-        """Wire messages -> core inputs, validating each header block
+    def to_stored_batch(self, messages) -> StoredBatch:
+        """Dialect 1's wire messages (headers before the payload, a seed-era header
+        map) -> the stored record layout, in one pass, validating each header block
         (a malformed block is the peer's fault: 3 / 4017 / 4018-4019 / 4040)."""
-        items = []
-        legacy = self.dialect == 1
-        if sum(len(m.payload) for m in messages) > MAX_BATCH_PAYLOAD:
-            raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
+        parts: list[bytes] = []
+        payload = 0
+        head, decode_legacy = MIDDLE_HEADER.pack, Headers.decode_legacy
         for m in messages:
-            if not m.headers:
-                headers = b""
-            elif legacy:
-                headers = Headers.decode_legacy(m.headers).encode()
-            else:
-                Headers.decode(m.headers)  # validates; the bytes are already canonical
-                headers = m.headers
-            items.append(AppendInput(m.payload, headers, m.id, m.origin_timestamp))
-        return items
+            headers = decode_legacy(m.headers).encode() if m.headers else b""
+            parts += (head(0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp, len(headers),
+                           len(m.payload), 0), m.payload, headers)
+            payload += len(m.payload)
+        return StoredBatch(len(messages), bytearray().join(parts), payload)
 
 
 def _entity_of(name: str) -> str:

@@ -17,7 +17,7 @@ from adapters.iggy.driver import iggy_connection
 from adapters.iggy.events import NEED_DATA, Reply
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.spec import COMMANDS
-from adapters.iggy.types import PartitioningValue
+from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy
 from core.broker import Broker
 from core.flusher import run_broker_tasks
 
@@ -98,3 +98,32 @@ def test_arbitrary_splits_do_not_change_events(cuts):
     points = sorted({min(c, len(data)) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
     assert run(chunks) == run([data])
+
+
+async def test_pipelined_sends_are_answered_in_order_after_durability(broker, nursery):
+    """A producer that does not wait (the raw bench generator, driver.MAX_PIPELINED):
+    every request is answered, in order, each send only once durable; a poll
+    queued behind sends sees their records."""
+    with trio.fail_after(LIMIT_S):
+        client, server = trio.testing.memory_stream_pair()
+        nursery.start_soon(iggy_connection, broker, server)
+        await client.send_all(frame("user.login", username="iggy", password="iggy", version="0.10.0"))
+        assert (await reply(client))[0] == 0
+        await client.send_all(frame("stream.create", name="s") + frame("topic.create", stream_id="s",
+                                                                           partitions_count=1, name="t"))
+        assert (await reply(client))[0] == 0 and (await reply(client))[0] == 0
+        sends = [frame("message.send", stream_id="s", topic_id="t", partitioning=PartitioningValue(2, bytes(4)),
+                       messages=tuple(WireMessage(0, b"m%d.%d" % (i, j), b"", 1) for j in range(3)))
+                 for i in range(10)]
+        poll = frame("message.poll", consumer=ConsumerId(1, 1), stream_id="s", topic_id="t", partition_id=0,
+                     strategy=Strategy(1, 0), count=100)
+        bad = legacy_request(9999)
+        await client.send_all(b"".join(sends) + bad + poll + legacy_request(1))
+        for _ in sends:
+            assert await reply(client) == (0, b"")
+        assert (await reply(client))[0] == 3  # the unknown code, answered in its place
+        status, body = await reply(client)
+        assert status == 0 and struct.unpack_from("<I", body, 12)[0] == 30
+        assert await reply(client) == (0, b"")  # ping
+        assert broker.partition("s", "t", 0).durable_next_offset == 30
+        await client.aclose()
