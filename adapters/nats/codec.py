@@ -30,6 +30,10 @@ parser (``server/parser.go``) wherever a client could tell the difference:
 A ``PUB`` in the form clients write (upper case, one blank after the verb, CRLF,
 payload already buffered) takes a one-step fast path; anything else falls
 back to the general path from the same offset, so both agree by construction.
+:meth:`ServerCodec.scan_pubs` applies the same idea to a whole receive: it
+parses every such ``PUB`` in one loop into plain tuples (no event objects) and
+stops at the first frame it does not take, which :meth:`next_event` then
+reads (docs/nats.md, "Performance").
 
 Errors are raised as :class:`~adapters.nats.errors.NatsProtocolError` with
 nats-server's text, or with no text where nats-server closes silently.

@@ -10,7 +10,11 @@ client (STYLE.md section 3). Each connection has three small tasks:
   *before* acting on the next event, so replies and deliveries keep
   nats-server's order. It stops reading while the outbox is over its high
   water mark (TCP flow control then pushes back on the publisher);
-* the write loop sends whatever the outbox holds as one write per wake-up;
+* the write loop sends whatever the outbox holds as one join per wake-up
+  (in 1 MiB slices); bytes stay counted as pending until written, and each
+  write wakes whoever waits for the outbox to drain: its own reader over the
+  high water mark, or a fast producer stalled on it (at most STALL_TOTAL per
+  read, as nats-server);
 * the timer loop runs the connection's PING / auth timers at
   :meth:`NatsServerConnection.next_deadline` (time from ``trio.current_time``).
 

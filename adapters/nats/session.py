@@ -23,7 +23,14 @@ frame for the client, replies and deliveries alike, goes into one bounded
 * Fan-out never awaits (STYLE.md section 3): :meth:`Outbox.offer` refuses once
   ``max_pending`` bytes are queued, and the session is marked slow. The driver
   then closes the connection without an ``-ERR``, as nats-server does
-  (nats.md section 11).
+  (nats.md section 11). A publisher that fills another client's outbox past
+  its high water mark notes it in ``stalled``; the driver then holds that
+  publisher's next read back briefly (nats-server's fast-producer stall).
+* :meth:`process` is the driver's one call per receive. Runs of plain PUBs
+  come from :meth:`NatsServerConnection.next_pubs` as tuples and go through
+  :meth:`publish_batch`, which queues ``MSG`` fragments straight into NATS
+  subscribers' outboxes (no ``Delivery``, no event) whenever the general path
+  would do exactly that; everything else goes through :meth:`handle`.
 """
 
 from __future__ import annotations
