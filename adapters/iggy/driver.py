@@ -49,17 +49,23 @@ _CLIENT_IDS = itertools.count(1)
 _FINAL = object()  # writer queue marker: write the bytes that follow, then stop
 
 
-async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *,
+async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_context=None,
                          task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Bind ``host:port`` (0 = a free port) and serve Iggy clients until cancelled.
+    """Bind ``host:port`` (0 = a free port) and serve Iggy clients until cancelled;
+    with ``ssl_context`` every connection is TLS from its first byte (Iggy's
+    ``[tcp.tls]``: the SDKs' ``tls_enabled`` wraps the whole TCP stream).
     Supports ``nursery.start``; ``started()`` returns the bound port."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
+    if ssl_context is not None:
+        # https_compatible=False: Iggy clients expect a close_notify at the end (trio docs).
+        listeners = [trio.SSLListener(lst, ssl_context, https_compatible=False) for lst in listeners]
     task_status.started(bound)
     await trio.serve_listeners(partial(iggy_connection, broker), listeners, handler_nursery=conn_nursery)
 
 
 def _peer(stream) -> str:
+    stream = getattr(stream, "transport_stream", stream)  # under TLS: the TCP stream
     try:
         host, port = stream.socket.getpeername()[:2]
         return f"{host}:{port}"
