@@ -164,7 +164,12 @@ async def _start_tls(state: NatsServerState, stream, conn: NatsServerConnection,
 
 
 class _Wakeup:
-    """A re-armable event: ``set`` from sync code, ``wait`` in the writer."""
+    """A re-armable event: ``set`` from sync code, ``wait`` in any task.
+
+    Several tasks may wait at once (a client's own reader and producers
+    stalled on its outbox): the first to wake re-arms, the others see that
+    the event was already replaced and leave the new one alone, so no
+    waiter is left on an event nobody will set."""
 
     __slots__ = ("_event",)
 
@@ -175,8 +180,10 @@ class _Wakeup:
         self._event.set()
 
     async def wait(self) -> None:
-        await self._event.wait()
-        self._event = trio.Event()
+        event = self._event
+        await event.wait()
+        if self._event is event:
+            self._event = trio.Event()
 
 
 class _Final:

@@ -305,3 +305,31 @@ def test_outbox_counts_bytes_in_flight_until_written():
     outbox.offer(b"y" * 10)
     outbox.written(60)
     assert outbox.pending == 10 and outbox.high_water == 75
+
+
+def test_wakeup_with_two_waiters_rearms_once():
+    """A reader over its high water mark and a producer stalled on the same
+    outbox both wait on its drained wake-up; each later set reaches both
+    (re-arming on every wake lost the other waiter's wake-ups)."""
+    import trio
+    import trio.testing
+
+    from adapters.nats.driver import _Wakeup
+
+    async def main():
+        wakeup, woken = _Wakeup(), []
+
+        async def waiter(name):
+            for _ in range(3):
+                await wakeup.wait()
+                woken.append(name)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter, "reader")
+            nursery.start_soon(waiter, "producer")
+            for _ in range(3):
+                await trio.testing.wait_all_tasks_blocked()
+                wakeup.set()
+        return sorted(woken)
+
+    assert trio.run(main) == ["producer"] * 3 + ["reader"] * 3
