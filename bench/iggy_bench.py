@@ -6,20 +6,21 @@ What it measures
 ``--seconds``:
 
 * ``raw send``: ``--producers`` processes, each one TCP connection speaking the
-  apache-iggy 0.8 dialect (iggy-middle.md 6.11) with frames encoded once from
-  Ferry's own command table, sending batches of ``--batch`` messages of
-  ``--size`` bytes and waiting for each reply (Iggy clients are lockstep); a
-  reply means durable under ``--fsync``;
-* ``raw poll``: the same connections polling ``--batch`` messages from random
+  apache-iggy 0.8 dialect (iggy-middle.md 6.11; ``--dialect 3``: 0.9's VSR
+  framing) with frames encoded once from Ferry's own command table, sending
+  batches of ``--batch`` messages of ``--size`` bytes, ``--window`` requests in
+  flight (1 = lockstep, as Iggy clients are); a reply means durable under
+  ``--fsync``;
+* ``raw poll``: the same connections (same dialect) polling ``--batch`` messages from random
   offsets of what was sent;
 * ``apache-iggy 0.8.0 send`` / ``0.9.0 send``: the real clients (their venvs
-  from tests/iggy/iggy_clients.py), one process per producer, each sending
+  from tests/support/iggy_clients.py), one process per producer, each sending
   the same batches through ``send_messages``.
 
 Each row: messages/s, payload MB/s, p50/p99 latency per batch, and ``x raw``
 (msgs/s as a ratio of the raw generator's send in this run, on this machine).
 Usage: ``.venv/bin/python bench/iggy_bench.py [--seconds 3] [--batch 1000]
-[--size 128] [--producers 1] [--fsync batch]``. Seeds fixed; temp data removed.
+[--size 128] [--producers 1] [--fsync batch] [--window 1] [--dialect 2]``. Seeds fixed; temp data removed.
 """
 
 from __future__ import annotations
@@ -105,7 +106,6 @@ def connect(port: int, dialect: int = 2) -> tuple[socket.socket, int]:
 def raw_worker(args) -> dict:
     port, mode, seconds, batch, size, partition, sent_total, window, dialect = args
     rng = random.Random(SEED + partition)
-    dialect = dialect if mode == "send" else 2  # polls are read in the 0.8 layout
     sock, session = connect(port, dialect)
     payload = bytes(rng.getrandbits(8) for _ in range(size))
     send = frame("message.send", dialect, session, stream_id="bench", topic_id="t",
@@ -120,7 +120,7 @@ def raw_worker(args) -> dict:
             req = send
         else:
             off = rng.randrange(max(sent_total - batch, 1))
-            req = frame("message.poll", consumer=ConsumerId(1, 1), stream_id="bench", topic_id="t",
+            req = frame("message.poll", dialect, session, consumer=ConsumerId(1, 1), stream_id="bench", topic_id="t",
                         partition_id=partition, strategy=Strategy(1, off), count=batch)
         t0 = time.perf_counter()
         sock.sendall(req)
@@ -221,7 +221,7 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=1)
     ap.add_argument("--fsync", default="batch")
     ap.add_argument("--dialect", type=int, choices=(2, 3), default=2,
-                    help="raw send framing: 2 = apache-iggy 0.8 layout (= stored), 3 = 0.9 VSR frames")
+                    help="raw framing: 2 = apache-iggy 0.8 layout (= stored), 3 = 0.9 VSR frames")
     ap.add_argument("--window", type=int, default=1,
                     help="raw send: requests in flight per connection (Iggy clients use 1)")
     ap.add_argument("--no-clients", action="store_true", help="skip the real-client rows")
@@ -242,7 +242,7 @@ def main() -> None:
             sent = pool.map(raw_worker, [(port, "send", a.seconds, a.batch, a.size, p, 0, a.window, a.dialect)
                                          for p in range(a.producers)])
             raw = summarize("raw send", sent, a.seconds, a.size, None)
-            polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"], 1, 2)
+            polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"], 1, a.dialect)
                                            for p in range(a.producers)])
             summarize("raw poll", polled, a.seconds, a.size, raw)
         if not a.no_clients:

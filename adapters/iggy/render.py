@@ -23,17 +23,23 @@ from __future__ import annotations
 import struct
 import zlib
 
+import xxhash
+
 from core.errors import NotFound
 from core.message import Headers
 
 from . import replies as R
-from .messages import encode_vsr_batch
+from .messages import VSR_BATCH_HEADER, VSR_FRAME_HEADER
 
 U64_MAX = (1 << 64) - 1
 _U32 = struct.Struct("<I")
 _V1_MSG = struct.Struct("<QBQQQII")  # offset, state, timestamp, id lo, id hi, crc32, headers length
 _REC = struct.Struct("<QQQQQQII8x")  # the stored 64-byte header (core.record)
 STATE_AVAILABLE = 1  # iggy.md 3.6 MessageState
+_U32_MAX = 0xFFFFFFFF
+_U64 = struct.Struct("<Q")
+_VSR_FRAME_TAIL = struct.Struct("<" + VSR_FRAME_HEADER.format.lstrip("<")[1:])  # the 48-byte frame header after its checksum
+_VSR_SUM_PREFIX = struct.Struct("<QQQQQI")  # what the batch checksum covers before the frame checksums
 
 
 def edge(dialect: int) -> int:
@@ -147,25 +153,46 @@ def _legacy_messages(batch):
 
 
 def _vsr_batches(partition_id: int, batch):
+    """Runs of records sharing one append timestamp, each as one VSR batch. The
+    batch's origin is its first record's (a smaller origin, or a delta past u32,
+    starts the next batch), so no run is ever scanned twice."""
     run: list = []
+    ts0 = first_origin = max_origin = 0
     for raw in batch.raw_records():
         _c, lo, hi, offset, ts, origin, hlen, plen = _REC.unpack_from(raw, 0)
         origin = origin or ts
-        rec = (lo | (hi << 64), offset, ts, origin, bytes(raw[64 : 64 + plen]), bytes(raw[64 + plen : 64 + plen + hlen]))
-        if run and (ts != run[0][2] or not 0 <= origin - min(r[3] for r in run) <= 0xFFFFFFFF
-                    or max(r[3] for r in run) - origin > 0xFFFFFFFF):
-            yield _one_batch(partition_id, run)
+        if run and (ts != ts0 or origin < first_origin or origin - first_origin > _U32_MAX
+                    or max_origin - origin > _U32_MAX):
+            yield from _one_batch(partition_id, run, ts0, first_origin)
             run = []
-        run.append(rec)
+        if not run:
+            ts0, first_origin, max_origin = ts, origin, origin
+        elif origin > max_origin:
+            max_origin = origin
+        run.append((lo, hi, offset, origin, hlen, plen, raw[64:]))
     if run:
-        yield _one_batch(partition_id, run)
+        yield from _one_batch(partition_id, run, ts0, first_origin)
 
 
-def _one_batch(partition_id: int, run: list) -> bytes:
-    base = run[0][1]
-    origin = min(r[3] for r in run)
-    frames = [(r[0], r[1] - base, r[3] - origin, r[4], r[5]) for r in run]
-    return encode_vsr_batch(partition_id, base, run[0][2], origin, frames)
+def _one_batch(partition_id: int, run: list, ts: int, origin: int):
+    """The parts of one VSR batch (iggy-current.md 7.1-7.3; the layout
+    messages.encode_vsr_batch writes): header, then per frame its XXH3-64 of
+    bytes 8..end, the rest of its 48-byte header, payload and headers as stored."""
+    base = run[0][2]
+    tail, xxh = _VSR_FRAME_TAIL.pack, xxhash.xxh3_64_intdigest
+    frames: list = []
+    sums: list[bytes] = []
+    total = VSR_BATCH_HEADER.size
+    for lo, hi, offset, o, hlen, plen, body in run:
+        head = tail(lo, hi, offset - base, o - origin, hlen, plen, 0)
+        csum = _U64.pack(xxh(head + body))
+        sums.append(csum)
+        frames += (csum, head, body)
+        total += 48 + hlen + plen
+    n = len(run)
+    digest = xxh(_VSR_SUM_PREFIX.pack(partition_id, base, ts, origin, total, n) + b"".join(sums))
+    yield VSR_BATCH_HEADER.pack(partition_id, base, ts, origin, total, digest, n)
+    yield from frames
 
 
 __all__ = ["edge", "group_details", "polled", "stream_details", "topic_details"]
