@@ -38,7 +38,8 @@ _REC = struct.Struct("<QQQQQQII8x")  # the stored 64-byte header (core.record)
 STATE_AVAILABLE = 1  # iggy.md 3.6 MessageState
 _U32_MAX = 0xFFFFFFFF
 _U64 = struct.Struct("<Q")
-_VSR_FRAME_TAIL = struct.Struct("<" + VSR_FRAME_HEADER.format.lstrip("<")[1:])  # the 48-byte frame header after its checksum
+# The 48-byte frame header after its checksum field (what the checksum covers, with the body).
+_VSR_FRAME_TAIL = struct.Struct("<" + VSR_FRAME_HEADER.format.lstrip("<")[1:])
 _VSR_SUM_PREFIX = struct.Struct("<QQQQQI")  # what the batch checksum covers before the frame checksums
 
 

@@ -49,4 +49,4 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
 
 
 LISTENER = ListenerSpec(name="iggy_tcp", default_port=8090, transport="tcp", serve=serve, options=OPTIONS,
-                        description="Iggy binary protocol over TCP (iggy-py 0.4, apache-iggy 0.8 and 0.9); TLS optional")
+                        description="Iggy binary protocol over TCP (iggy-py 0.4, apache-iggy 0.8, 0.9), TLS optional")
