@@ -10,23 +10,8 @@ import pytest
 
 from adapters.iggy.errors import IggyError
 from adapters.spark.client import MAX_SEND_BYTES, FerryClient, FerryClientError, WireMessage, chunked
-from core.message import Headers, HeaderValue
-
-
-def every_kind_headers(i: int) -> Headers:
-    h = Headers()
-    h.add("s", f"v{i}")
-    h.add("raw", HeaderValue.raw(bytes([i % 256, 0, 255])))
-    h.add("b", HeaderValue.bool(i % 2 == 0))
-    for kind in ("int8", "int16", "int32", "int64", "int128"):
-        h.add(kind, getattr(HeaderValue, kind)(-i - 1))
-    for kind in ("uint8", "uint16", "uint32", "uint64", "uint128"):
-        h.add(kind, getattr(HeaderValue, kind)(i + 1))
-    h.add("f32", HeaderValue.float32(1.5))
-    h.add("f64", HeaderValue.float64(-2.25e300))
-    h.add("s", "repeated key")
-    h.add(HeaderValue.uint32(7), "typed key")
-    return h
+from core.message import Headers
+from spark_helpers import every_kind_headers
 
 
 def test_client_imports_neither_trio_nor_pyspark():
