@@ -4,9 +4,11 @@ Theory of operation
 -------------------
 The JSON shapes are Iggy's HTTP API of the 0.6.202 SDK / 0.4.210 server
 (../shared/protocols/iggy.md sections 10.1, 10.5 and 10.6; headers per
-seeds/000). They are written by hand *here only*: the Iggy command table
-(``adapters/iggy/spec.py``) is meant to become their single source, and when it
-can derive JSON forms this module is the one to switch over (docs/http.md).
+seeds/000). The response records Iggy's binary replies also carry (stream,
+topic, partition, group and member, offset, user, PAT, identity) are built by
+``adapters/iggy/render.py`` from the declarations in ``adapters/iggy/replies.py``
+and turned into JSON by :mod:`.forms`; request bodies, messages and headers
+are read and written by hand here (docs/http.md, "Code map").
 
 * **Ids**: that generation numbers streams, topics, partitions, groups and
   users from 1; the core is 0-based (docs/internals.md), so
@@ -39,10 +41,15 @@ from core.errors import (
 from core.header_value import HeaderKind, HeaderValue
 from core.log import AppendInput
 from core.message import MAX_HEADERS_SIZE, Headers, Message
-from core.metadata import ConsumerGroupInfo, PartitionInfo, StreamInfo, TopicInfo, UserInfo
+from core.metadata import ConsumerGroupInfo, StreamInfo, TopicInfo, UserInfo
 from core.permissions import Permissions
 
+from adapters.iggy import render
+from adapters.iggy import replies as R
+
+from . import forms
 from .errors import HttpError, bad_field, from_core
+from .forms import size_text
 from .limits import MAX_SEND_COUNT
 
 ID_BASE = 1  # the wire numbering of iggy.md's generation starts at 1
@@ -185,10 +192,6 @@ def b64(data: bytes | memoryview) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def size_text(n: int) -> str:
-    return f"{n} B"
-
-
 def expiry_in(value: int) -> int:
     """Wire message_expiry / max_topic_size -> core (0 and u64::MAX both mean none)."""
     return 0 if value in (0, U64_MAX) else value
@@ -199,48 +202,23 @@ def expiry_out(value: int) -> int:
 
 
 # -- streams, topics, partitions ---------------------------------------------------
-def partition_json(info: PartitionInfo, part) -> dict:
-    return {
-        "id": wire_id(info.id),
-        "created_at": info.created_at,
-        "segments_count": part.segment_count,
-        "current_offset": max(part.next_offset - 1, 0),
-        "size": size_text(part.size_bytes),
-        "messages_count": part.record_count,
-    }
+# Response records: filled by adapters/iggy/render.py (canonical ids, e=0; the HTTP
+# JSON has always shown stored segment counts and replication factors, floors=False)
+# and turned into JSON by the record's form in .forms.
+def topic_json(broker, topic: TopicInfo, details: bool) -> dict:
+    value = render.topic_value(broker, topic, 0, floors=False)
+    if not details:
+        return forms.TOPIC.json(value)
+    parts = [forms.PARTITION.json(p) for p in render.partition_values(broker, topic, 0, floors=False)]
+    return forms.TOPIC.json(value, partitions=parts)
 
 
-def topic_json(topic: TopicInfo, parts: Iterable, partitions: list[dict] | None = None) -> dict:
-    parts = list(parts)
-    out = {
-        "id": wire_id(topic.id),
-        "created_at": topic.created_at,
-        "name": topic.name,
-        "size": size_text(sum(p.size_bytes for p in parts)),
-        "message_expiry": expiry_out(topic.message_expiry),
-        "compression_algorithm": topic.compression_algorithm,
-        "max_topic_size": expiry_out(topic.max_topic_size),
-        "replication_factor": topic.replication_factor,
-        "messages_count": sum(p.record_count for p in parts),
-        "partitions_count": topic.partitions_count,
-    }
-    if partitions is not None:
-        out["partitions"] = partitions
-    return out
-
-
-def stream_json(stream: StreamInfo, topics: list[dict], details: bool) -> dict:
-    out = {
-        "id": wire_id(stream.id),
-        "created_at": stream.created_at,
-        "name": stream.name,
-        "size": size_text(sum(int(t["size"][:-2]) for t in topics)),
-        "messages_count": sum(t["messages_count"] for t in topics),
-        "topics_count": stream.topics_count,
-    }
-    if details:
-        out["topics"] = topics
-    return out
+def stream_json(broker, stream: StreamInfo, details: bool) -> dict:
+    topics = broker.list_topics(stream.id)
+    value = render.stream_value(broker, stream, 0, topics)
+    if not details:
+        return forms.STREAM.json(value)
+    return forms.STREAM.json(value, topics=[topic_json(broker, t, False) for t in topics])
 
 
 def create_topic_args(f: Fields) -> dict:
@@ -279,18 +257,15 @@ def _compression(f: Fields) -> str:
 # -- consumer groups and offsets ----------------------------------------------------------
 def group_json(group: ConsumerGroupInfo, partitions_count: int, members: dict[int, tuple[int, ...]],
                details: bool) -> dict:
-    out = {"id": wire_id(group.id), "name": group.name, "partitions_count": partitions_count,
-           "members_count": len(members)}
-    if details:
-        out["members"] = [
-            {"id": mid, "partitions_count": len(parts), "partitions": [wire_id(p) for p in parts]}
-            for mid, parts in members.items()
-        ]
-    return out
+    value = render.group_value(group, partitions_count, len(members), 0)
+    if not details:
+        return forms.GROUP.json(value)
+    return forms.GROUP.json(value, members=[forms.MEMBER.json(render.member_value(mid, parts, 0))
+                                            for mid, parts in members.items()])
 
 
 def offset_json(partition_id: int, current: int, stored: int) -> dict:
-    return {"partition_id": wire_id(partition_id), "current_offset": current, "stored_offset": stored}
+    return forms.OFFSET.json(render.offset_value(partition_id, current, stored, 0))
 
 
 # -- users, permissions, tokens ---------------------------------------------------------
@@ -338,18 +313,18 @@ def permissions_from_json(value: Any, field: str = "permissions") -> Permissions
 
 
 def user_json(user: UserInfo, details: bool) -> dict:
-    out = {"id": wire_id(user.id), "created_at": user.created_at, "status": user.status, "username": user.username}
-    if details:
-        out["permissions"] = permissions_json(user.permissions)
-    return out
+    value = render.user_value(user, 0)
+    if not details:
+        return forms.USER.json(value)
+    return forms.USER.json(value, permissions=permissions_json(user.permissions))
 
 
 def identity_json(user_id: int, token: str, expiry: int) -> dict:
-    return {"user_id": wire_id(user_id), "access_token": {"token": token, "expiry": expiry}}
+    return forms.IDENTITY.json(R.IDENTITY.make(user_id=user_id), access_token={"token": token, "expiry": expiry})
 
 
 def pat_json(token) -> dict:
-    return {"name": token.name, "expiry_at": token.expiry_at}
+    return forms.PAT.json(render.pat_value(token))
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -515,8 +490,8 @@ __all__ = [
     "parse_json",
     "parse_send",
     "parse_wire_id",
-    "partition_json",
     "pat_json",
+    "size_text",
     "permissions_from_json",
     "permissions_json",
     "polled_json",

@@ -16,23 +16,12 @@ def topic_of(app: HttpApp, ctx: Ctx):
     return app.broker.get_topic(ctx.ident("stream_id"), ctx.ident("topic_id"))
 
 
-def topic_parts(app: HttpApp, topic) -> list:
-    broker = app.broker
-    return [broker.partition(topic.stream_id, topic.id, pid) for pid in range(topic.partitions_count)]
-
-
 def topic_details(app: HttpApp, topic, details: bool) -> dict:
-    parts = topic_parts(app, topic)
-    partitions = None
-    if details:
-        infos = app.broker.meta.list_partitions(topic.stream_id, topic.id)
-        partitions = [models.partition_json(info, parts[info.id]) for info in infos if info.id < len(parts)]
-    return models.topic_json(topic, parts, partitions)
+    return models.topic_json(app.broker, topic, details)
 
 
 def stream_details(app: HttpApp, stream, details: bool) -> dict:
-    topics = [topic_details(app, t, False) for t in app.broker.list_topics(stream.id)]
-    return models.stream_json(stream, topics, details)
+    return models.stream_json(app.broker, stream, details)
 
 
 # -- streams --------------------------------------------------------------------------------
@@ -169,4 +158,4 @@ ROUTES = [
           ok=(204, None), query=("partitions_count",)),
 ]
 
-__all__ = ["ROUTES", "T", "S", "stream_details", "topic_details", "topic_of", "topic_parts"]
+__all__ = ["ROUTES", "T", "S", "stream_details", "topic_details", "topic_of"]

@@ -3,18 +3,21 @@
 They describe the shapes that :mod:`.models` reads and writes (iggy.md 10.5,
 10.6); ``models.py`` stays the one place that *converts*, this module only
 documents, for ``/openapi.json`` and for schema-driven tests (schemathesis).
-Like the models, these are hand-written for now and meant to be derived from
-the Iggy command table later (docs/http.md).
+The response records (stream, topic, partition, consumer group and member,
+consumer offset, user, PAT, identity) take their properties from the Iggy
+reply declarations through :mod:`.forms`; request bodies, messages, headers,
+errors and the nested references stay written here.
 """
 
 from __future__ import annotations
+
+from . import forms
 
 U32 = {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
 U64 = {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}
 ID = {"type": "integer", "minimum": 1, "maximum": 2**32 - 1}
 NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 B64 = {"type": "string", "contentEncoding": "base64"}
-SIZE = {"type": "string", "description": "byte size, e.g. \"42 B\""}
 US = {"type": "integer", "description": "microseconds since the Unix epoch"}
 HEADER_KINDS = ["raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8", "uint16",
                 "uint32", "uint64", "uint128", "float32", "float64"]
@@ -39,14 +42,12 @@ def nullable(schema: dict) -> dict:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-_PARTITION = obj({"id": ID, "created_at": US, "segments_count": U32, "current_offset": U64, "size": SIZE,
-                  "messages_count": U64})
-_TOPIC = {"id": ID, "created_at": US, "name": NAME, "size": SIZE, "message_expiry": U64,
-          "compression_algorithm": {"enum": ["none", "gzip"]}, "max_topic_size": U64,
-          "replication_factor": {"type": "integer"}, "messages_count": U64, "partitions_count": U32}
-_STREAM = {"id": ID, "created_at": US, "name": NAME, "size": SIZE, "messages_count": U64, "topics_count": U32}
-_GROUP = {"id": ID, "name": NAME, "partitions_count": U32, "members_count": U32}
-_USER = {"id": ID, "created_at": US, "status": {"enum": ["active", "inactive"]}, "username": NAME}
+# Response records: properties derived from the Iggy reply declarations via .forms.
+_PARTITION = obj(forms.PARTITION.schema())
+_TOPIC = forms.TOPIC.schema()
+_STREAM = forms.STREAM.schema()
+_GROUP = forms.GROUP.schema()
+_USER = forms.USER.schema()
 _HEADER = obj({"kind": {"enum": HEADER_KINDS}, "value": B64}, ("kind", "value"))
 _TOPIC_SETTINGS = {"compression_algorithm": {"enum": ["none", "gzip"]}, "message_expiry": U64,
                    "max_topic_size": U64, "replication_factor": nullable({"type": "integer", "minimum": 0,
@@ -62,13 +63,12 @@ SCHEMAS: dict[str, dict] = {
     "Stream": obj(_STREAM),
     "StreamDetails": obj({**_STREAM, "topics": array(ref("Topic"))}),
     "ConsumerGroup": obj(_GROUP),
-    "ConsumerGroupDetails": obj({**_GROUP, "members": array(obj({"id": U32, "partitions_count": U32,
-                                                                  "partitions": array(ID)}))}),
-    "ConsumerOffsetInfo": obj({"partition_id": ID, "current_offset": U64, "stored_offset": U64}),
+    "ConsumerGroupDetails": obj({**_GROUP, "members": array(obj(forms.MEMBER.schema()))}),
+    "ConsumerOffsetInfo": obj(forms.OFFSET.schema()),
     "UserInfo": obj(_USER),
-    "UserInfoDetails": obj({**_USER, "permissions": nullable({"type": "object"})}),
-    "IdentityInfo": obj({"user_id": ID, "access_token": nullable(_TOKEN)}),
-    "PersonalAccessTokenInfo": obj({"name": NAME, "expiry_at": nullable(US)}),
+    "UserInfoDetails": obj(forms.USER.schema(with_extras=("permissions",))),
+    "IdentityInfo": obj({**forms.IDENTITY.schema(), "access_token": nullable(_TOKEN)}),
+    "PersonalAccessTokenInfo": obj(forms.PAT.schema()),
     "RawPersonalAccessToken": obj({"token": {"type": "string"}}, ("token",)),
     "Header": _HEADER,
     "PolledMessage": obj({"offset": U64, "state": {"const": "available"}, "timestamp": US,

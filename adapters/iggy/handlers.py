@@ -128,8 +128,7 @@ def logout(s, v):
 
 
 def _user_info(s, u, out):
-    R.USER_INFO.write(s.dialect, out, R.USER_INFO.make(id=u.id + s.edge, created_at=u.created_at,
-                                                      status=1 if u.active else 2, username=u.username))
+    R.USER_INFO.write(s.dialect, out, render.user_value(u, s.edge))
 
 
 @_not_found_is_empty
@@ -216,7 +215,7 @@ def _raise_or(result, body: bytes):
 def get_pats(s, v):
     out: list[bytes] = []
     for t in s.broker.meta.list_pats(s.user.id):
-        R.PAT_INFO.write(s.dialect, out, R.PAT_INFO.make(name=t.name, expiry_at=t.expiry_at or 0))
+        R.PAT_INFO.write(s.dialect, out, render.pat_value(t))
     return b"".join(out)
 
 
@@ -569,8 +568,7 @@ def get_offset(s, v):
     if stored is None:
         return b""
     _segs, current, _size, _n = render.partition_stats(s.broker, t.stream_id, t.id, pid)
-    return R.OFFSET_INFO.encode(s.dialect, R.OFFSET_INFO.make(partition_id=pid + s.edge, current_offset=current,
-                                                            stored_offset=stored))
+    return R.OFFSET_INFO.encode(s.dialect, render.offset_value(pid, current, stored, s.edge))
 
 
 def store_offset(s, v):

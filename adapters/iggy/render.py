@@ -73,38 +73,83 @@ def topic_totals(broker, topic) -> tuple[int, int]:
     return size, count
 
 
-def topic_record(broker, topic, dialect: int, out: list) -> None:
+# -- record values (shared with adapters/http/forms.py, which derives the HTTP JSON) ------
+# ``e`` is the id offset (edge(dialect) here; 0 for HTTP, whose forms add their own base).
+# ``floors``: the binary replies never report 0 segments or a replication factor of 0
+# (Iggy's clients read them as counts); the HTTP JSON has always shown the stored values.
+COMPRESSION_CODES = {"none": 1, "gzip": 2}
+
+
+def topic_value(broker, topic, e: int, *, floors: bool = True):
     size, count = topic_totals(broker, topic)
-    R.TOPIC.write(dialect, out, R.TOPIC.make(
-        id=topic.id + edge(dialect), created_at=topic.created_at, partitions_count=topic.partitions_count,
-        message_expiry=expiry_out(topic.message_expiry), compression=2 if topic.compression_algorithm == "gzip" else 1,
-        max_topic_size=size_out(topic.max_topic_size), replication_factor=max(topic.replication_factor, 1),
-        size=size, messages_count=count, name=topic.name,
-    ))
+    rf = topic.replication_factor
+    return R.TOPIC.make(
+        id=topic.id + e, created_at=topic.created_at, partitions_count=topic.partitions_count,
+        message_expiry=expiry_out(topic.message_expiry),
+        compression=COMPRESSION_CODES.get(topic.compression_algorithm, 1),
+        max_topic_size=size_out(topic.max_topic_size), replication_factor=max(rf, 1) if floors else rf,
+        size=size, messages_count=count, name=topic.name)
 
 
-def topic_details(broker, topic, dialect: int) -> bytes:
-    out: list[bytes] = []
-    topic_record(broker, topic, dialect, out)
+def partition_values(broker, topic, e: int, *, floors: bool = True) -> list:
     created = {p.id: p.created_at for p in broker.meta.list_partitions(topic.stream_id, topic.id)}
+    out = []
     for pid in range(topic.partitions_count):
         segs, cur, size, n = partition_stats(broker, topic.stream_id, topic.id, pid)
-        R.PARTITION.write(dialect, out, R.PARTITION.make(
-            id=pid + edge(dialect), created_at=created.get(pid, topic.created_at), segments_count=max(segs, 1),
+        out.append(R.PARTITION.make(
+            id=pid + e, created_at=created.get(pid, topic.created_at), segments_count=max(segs, 1) if floors else segs,
             current_offset=cur, size=size, messages_count=n))
-    return b"".join(out)
+    return out
 
 
-def stream_record(broker, stream, dialect: int, out: list, topics=None) -> None:
+def stream_value(broker, stream, e: int, topics=None):
     topics = broker.list_topics(stream.id) if topics is None else topics
     size = count = 0
     for t in topics:
         s, c = topic_totals(broker, t)
         size += s
         count += c
-    R.STREAM.write(dialect, out, R.STREAM.make(
-        id=stream.id + edge(dialect), created_at=stream.created_at, topics_count=len(topics), size=size,
-        messages_count=count, name=stream.name))
+    return R.STREAM.make(id=stream.id + e, created_at=stream.created_at, topics_count=len(topics), size=size,
+                         messages_count=count, name=stream.name)
+
+
+def group_value(group, partitions_count: int, members_count: int, e: int):
+    return R.GROUP.make(id=group.id + e, partitions_count=partitions_count, members_count=members_count,
+                        name=group.name)
+
+
+def member_value(member_id: int, partitions, e: int):
+    return R.MEMBER.make(id=member_id, partitions=tuple(p + e for p in partitions))
+
+
+def user_value(user, e: int):
+    return R.USER_INFO.make(id=user.id + e, created_at=user.created_at, status=1 if user.active else 2,
+                            username=user.username)
+
+
+def pat_value(token):
+    return R.PAT_INFO.make(name=token.name, expiry_at=token.expiry_at or 0)
+
+
+def offset_value(partition_id: int, current: int, stored: int, e: int):
+    return R.OFFSET_INFO.make(partition_id=partition_id + e, current_offset=current, stored_offset=stored)
+
+
+# -- reply bodies ---------------------------------------------------------------------------
+def topic_record(broker, topic, dialect: int, out: list) -> None:
+    R.TOPIC.write(dialect, out, topic_value(broker, topic, edge(dialect)))
+
+
+def topic_details(broker, topic, dialect: int) -> bytes:
+    out: list[bytes] = []
+    topic_record(broker, topic, dialect, out)
+    for value in partition_values(broker, topic, edge(dialect)):
+        R.PARTITION.write(dialect, out, value)
+    return b"".join(out)
+
+
+def stream_record(broker, stream, dialect: int, out: list, topics=None) -> None:
+    R.STREAM.write(dialect, out, stream_value(broker, stream, edge(dialect), topics))
 
 
 def stream_details(broker, stream, dialect: int) -> bytes:
@@ -119,11 +164,10 @@ def stream_details(broker, stream, dialect: int) -> bytes:
 def group_details(group, topic, members: dict, dialect: int, *, with_members: bool = True) -> bytes:
     e = edge(dialect)
     out: list[bytes] = []
-    R.GROUP.write(dialect, out, R.GROUP.make(id=group.id + e, partitions_count=topic.partitions_count,
-                                            members_count=len(members), name=group.name))
+    R.GROUP.write(dialect, out, group_value(group, topic.partitions_count, len(members), e))
     if with_members:
         for mid, parts in members.items():
-            R.MEMBER.write(dialect, out, R.MEMBER.make(id=mid & 0xFFFFFFFF, partitions=tuple(p + e for p in parts)))
+            R.MEMBER.write(dialect, out, member_value(mid & 0xFFFFFFFF, parts, e))
     return b"".join(out)
 
 
@@ -196,4 +240,5 @@ def _one_batch(partition_id: int, run: list, ts: int, origin: int):
     yield from frames
 
 
-__all__ = ["edge", "group_details", "polled", "stream_details", "topic_details"]
+__all__ = ["edge", "group_details", "group_value", "member_value", "offset_value", "partition_values", "pat_value",
+           "polled", "stream_details", "stream_value", "topic_details", "topic_value", "user_value"]
