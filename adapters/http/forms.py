@@ -20,9 +20,10 @@ that says only where the HTTP JSON differs from the binary record:
 * ``schemas``: a key's JSON Schema where the wire type does not say it; the
   rest of each OpenAPI component schema is derived from the wire types.
 
-This module and the ``adapters/iggy`` modules it imports (table, types,
-replies, render, errors, messages) are pure: none imports trio. It is the one
-place where ``adapters/http`` depends on ``adapters/iggy`` (docs/internals.md).
+This module and the ``adapters/iggy`` modules it and ``models.py`` import
+(table, types, replies, render, errors, messages) are pure: none imports trio.
+That dependency of ``adapters/http`` on ``adapters/iggy`` is declared in
+docs/internals.md, "Adapter dependencies".
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def _type_schema(t) -> dict:
 
 _COMPRESSION_NAMES = {1: "none", 2: "gzip"}
 _STATUS_NAMES = {1: "active", 2: "inactive"}
+_TRANSPORT_NAMES = {1: "TCP", 2: "QUIC"}  # iggy.md 3.6
 
 STREAM = JsonForm(
     R.STREAM, ("id", "created_at", "name", "size", "messages_count", "topics_count", "topics"),
@@ -158,10 +160,19 @@ PAT = JsonForm(
     convert={"expiry_at": lambda us: us or None},  # 0 on the binary wire = never expires = null here
     schemas={"name": NAME, "expiry_at": {"anyOf": [US, {"type": "null"}]}},
 )
+CLIENT = JsonForm(
+    R.CLIENT_INFO, ("client_id", "user_id", "address", "transport", "consumer_groups_count", "consumer_groups"),
+    # built with e=ID_BASE: 0 is "not logged in" (null here), anything else is already the 1-based id
+    convert={"user_id": lambda uid: uid or None, "transport": _TRANSPORT_NAMES.__getitem__},
+    extras=("consumer_groups",),
+    schemas={"user_id": {"anyOf": [ID, {"type": "null"}]}, "address": {"type": "string"},
+             "transport": {"enum": ["TCP", "QUIC"]},
+             "consumer_groups": {"type": "array", "items": {"type": "object"}}},
+)
 IDENTITY = JsonForm(
     R.IDENTITY, ("user_id", "access_token"), convert={"user_id": wire}, extras=("access_token",),
     schemas={"user_id": ID},
 )
 
-__all__ = ["GROUP", "IDENTITY", "JsonForm", "MEMBER", "OFFSET", "PARTITION", "PAT", "STREAM", "TOPIC", "USER",
+__all__ = ["CLIENT", "GROUP", "IDENTITY", "JsonForm", "MEMBER", "OFFSET", "PARTITION", "PAT", "STREAM", "TOPIC", "USER",
            "size_text"]

@@ -327,6 +327,13 @@ def pat_json(token) -> dict:
     return forms.PAT.json(render.pat_value(token))
 
 
+def client_json(session, details: bool) -> dict:
+    """ClientInfo(Details) of an Iggy session (iggy.md 10.5); Ferry tracks no group
+    membership per client, so the count is 0 and the list empty, as on the binary API."""
+    value = render.client_value(session, ID_BASE)
+    return forms.CLIENT.json(value, consumer_groups=[]) if details else forms.CLIENT.json(value)
+
+
 # -- messages -------------------------------------------------------------------------------
 def headers_json(headers: Headers) -> dict | None:
     """A header map for JSON; a repeated key keeps its last value (Headers.to_dict).
@@ -478,6 +485,7 @@ __all__ = [
     "ID_BASE",
     "MAX_HEADERS_SIZE",
     "U64_MAX",
+    "client_json",
     "consumer_id",
     "create_topic_args",
     "decode_b64",

@@ -1,4 +1,8 @@
-"""Public system routes: /, /ping, /healthz, /metrics, /stats (iggy.md 10.2, 10.4).
+"""System routes: /, /ping, /healthz, /metrics, /stats, /clients (iggy.md 10.2, 10.4).
+
+``/clients`` lists the Iggy binary sessions (TCP and QUIC) of this broker, from
+the registry the Iggy adapter keeps (``adapters.iggy.session.sessions_of``;
+HTTP requests are not clients, as in Iggy).
 
 ``/metrics`` renders the broker's registry (core/metrics.py) plus the per-
 partition figures collected from the log at render time: next offset, stored
@@ -14,11 +18,13 @@ import platform
 import socket
 import time
 
+from adapters.iggy.session import sessions_of
 from core.metrics import CONTENT_TYPE, render_families
+from core.permissions import Action
 
 from . import models
 from .app import Ctx, HttpApp, Route, json_response, text_response
-from .errors import JSON_TYPE, Response
+from .errors import JSON_TYPE, Response, bad_field, not_found_entity
 from .openapi import build as build_openapi
 from .webpage import CSP, PAGE
 
@@ -110,6 +116,22 @@ def stats(app: HttpApp, ctx: Ctx):
     })
 
 
+def get_clients(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.READ_SERVERS)
+    return json_response([models.client_json(s, False) for _cid, s in sorted(sessions_of(app.broker).items())])
+
+
+def get_client(app: HttpApp, ctx: Ctx):
+    ctx.require(Action.READ_SERVERS)
+    text = ctx.params["client_id"]
+    if not (text.isascii() and text.isdigit() and len(text) <= 10 and int(text) <= models.U32_MAX):
+        raise bad_field("client_id", f"must be an integer within 0..{models.U32_MAX}")
+    session = sessions_of(app.broker).get(int(text))
+    if session is None:
+        raise not_found_entity()
+    return json_response(models.client_json(session, True))
+
+
 ROUTES = [
     Route("GET", "/", root, public=True, ok=(200, "text")),
     Route("GET", "/openapi.json", openapi_json, public=True),
@@ -117,6 +139,8 @@ ROUTES = [
     Route("GET", "/healthz", healthz, public=True, ok=(200, "Health")),
     Route("GET", "/metrics", metrics, public=True, ok=(200, "text")),
     Route("GET", "/stats", stats, public=True, command="system.stats"),
+    Route("GET", "/clients", get_clients, command="client.list", ok=(200, "[ClientInfo]")),
+    Route("GET", "/clients/{client_id}", get_client, command="client.get", ok=(200, "ClientInfoDetails")),
 ]
 
 __all__ = ["ROUTES", "partition_families"]

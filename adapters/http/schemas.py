@@ -4,7 +4,7 @@ They describe the shapes that :mod:`.models` reads and writes (iggy.md 10.5,
 10.6); ``models.py`` stays the one place that *converts*, this module only
 documents, for ``/openapi.json`` and for schema-driven tests (schemathesis).
 The response records (stream, topic, partition, consumer group and member,
-consumer offset, user, PAT, identity) take their properties from the Iggy
+consumer offset, user, PAT, client, identity) take their properties from the Iggy
 reply declarations through :mod:`.forms`; request bodies, messages, headers,
 errors and the nested references stay written here.
 """
@@ -67,6 +67,8 @@ SCHEMAS: dict[str, dict] = {
     "ConsumerOffsetInfo": obj(forms.OFFSET.schema()),
     "UserInfo": obj(_USER),
     "UserInfoDetails": obj(forms.USER.schema(with_extras=("permissions",))),
+    "ClientInfo": obj(forms.CLIENT.schema()),
+    "ClientInfoDetails": obj(forms.CLIENT.schema(with_extras=("consumer_groups",))),
     "IdentityInfo": obj({**forms.IDENTITY.schema(), "access_token": nullable(_TOKEN)}),
     "PersonalAccessTokenInfo": obj(forms.PAT.schema()),
     "RawPersonalAccessToken": obj({"token": {"type": "string"}}, ("token",)),

@@ -231,12 +231,8 @@ def delete_pat(s, v):
 
 
 def _client_info(s, other, out: list) -> None:
-    """ClientInfo (iggy.md 5.7); user id 0 means "not logged in" on the wire, so a
-    logged-in root shows as its wire id (1 in dialect 1, 0 otherwise, as Iggy's)."""
-    user_id = 0 if other.user is None else other.user.id + s.edge
-    R.CLIENT_INFO.write(s.dialect, out, R.CLIENT_INFO.make(
-        client_id=other.client_id & 0xFFFFFFFF, user_id=user_id, transport=other.transport,
-        address=other.address, consumer_groups_count=0))
+    """ClientInfo (iggy.md 5.7), built by render.client_value."""
+    R.CLIENT_INFO.write(s.dialect, out, render.client_value(other, s.edge))
 
 
 def get_me(s, v):

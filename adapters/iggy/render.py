@@ -135,6 +135,14 @@ def offset_value(partition_id: int, current: int, stored: int, e: int):
     return R.OFFSET_INFO.make(partition_id=partition_id + e, current_offset=current, stored_offset=stored)
 
 
+def client_value(session, e: int):
+    """ClientInfo (iggy.md 5.7) of an Iggy session; user id 0 means "not logged in" on the
+    wire, so a logged-in root shows as its wire id (1 with ``e=1``, 0 with ``e=0``, as Iggy's)."""
+    user_id = 0 if session.user is None else session.user.id + e
+    return R.CLIENT_INFO.make(client_id=session.client_id & 0xFFFFFFFF, user_id=user_id,
+                              transport=session.transport, address=session.address, consumer_groups_count=0)
+
+
 # -- reply bodies ---------------------------------------------------------------------------
 def topic_record(broker, topic, dialect: int, out: list) -> None:
     R.TOPIC.write(dialect, out, topic_value(broker, topic, edge(dialect)))
@@ -240,5 +248,6 @@ def _one_batch(partition_id: int, run: list, ts: int, origin: int):
     yield from frames
 
 
-__all__ = ["edge", "group_details", "group_value", "member_value", "offset_value", "partition_values", "pat_value",
-           "polled", "stream_details", "stream_value", "topic_details", "topic_value", "user_value"]
+__all__ = ["client_value", "edge", "group_details", "group_value", "member_value", "offset_value",
+           "partition_values", "pat_value", "polled", "stream_details", "stream_value", "topic_details",
+           "topic_value", "user_value"]

@@ -24,3 +24,36 @@ def test_forms_apply_only_the_declared_differences():
     assert list(forms.GROUP.json(group)) == ["id", "name", "partitions_count", "members_count"]
     assert forms.GROUP.json(group, members=[])["members"] == []
     assert forms.PARTITION.schema()["segments_count"] == {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
+
+
+def test_client_json_from_an_iggy_session(tmp_path):
+    from adapters.http import models
+    from adapters.iggy.session import TRANSPORT_QUIC, IggySession
+    from core.broker import Broker, BrokerConfig
+    from core.log import LogConfig
+
+    broker = Broker.open(tmp_path / "data", BrokerConfig(log=LogConfig(fsync="never")))
+    try:
+        s = IggySession(broker, client_id=5, address="10.0.0.1:4000", transport=TRANSPORT_QUIC)
+        assert models.client_json(s, True) == {"client_id": 5, "user_id": None, "address": "10.0.0.1:4000",
+                                               "transport": "QUIC", "consumer_groups_count": 0,
+                                               "consumer_groups": []}
+        s.user = broker.meta.list_users()[0]  # root, canonical id 0 -> 1 on this API
+        assert models.client_json(s, False)["user_id"] == 1 and "consumer_groups" not in models.client_json(s, False)
+    finally:
+        broker.close()
+
+
+async def test_clients_routes(tmp_path):
+    import trio
+    from http_helpers import TEST_LIMIT_S, client, gateway, login
+
+    with trio.fail_after(TEST_LIMIT_S):
+        async with gateway(tmp_path) as port, client(port) as c:
+            assert (await c.get("/clients")).status_code == 401
+            headers = {"authorization": f"Bearer {await login(c)}"}
+            r = await c.get("/clients", headers=headers)
+            assert r.status_code == 200 and r.json() == []  # HTTP requests are not Iggy clients
+            assert (await c.get("/clients/7", headers=headers)).status_code == 404
+            r = await c.get("/clients/x", headers=headers)
+            assert r.status_code == 400 and r.json()["field"] == "client_id"
