@@ -49,9 +49,9 @@ from .codec import CRLF, PreparedMessage
 from .connection import NatsServerConnection
 from .errors import NatsHeaderError
 from .events import NEED_DATA, Connect, ConnectionClosed, Event, HPub, Ping, Pong, Pub, Sub, Unsub
-from .headers import no_responders_block, parse_headers
+from .headers import HeaderBlock, no_responders_block, parse_headers
 from .subscriptions import Subscription
-from .translate import canonical_to_nats, nats_to_canonical
+from .translate import block_to_canonical, canonical_to_nats
 
 log = logging.getLogger("ferry.nats")
 
@@ -330,8 +330,9 @@ class NatsSession:
         stream_name = broker.get_stream(topic.stream_id).name
         ack_stream = f"{stream_name}/{topic.name}"
         try:
-            tlv = nats_to_canonical(header, subject)
-            key = _partition_key(header)
+            block = parse_headers(header) if header else None  # parsed once: key and stored headers
+            tlv = block_to_canonical(block, subject)
+            key = _partition_key(block)
 
             def on_durable(result) -> None:
                 if reply:
@@ -432,13 +433,9 @@ def _prepare(delivery: Delivery) -> PreparedMessage:
     return PreparedMessage(_wire(delivery.subject), reply, delivery.payload, header)  # type: ignore[arg-type]
 
 
-def _partition_key(header: bytes) -> bytes | None:
+def _partition_key(block: HeaderBlock | None) -> bytes | None:
     """The first ``Ferry-Partition-Key`` value, compared without case (docs/addressing.md)."""
-    if not header or PARTITION_KEY_HEADER.lower().encode() not in header.lower():
-        return None
-    try:
-        block = parse_headers(header)
-    except NatsHeaderError:
+    if block is None:
         return None
     wanted = PARTITION_KEY_HEADER.lower()
     for k, v in block.items:

@@ -176,7 +176,12 @@ def nats_to_canonical(block: bytes, subject: str) -> bytes:
 
     Raises NatsHeaderError for a block that is not ADR-4, InvalidHeaderKey /
     InvalidHeaderValue / HeadersTooLarge when it cannot be held canonically."""
-    headers = block_to_headers(parse_headers(block)) if block else Headers()
+    return block_to_canonical(parse_headers(block) if block else None, subject)
+
+
+def block_to_canonical(block: HeaderBlock | None, subject: str) -> bytes:
+    """:func:`nats_to_canonical` for a block the caller has already parsed."""
+    headers = block_to_headers(block) if block is not None else Headers()
     headers.add(SUBJECT_HEADER, subject)
     return headers.encode()
 
@@ -189,5 +194,5 @@ def stored_subject(tlv: bytes | memoryview) -> str | None:
     return value.as_str() if value is not None and value.kind is _STRING else None
 
 
-__all__ = ["MAX_KIND_ENTRIES", "NatsHeaderError", "block_to_headers", "canonical_to_nats",
+__all__ = ["MAX_KIND_ENTRIES", "NatsHeaderError", "block_to_canonical", "block_to_headers", "canonical_to_nats",
            "nats_to_canonical", "stored_subject"]

@@ -87,3 +87,15 @@ def test_publish_replayed_to_a_subscriber_keeps_the_published_subject(broker):
     assert listener.outbox.take() == b"MSG orders.eu.special 1 2\r\nhi\r\n"
     (msg,) = broker.read_messages("orders", "eu", 0, 0, 10)
     assert msg.headers.get(SUBJECT_HEADER).as_str() == "orders.eu.special"
+
+
+def test_partition_key_header_picks_the_partition_case_insensitively(broker):
+    import xxhash
+
+    broker.create_topic("orders", "keyed", 4)
+    block = b"NATS/1.0\r\nferry-partition-key: user-42\r\nFerry-Partition-Key: ignored\r\n\r\n"
+    frame = b"HPUB orders.keyed %d %d\r\n" % (len(block), len(block) + 1) + block + b"x\r\n"
+    client(broker, frame, frame)
+    want = xxhash.xxh32_intdigest(b"user-42") % 4  # Iggy's messages_key rule, first value wins
+    stored = {pid: len(broker.read_messages("orders", "keyed", pid, 0, 10)) for pid in range(4)}
+    assert stored == {pid: (2 if pid == want else 0) for pid in range(4)}
