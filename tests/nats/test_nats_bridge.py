@@ -93,7 +93,7 @@ def test_partition_key_header_picks_the_partition_case_insensitively(broker):
     import xxhash
 
     broker.create_topic("orders", "keyed", 4)
-    block = b"NATS/1.0\r\nferry-partition-key: user-42\r\nFerry-Partition-Key: ignored\r\n\r\n"
+    block = b"NATS/1.0\r\nferry-partition-key: user-42\r\nFerry-Partition-Key: second\r\n\r\n"
     frame = b"HPUB orders.keyed %d %d\r\n" % (len(block), len(block) + 1) + block + b"x\r\n"
     client(broker, frame, frame)
     want = xxhash.xxh32_intdigest(b"user-42") % 4  # Iggy's messages_key rule, first value wins
