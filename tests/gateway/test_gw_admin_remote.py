@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 
+from ferry_harness import free_port
 from gw_helpers import run_ferry
 from test_gw_serve_process import Server, servers  # noqa: F401 - the fixture stops what a test started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_admin_commands_reach_a_running_server(tmp_path, servers):  # noqa: F811
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "ferry.toml"
     config.write_text(f'[auth]\nroot_password = "secret-pw"\n[listeners.http]\nport = {port}\n')
     server = Server(tmp_path, "--config", str(config), "--http-port", str(port))

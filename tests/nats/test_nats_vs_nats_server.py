@@ -14,9 +14,10 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
+
+from ferry_harness import free_port, wait_for_port
 
 from test_nats_malformed import CASES, SETUPS, Bad
 
@@ -52,35 +53,18 @@ PRELUDE = {
 SYNC = b"PING\r\nPING\r\n"   # two PONGs: the connect_info INFO after the first is inside
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(port: int) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 @pytest.fixture(scope="module")
 def ports(tmp_path_factory):
     procs, found = [], {}
     try:
         for name, text in CONFIGS.items():
-            port = _free_port()
+            port = free_port()
             conf = tmp_path_factory.mktemp("nats") / f"{name}.conf"
             conf.write_text(f"{text}\nhost: 127.0.0.1\nport: {port}\n")
             procs.append(subprocess.Popen([NATS_SERVER, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
-            _wait_ready(port)
+            if not wait_for_port(port, timeout=HANG_GUARD, proc=procs[-1]):
+                raise RuntimeError(f"nats-server ({name}) is not accepting on {port}")
             found[name] = port
         yield found
     finally:

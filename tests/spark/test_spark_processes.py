@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ferry_harness import free_port, wait_for_port
 from spark_helpers import produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -73,22 +73,10 @@ def test_kill_9_of_the_driver_mid_stream_leaves_the_ferry_sink_exactly_once(ferr
     assert sorted(got) == sorted(b"%d-%d" % (p, i) for p in range(2) for i in range(total))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_port(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+    if not wait_for_port(port, timeout=WAIT_S, proc=proc, interval=0.2):
         assert proc.poll() is None, "a Spark daemon exited"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"nothing listens on {port}")
+        raise AssertionError(f"nothing listens on {port}")
 
 
 def test_batch_read_on_a_standalone_cluster(ferry, client, stream_name, tmp_path):

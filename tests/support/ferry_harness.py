@@ -8,7 +8,9 @@ the test talks to it over loopback exactly as a user's client would.
 from __future__ import annotations
 
 import io
+import socket
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -20,6 +22,29 @@ from gateway.config import load_config
 from gateway.server import run_gateway
 
 START_LIMIT_S = 30  # a gateway that has not bound its ports by then is a failure
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for servers that need a fixed port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, *, timeout: float, proc=None, interval: float = 0.02) -> bool:
+    """True once 127.0.0.1:``port`` accepts a connection; False when ``proc``
+    (a Popen) exits first or ``timeout`` seconds pass. Callers say what failed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(interval)
 
 
 class GatewayThread:
