@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Collection, Mapping
 
+from core.log.encoded import COMPILED as STAMPING_COMPILED
+
 from .config import Config, ListenerConfig, env_name
 
 READY_LINE = "ready"
@@ -28,6 +30,12 @@ def _fsync_text(cfg: Config) -> str:
     if policy == "always":
         return "always (every append is fsynced before it is acknowledged)"
     return "never (acknowledged after write(2); the OS decides when data reaches disk)"
+
+
+def _speedups_text(compiled: bool) -> str:
+    if compiled:
+        return "compiled record stamping (core._speedups)"
+    return "none: pure-Python record stamping (pip install -e . with gcc builds core._speedups)"
 
 
 def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Collection[str]) -> str:
@@ -51,14 +59,17 @@ def credential_warning(cfg: Config) -> str | None:
     )
 
 
-def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[str], version: str) -> str:
+def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[str], version: str,
+                  compiled: bool = STAMPING_COMPILED) -> str:
     """The banner text. ``ports`` maps each started listener to its bound
-    port; ``available`` names the listeners this build implements."""
+    port; ``available`` names the listeners this build implements;
+    ``compiled``: whether core._speedups is in use (core/log/encoded.py)."""
     lines = [
         f"Ferry {version}: multi-protocol message gateway",
         f"  config       {cfg.source if cfg.source else '(defaults, environment and flags)'}",
         f"  data dir     {cfg.server.data_dir.absolute()}",
         f"  fsync        {_fsync_text(cfg)}",
+        f"  speedups     {_speedups_text(compiled)}",
         "  listeners",
     ]
     lines.extend(_listener_line(lc, ports, available) for lc in cfg.listeners)

@@ -52,3 +52,11 @@ def test_fsync_policies_are_explained():
 def test_ipv6_addresses_are_bracketed():
     assert format_address("::1", 4222, "tcp") == "[::1]:4222/tcp"
     assert format_address("127.0.0.1", 8080, "udp") == "127.0.0.1:8080/udp"
+
+
+def test_banner_says_whether_the_compiled_stamping_runs():
+    cfg = load_config(env={}, registry=REG)
+    on = format_banner(cfg, {}, set(), "9.9.9", compiled=True)
+    off = format_banner(cfg, {}, set(), "9.9.9", compiled=False)
+    assert "speedups     compiled record stamping (core._speedups)" in on
+    assert "speedups     none: pure-Python record stamping" in off

@@ -1,0 +1,200 @@
+/* core._speedups: the compiled twin of core.log.encoded.stamp_records.
+ *
+ * Why: stamping a block of stored records (offset, timestamp, id, origin,
+ * XXH3-64 checksum per record) costs ~0.57 us per record in Python, over half
+ * of an Iggy SendMessages batch's server time (docs/iggy.md "Throughput"). The
+ * loop below does the same work at memory speed. It is optional: setup.py
+ * builds it when a C compiler is there, and core/log/encoded.py falls back to
+ * the pure-Python loop (same results, same errors; tests/core/test_speedups.py
+ * checks both byte for byte) when it is missing, fails its self-check, or
+ * FERRY_PURE_PYTHON=1 is set.
+ *
+ * The hash is XXH3-64 with seed 0 (core/record.py), taken from the xxhash
+ * library Ferry already depends on: the `xxhash` wheel's extension exports
+ * XXH3_64bits, and Debian's libxxhash0 does too. It is looked up with dlsym,
+ * so no xxhash header is needed at build time; the Python side checks the
+ * result against xxhash.xxh3_64_intdigest before trusting it.
+ *
+ * The stored layout (core/record.py): u64 checksum of bytes 8..end, u128 id,
+ * u64 offset, u64 timestamp, u64 origin timestamp, u32 headers length H,
+ * u32 payload length P, u64 reserved, then P payload and H header bytes, all
+ * little-endian. Nothing here allocates per record except the two result ints.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef uint64_t (*xxh3_fn)(const void *data, size_t len);
+static xxh3_fn xxh3_64 = NULL;
+
+#define HEAD 64 /* RECORD_HEADER_SIZE */
+
+static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline void wr64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* stamp(buf, count, base_offset, timestamp, max_payload, view, check, id_block)
+ *
+ * Mirrors stamp_records' loop. Returns (sizes, plens) on success, or
+ * (None, "truncated", index) / (None, "trailing", nbytes) for the two framing
+ * errors the Python wrapper turns into its typed exceptions. Records that need
+ * a closer look (reserved field set, a header block, running past the block,
+ * payload over max_payload) are handed to check(view, stop, end, hlen, plen,
+ * reserved, index), which raises or validates; id_block(count, offset) gives
+ * (lo_base, hi) the first time a record has id 0. */
+static PyObject *
+stamp(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj, *view, *check, *id_block;
+    Py_ssize_t count;
+    unsigned long long base, timestamp, max_payload;
+    if (!PyArg_ParseTuple(args, "OnKKKOOO", &bufobj, &count, &base, &timestamp, &max_payload,
+                          &view, &check, &id_block))
+        return NULL;
+    if (count < 1) {
+        PyErr_SetString(PyExc_ValueError, "count must be positive");
+        return NULL;
+    }
+    Py_buffer pb;
+    if (PyObject_GetBuffer(bufobj, &pb, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *sizes = PyList_New(count), *plens = PyList_New(count), *result = NULL;
+    if (sizes == NULL || plens == NULL)
+        goto done;
+    unsigned char *b = (unsigned char *)pb.buf;
+    size_t end = (size_t)pb.len, pos = 0;
+    int have_ids = 0;
+    uint64_t id_lo_base = 0, id_hi = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t offset = base + (uint64_t)i;
+        if (end - pos < HEAD) {
+            result = Py_BuildValue("(Osn)", Py_None, "truncated", i);
+            goto done;
+        }
+        unsigned char *r = b + pos;
+        uint64_t lo = rd64(r + 8), hi = rd64(r + 16), origin = rd64(r + 40), reserved = rd64(r + 56);
+        uint32_t hlen = rd32(r + 48), plen = rd32(r + 52);
+        size_t stop = pos + HEAD + (size_t)plen + (size_t)hlen;
+        if (reserved || hlen || stop > end || plen > max_payload) {
+            PyObject *ok = PyObject_CallFunction(check, "OnnIIKn", view, (Py_ssize_t)stop, (Py_ssize_t)end,
+                                                 hlen, plen, reserved, i);
+            if (ok == NULL)
+                goto done;
+            Py_DECREF(ok);
+            if (stop > end || plen > max_payload) { /* check always raises for these */
+                PyErr_SetString(PyExc_SystemError, "stamp check let a bad record through");
+                goto done;
+            }
+        }
+        if (!(lo | hi)) {
+            if (!have_ids) {
+                PyObject *ids = PyObject_CallFunction(id_block, "nK", count, offset);
+                if (ids == NULL)
+                    goto done;
+                PyObject *l = PyTuple_Check(ids) && PyTuple_GET_SIZE(ids) == 2 ? PyTuple_GET_ITEM(ids, 0) : NULL;
+                if (l == NULL) {
+                    Py_DECREF(ids);
+                    PyErr_SetString(PyExc_TypeError, "id_block must return (lo_base, hi)");
+                    goto done;
+                }
+                /* lo_base may be negative (lo - first offset): u64 arithmetic
+                 * wraps back to lo + (offset - first offset), as in Python. */
+                id_lo_base = PyLong_AsUnsignedLongLongMask(l);
+                id_hi = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(ids, 1));
+                Py_DECREF(ids);
+                if (PyErr_Occurred())
+                    goto done;
+                have_ids = 1;
+            }
+            lo = id_lo_base + offset;
+            hi = id_hi;
+        }
+        wr64(r + 8, lo);
+        wr64(r + 16, hi);
+        wr64(r + 24, offset);
+        wr64(r + 32, timestamp);
+        wr64(r + 40, origin ? origin : timestamp);
+        wr64(r, xxh3_64(r + 8, stop - pos - 8));
+        PyObject *s = PyLong_FromSize_t(stop - pos), *p = PyLong_FromUnsignedLong(plen);
+        if (s == NULL || p == NULL) {
+            Py_XDECREF(s);
+            Py_XDECREF(p);
+            goto done;
+        }
+        PyList_SET_ITEM(sizes, i, s);
+        PyList_SET_ITEM(plens, i, p);
+        pos = stop;
+    }
+    if (pos != end)
+        result = Py_BuildValue("(Osn)", Py_None, "trailing", (Py_ssize_t)(end - pos));
+    else
+        result = PyTuple_Pack(2, sizes, plens);
+done:
+    Py_XDECREF(sizes);
+    Py_XDECREF(plens);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
+/* xxh3_64(data) -> int: the resolved hash, for the Python side's self-check. */
+static PyObject *
+py_xxh3_64(PyObject *self, PyObject *arg)
+{
+    Py_buffer pb;
+    if (PyObject_GetBuffer(arg, &pb, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint64_t h = xxh3_64(pb.buf, (size_t)pb.len);
+    PyBuffer_Release(&pb);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyMethodDef methods[] = {
+    {"stamp", stamp, METH_VARARGS, "Stamp a block of stored records in place (core.log.encoded)."},
+    {"xxh3_64", py_xxh3_64, METH_O, "XXH3-64, seed 0, of a bytes-like object."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", NULL, -1, methods};
+
+/* Find XXH3_64bits: in the xxhash wheel's extension (already loaded by the
+ * import below), else in the system's libxxhash. */
+static int
+resolve_xxh3(void)
+{
+    PyObject *mod = PyImport_ImportModule("xxhash._xxhash");
+    if (mod != NULL) {
+        PyObject *file = PyObject_GetAttrString(mod, "__file__");
+        Py_DECREF(mod);
+        const char *path = file != NULL ? PyUnicode_AsUTF8(file) : NULL;
+        if (path != NULL) {
+            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (h != NULL)
+                xxh3_64 = (xxh3_fn)dlsym(h, "XXH3_64bits");
+        }
+        Py_XDECREF(file);
+    }
+    PyErr_Clear();
+    if (xxh3_64 == NULL) {
+        void *h = dlopen("libxxhash.so.0", RTLD_NOW | RTLD_LOCAL);
+        if (h != NULL)
+            xxh3_64 = (xxh3_fn)dlsym(h, "XXH3_64bits");
+    }
+    return xxh3_64 != NULL;
+}
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    const uint16_t probe = 1;
+    if (*(const unsigned char *)&probe != 1) { /* the layout is little-endian; so is every host Ferry runs on */
+        PyErr_SetString(PyExc_ImportError, "core._speedups needs a little-endian host");
+        return NULL;
+    }
+    if (!resolve_xxh3()) {
+        PyErr_SetString(PyExc_ImportError, "core._speedups: XXH3_64bits not found in xxhash or libxxhash");
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}
