@@ -138,6 +138,108 @@ done:
     return result;
 }
 
+/* index_block(sizes, plens, pos, byte_pos, timestamp) -> bytes
+ *
+ * The offset-index entries (core/log/index.py INDEX_ENTRY, "<QIQQ": position,
+ * length, byte position, timestamp; 28 bytes) of one stamped block placed in
+ * its segment from `pos`, its Pravega byte view from `byte_pos` (8 + payload
+ * length per record, docs/storage.md). Twin of the block branch of
+ * core.log.pending.index_entries. */
+static PyObject *
+index_block(PyObject *self, PyObject *args)
+{
+    PyObject *sizes, *plens;
+    unsigned long long pos, byte_pos, timestamp;
+    if (!PyArg_ParseTuple(args, "O!O!KKK", &PyList_Type, &sizes, &PyList_Type, &plens, &pos, &byte_pos, &timestamp))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(sizes);
+    if (PyList_GET_SIZE(plens) != n) {
+        PyErr_SetString(PyExc_ValueError, "sizes and plens differ in length");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 28);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++, o += 28) {
+        unsigned long size = PyLong_AsUnsignedLong(PyList_GET_ITEM(sizes, i));
+        unsigned long plen = PyLong_AsUnsignedLong(PyList_GET_ITEM(plens, i));
+        if (PyErr_Occurred() || size > 0xFFFFFFFFUL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_OverflowError, "record size does not fit the index's u32");
+            Py_DECREF(out);
+            return NULL;
+        }
+        uint32_t len32 = (uint32_t)size;
+        wr64(o, pos);
+        memcpy(o + 8, &len32, 4);
+        wr64(o + 12, byte_pos);
+        wr64(o + 20, timestamp);
+        pos += size;
+        byte_pos += 8 + (uint64_t)plen;
+    }
+    return out;
+}
+
+/* walk(buf, start, end, count) -> (ends, payload_bytes) | (None, problem, index, ends_before)
+ *
+ * Check that buf[start:end] is exactly `count` records in the stored layout
+ * (header lengths chain to `end`, reserved fields zero) without changing it.
+ * `ends` is a tuple of each record's end, relative to `start` (what an Iggy
+ * 0.8 index lists, iggy-middle.md 6.11). `problem` names the first fault:
+ * "short" (header cut off), "reserved", "past_end" or "trailing". */
+static PyObject *
+walk(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj;
+    Py_ssize_t start, end, count;
+    if (!PyArg_ParseTuple(args, "Onnn", &bufobj, &start, &end, &count))
+        return NULL;
+    Py_buffer pb;
+    if (PyObject_GetBuffer(bufobj, &pb, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *ends = NULL;
+    if (start < 0 || end > pb.len || start > end || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "walk: bad bounds");
+        goto done;
+    }
+    ends = PyTuple_New(count);
+    if (ends == NULL)
+        goto done;
+    const unsigned char *b = (const unsigned char *)pb.buf;
+    size_t pos = (size_t)start, stop = (size_t)end;
+    unsigned long long payload = 0;
+    const char *problem = NULL;
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        if (stop - pos < HEAD) { problem = "short"; break; }
+        const unsigned char *r = b + pos;
+        if (rd64(r + 56)) { problem = "reserved"; break; }
+        uint32_t hlen = rd32(r + 48), plen = rd32(r + 52);
+        size_t next = pos + HEAD + (size_t)plen + (size_t)hlen;
+        if (next > stop) { problem = "past_end"; break; }
+        PyObject *e = PyLong_FromSize_t(next - (size_t)start);
+        if (e == NULL)
+            goto done;
+        PyTuple_SET_ITEM(ends, i, e);
+        payload += plen;
+        pos = next;
+    }
+    if (problem == NULL && pos != stop)
+        problem = "trailing";
+    if (problem != NULL) {
+        PyObject *prefix = PyTuple_GetSlice(ends, 0, i); /* the ends found before the fault */
+        if (prefix != NULL)
+            result = Py_BuildValue("(OsnN)", Py_None, problem, i, prefix);
+    }
+    else
+        result = Py_BuildValue("(OK)", ends, payload);
+done:
+    Py_XDECREF(ends);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
 /* xxh3_64(data) -> int: the resolved hash, for the Python side's self-check. */
 static PyObject *
 py_xxh3_64(PyObject *self, PyObject *arg)
@@ -152,6 +254,8 @@ py_xxh3_64(PyObject *self, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"stamp", stamp, METH_VARARGS, "Stamp a block of stored records in place (core.log.encoded)."},
+    {"index_block", index_block, METH_VARARGS, "Offset-index entries of a stamped block (core.log.pending)."},
+    {"walk", walk, METH_VARARGS, "Check the framing of a block of stored records; their ends."},
     {"xxh3_64", py_xxh3_64, METH_O, "XXH3-64, seed 0, of a bytes-like object."},
     {NULL, NULL, 0, NULL},
 };

@@ -43,7 +43,7 @@ _xxh3 = xxhash.xxh3_64_intdigest
 
 
 def _load_compiled():
-    """``core._speedups.stamp`` when it is built, its hash agrees with the
+    """The ``core._speedups`` module when it is built, its hash agrees with the
     xxhash package on every length class of XXH3 (0..4 KiB), and
     FERRY_PURE_PYTHON is not set; else None (the Python loop runs)."""
     if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
@@ -56,11 +56,17 @@ def _load_compiled():
     if any(_speedups.xxh3_64(sample[:n]) != _xxh3(sample[:n]) for n in (0, 1, 3, 4, 8, 9, 16, 17, 128, 129,
                                                                          240, 241, 1024, 4096)):
         return None
-    return _speedups.stamp
+    return _speedups
 
 
-_compiled_stamp = _load_compiled()
-COMPILED = _compiled_stamp is not None
+_speedups = _load_compiled()
+COMPILED = _speedups is not None
+_compiled_stamp = _speedups.stamp if COMPILED else None
+# Compiled twins used elsewhere (None: take the Python path): the offset-index
+# entries of a block (core.log.pending.index_entries), and a read-only framing
+# walk over stored records (adapters.iggy.messages, apache-iggy 0.8 sends).
+index_block = _speedups.index_block if COMPILED else None
+walk_records = _speedups.walk if COMPILED else None
 
 
 def stamp_records(
@@ -162,4 +168,4 @@ def records_of(block: bytes | bytearray | memoryview) -> list[RecordView]:
     return out
 
 
-__all__ = ["COMPILED", "records_of", "stamp_records"]
+__all__ = ["COMPILED", "index_block", "records_of", "stamp_records", "walk_records"]

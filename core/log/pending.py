@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from .batch import seal_batch
+from .encoded import index_block
 from .index import INDEX_ENTRY
 from .segment import Segment, fsync_dir, write_all
 
@@ -188,6 +189,10 @@ def index_entries(taken: list[PendingCall], pos: int) -> bytes:
     pack, plen_of = INDEX_ENTRY.pack, _PAYLOAD_LEN.unpack_from
     parts = []
     for call in taken:
+        if call.sizes is not None and index_block is not None:  # core/_speedups.c
+            parts.append(index_block(call.sizes, call.plens, pos, call.byte_pos, call.timestamp))
+            pos += call.nbytes
+            continue
         if call.sizes is not None:  # an encoded block: every entry in one pack, no Python loop
             sizes = call.sizes
             entries = zip(accumulate(sizes, initial=pos), sizes,
