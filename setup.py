@@ -1,11 +1,16 @@
-"""Build hook for the one optional C extension, core._speedups (core/_speedups.c).
+"""Build hook for the optional C extensions: core._speedups (core/_speedups.c,
+record stamping) and adapters.iggy._speedups (adapters/iggy/_speedups.c, the
+Iggy wire loops that run once per message).
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C
 compiler is installed, the build of the extension is skipped with a warning and
-Ferry runs on its pure-Python paths (core/log/encoded.py), same results.
+Ferry runs on its pure-Python paths (core/log/encoded.py,
+adapters/iggy/_compiled.py), same results.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("core._speedups", ["core/_speedups.c"], optional=True,
-                             extra_compile_args=["-O2"], libraries=["dl"])])
+setup(ext_modules=[
+    Extension("core._speedups", ["core/_speedups.c"], optional=True, extra_compile_args=["-O2"], libraries=["dl"]),
+    Extension("adapters.iggy._speedups", ["adapters/iggy/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
+])

@@ -225,6 +225,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=1,
                     help="raw send: requests in flight per connection (Iggy clients use 1)")
     ap.add_argument("--no-clients", action="store_true", help="skip the real-client rows")
+    ap.add_argument("--clients", default="0.8.0,0.9.0", help="apache-iggy versions of the client rows")
+    ap.add_argument("--no-raw", action="store_true", help="client rows only (no x raw column): for profiling")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="iggy-bench-", dir="."))
     proc, port = start_server(tmp / "data", a.fsync)
@@ -238,15 +240,18 @@ def main() -> None:
         print(f"batch {a.batch} x {a.size} B, {a.producers} producer(s), fsync {a.fsync}, {a.seconds:.0f} s per row, "
               f"raw send dialect {a.dialect}, window {a.window}")
         print(f"{'scenario':<28} {'msgs/s':>12} {'MB/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'x raw':>7}")
-        with mp.get_context("fork").Pool(a.producers) as pool:
-            sent = pool.map(raw_worker, [(port, "send", a.seconds, a.batch, a.size, p, 0, a.window, a.dialect)
-                                         for p in range(a.producers)])
-            raw = summarize("raw send", sent, a.seconds, a.size, None)
-            polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"], 1, a.dialect)
-                                           for p in range(a.producers)])
-            summarize("raw poll", polled, a.seconds, a.size, raw)
+        raw = None
+        if not a.no_raw:
+            with mp.get_context("fork").Pool(a.producers) as pool:
+                sent = pool.map(raw_worker, [(port, "send", a.seconds, a.batch, a.size, p, 0, a.window, a.dialect)
+                                             for p in range(a.producers)])
+                raw = summarize("raw send", sent, a.seconds, a.size, None)
+                polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"], 1,
+                                                a.dialect) for p in range(a.producers)])
+                summarize("raw poll", polled, a.seconds, a.size, raw)
         if not a.no_clients:
-            for spec in ("apache-iggy==0.8.0", "apache-iggy==0.9.0"):
+            for version in a.clients.split(","):
+                spec = f"apache-iggy=={version.strip()}"
                 res = client_run(spec, port, a.seconds, a.batch, a.size, a.producers)
                 summarize(f"{spec} send", res, a.seconds, a.size, raw)
     finally:

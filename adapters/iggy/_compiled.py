@@ -1,0 +1,26 @@
+"""The compiled Iggy wire loops (adapters/iggy/_speedups.c), or None each.
+
+Built by setup.py where a C compiler is there; FERRY_PURE_PYTHON=1 (as for
+core._speedups, core/log/encoded.py) makes every caller take its Python loop,
+which gives the same results and statuses."""
+
+from __future__ import annotations
+
+import os
+
+
+def _load():
+    if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+_mod = _load()
+COMPILED = _mod is not None
+vsr_frames = _mod.vsr_frames if COMPILED else None
+
+__all__ = ["COMPILED", "vsr_frames"]
