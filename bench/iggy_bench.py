@@ -155,14 +155,14 @@ def _windowed_sends(sock: socket.socket, send: bytes, batch: int, window: int, e
 
 
 CLIENT_SCRIPT = r'''
-import asyncio, json, sys, time
-from apache_iggy import IggyClient, SendMessage
+import asyncio, json, random, sys, time
+import apache_iggy as lib
 port, seconds, batch, size, partition = map(int, sys.argv[1:6])
 async def main():
-    c = IggyClient(f"127.0.0.1:{port}")
+    c = lib.IggyClient(f"127.0.0.1:{port}")
     await c.connect()
     await c.login_user("iggy", "iggy")
-    msgs = [SendMessage(b"x" * size) for _ in range(batch)]
+    msgs = [lib.SendMessage(b"x" * size) for _ in range(batch)]
     lat, n = [], 0
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -170,13 +170,31 @@ async def main():
         await c.send_messages("bench", "t", partition, msgs)
         lat.append(time.perf_counter() - t0)
         n += batch
-    print(json.dumps({"msgs": n, "lat": lat}), flush=True)
+    if hasattr(lib, "Consumer"):  # 0.9: keyword arguments and an explicit consumer
+        one = lib.Consumer.Single(1)
+        def poll(offset):
+            return c.poll_messages("bench", "t", consumer=one, polling_strategy=lib.PollingStrategy.Offset(offset),
+                                   count=batch, auto_commit=False, partition_id=partition)
+    else:
+        def poll(offset):
+            return c.poll_messages("bench", "t", partition, lib.PollingStrategy.Offset(offset), batch, False)
+    rng = random.Random(partition)
+    plat, pn = [], 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        got = await poll(rng.randrange(0, max(n - batch, 1)))
+        plat.append(time.perf_counter() - t0)
+        pn += len(got)
+    print(json.dumps({"msgs": n, "lat": lat, "poll_msgs": pn, "poll_lat": plat}), flush=True)
 asyncio.run(main())
 import os; os._exit(0)
 '''
 
 
 def client_run(spec: str, port: int, seconds: float, batch: int, size: int, producers: int) -> list[dict]:
+    """Each producer process sends for ``seconds``, then polls random offsets of
+    its partition for ``seconds``; one result dict per process."""
     from iggy_clients import client_python
 
     python = str(client_python(spec))
@@ -254,6 +272,8 @@ def main() -> None:
                 spec = f"apache-iggy=={version.strip()}"
                 res = client_run(spec, port, a.seconds, a.batch, a.size, a.producers)
                 summarize(f"{spec} send", res, a.seconds, a.size, raw)
+                summarize(f"{spec} poll", [{"msgs": r["poll_msgs"], "lat": r["poll_lat"]} for r in res], a.seconds,
+                          a.size, raw)
     finally:
         proc.terminate()
         proc.wait(30)

@@ -300,5 +300,16 @@ PyInit__speedups(void)
         PyErr_SetString(PyExc_ImportError, "core._speedups: XXH3_64bits not found in xxhash or libxxhash");
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    /* The resolved hash, for other extensions (adapters/iggy/_speedups.c):
+     * one lookup of XXH3_64bits in the whole process. */
+    PyObject *cap = PyCapsule_New((void *)xxh3_64, "core._speedups.xxh3_64_capsule", NULL);
+    if (cap == NULL || PyModule_AddObject(m, "xxh3_64_capsule", cap) < 0) {
+        Py_XDECREF(cap);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -22,5 +22,6 @@ def _load():
 _mod = _load()
 COMPILED = _mod is not None
 vsr_frames = _mod.vsr_frames if COMPILED else None
+vsr_render = _mod.vsr_render if COMPILED else None
 
-__all__ = ["COMPILED", "vsr_frames"]
+__all__ = ["COMPILED", "vsr_frames", "vsr_render"]

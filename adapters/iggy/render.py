@@ -29,6 +29,7 @@ from core.errors import NotFound
 from core.message import Headers
 
 from . import replies as R
+from ._compiled import vsr_render as _vsr_render
 from .messages import VSR_BATCH_HEADER, VSR_FRAME_HEADER
 
 U64_MAX = (1 << 64) - 1
@@ -191,6 +192,9 @@ def polled(dialect: int, partition_id: int, current_offset: int, batch) -> bytes
         return b"".join([prefix, *batch.chunks])
     if dialect == 1:
         return b"".join([prefix, *_legacy_messages(batch)])
+    if _vsr_render is not None:  # adapters/iggy/_speedups.c: the same batches as _vsr_batches
+        chunks = batch.chunks
+        return _vsr_render(prefix, chunks[0] if len(chunks) == 1 else b"".join(chunks), batch.sizes, partition_id)
     return b"".join([prefix, *_vsr_batches(partition_id, batch)])
 
 

@@ -116,3 +116,31 @@ def test_compiled_and_python_vsr_sends_agree(msgs, mutation, at):
         mp.setattr(messages, "_vsr_frames", None)
         python = _decode_vsr(bytes(frame))
     assert compiled == python
+
+
+@PROPS
+@given(records=st.lists(st.tuples(st.integers(0, (1 << 128) - 1), st.binary(max_size=120), st.binary(max_size=30),
+                                  st.sampled_from([0, 1, 2]),  # append timestamp: runs of equal ones
+                                  st.sampled_from([0, 5, 1 << 33, (1 << 33) + 7, 1 << 60])),  # origins, 0 = unset
+                        min_size=1, max_size=12),
+       split=st.integers(0, 12), partition=st.integers(0, 1 << 32))
+def test_compiled_and_python_vsr_polls_agree(records, split, partition):
+    """Polls of apache-iggy 0.9 (iggy-current.md 7): the C renderer and the Python
+    one split runs at the same records (a new timestamp, an origin before the
+    run's first or a u32 delta away) and write the same bytes, from one chunk or two."""
+    from core.log.readbatch import ReadBatch
+    from core.record import encode_record
+
+    from adapters.iggy import render
+
+    assert render._vsr_render is not None, "adapters.iggy._speedups is not built"
+    raw = [encode_record(mid, 40 + i, 1_000_000 + ts, origin, headers, payload)
+           for i, (mid, payload, headers, ts, origin) in enumerate(records)]
+    cut = split % len(raw)
+    chunks = [b"".join(raw[:cut]), memoryview(b"".join(raw[cut:]))] if cut else [b"".join(raw)]
+    batch = ReadBatch(partition, 40, chunks, [len(r) for r in raw])
+    compiled = render.polled(3, partition, 99, batch)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "_vsr_render", None)
+        python = render.polled(3, partition, 99, batch)
+    assert compiled == python
