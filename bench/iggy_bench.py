@@ -214,11 +214,14 @@ def summarize(name: str, results: list[dict], seconds: float, size: int, raw_rat
     return rate
 
 
-def start_server(data: Path, fsync: str) -> tuple[subprocess.Popen, int]:
+def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[subprocess.Popen, int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
+    if pure_python:  # core/log/encoded.py, adapters/iggy/_compiled.py: no compiled loops
+        env["FERRY_PURE_PYTHON"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "iggy_tcp", "--data", str(data),
                              "--host", "127.0.0.1", "--iggy-tcp-port", "0", "--fsync", fsync], cwd=data.parent,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("FERRY_")})
+                            env=env)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     buf, deadline = b"", time.monotonic() + START_LIMIT_S
@@ -245,9 +248,11 @@ def main() -> None:
     ap.add_argument("--no-clients", action="store_true", help="skip the real-client rows")
     ap.add_argument("--clients", default="0.8.0,0.9.0", help="apache-iggy versions of the client rows")
     ap.add_argument("--no-raw", action="store_true", help="client rows only (no x raw column): for profiling")
+    ap.add_argument("--pure-python", action="store_true",
+                    help="the server without its compiled loops (FERRY_PURE_PYTHON=1), to measure what they give")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="iggy-bench-", dir="."))
-    proc, port = start_server(tmp / "data", a.fsync)
+    proc, port = start_server(tmp / "data", a.fsync, a.pure_python)
     try:
         sock, _session = connect(port)
         sock.sendall(frame("stream.create", name="bench"))
@@ -256,7 +261,7 @@ def main() -> None:
         recv_reply(sock)
         sock.close()
         print(f"batch {a.batch} x {a.size} B, {a.producers} producer(s), fsync {a.fsync}, {a.seconds:.0f} s per row, "
-              f"raw send dialect {a.dialect}, window {a.window}")
+              f"raw send dialect {a.dialect}, window {a.window}, server {'pure Python' if a.pure_python else 'compiled loops'}")
         print(f"{'scenario':<28} {'msgs/s':>12} {'MB/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'x raw':>7}")
         raw = None
         if not a.no_raw:

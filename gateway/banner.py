@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Collection, Mapping
 
+from adapters.iggy._compiled import COMPILED as IGGY_COMPILED
 from core.log.encoded import COMPILED as STAMPING_COMPILED
 
 from .config import Config, ListenerConfig, env_name
@@ -34,8 +35,8 @@ def _fsync_text(cfg: Config) -> str:
 
 def _speedups_text(compiled: bool) -> str:
     if compiled:
-        return "compiled record stamping (core._speedups)"
-    return "none: pure-Python record stamping (pip install -e . with gcc builds core._speedups)"
+        return "compiled record stamping and Iggy wire loops (core._speedups, adapters.iggy._speedups)"
+    return "none: pure-Python loops (FERRY_PURE_PYTHON set, or no C compiler when Ferry was installed)"
 
 
 def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Collection[str]) -> str:
@@ -60,7 +61,7 @@ def credential_warning(cfg: Config) -> str | None:
 
 
 def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[str], version: str,
-                  compiled: bool = STAMPING_COMPILED) -> str:
+                  compiled: bool = STAMPING_COMPILED and IGGY_COMPILED) -> str:
     """The banner text. ``ports`` maps each started listener to its bound
     port; ``available`` names the listeners this build implements;
     ``compiled``: whether core._speedups is in use (core/log/encoded.py)."""

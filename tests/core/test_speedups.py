@@ -3,10 +3,13 @@ stamped bytes, the same (sizes, payload lengths) and the same typed errors as
 the pure-Python loop of core/log/encoded.py, on valid and on malformed blocks.
 
 `make test` builds the extension (setup.py); where it could not be built this
-module fails rather than skips, so a broken build is never mistaken for a pass."""
+module fails rather than skips, so a broken build is never mistaken for a pass.
+The compiled functions are imported directly, so these tests compare both
+loops also when FERRY_PURE_PYTHON=1 keeps the running code on the Python one."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
@@ -16,18 +19,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_log_append_encoded import client_block, header_blocks
 
+from core import _speedups
 from core import errors as ce
 from core.log import encoded
 
 
-def test_the_compiled_loop_is_built_and_in_use():
-    # FERRY_PURE_PYTHON is not set by the test run; a missing compiler would show here.
-    assert encoded.COMPILED, "core._speedups was not built (is gcc installed?) or failed its self-check"
+def test_the_compiled_loop_is_in_use_unless_pure_python_is_asked_for():
+    pure = os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0")
+    assert encoded.COMPILED is not pure, "core._speedups failed its self-check"
 
 
 @given(data=st.binary(max_size=5000))
 def test_compiled_hash_is_xxh3_64(data):
-    from core import _speedups
     assert _speedups.xxh3_64(data) == xxhash.xxh3_64_intdigest(data)
 
 
@@ -40,6 +43,7 @@ def _run(fn, block: bytes, count: int, base: int, ts: int):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(encoded, "_id_block", _ids)
+            mp.setattr(encoded, "_compiled_stamp", _speedups.stamp)  # used by _stamp_compiled only
             out = fn(buf, count, base, ts)
     except ce.FerryError as exc:
         return ("error", type(exc), str(exc), getattr(exc, "index", None), bytes(buf))
@@ -114,6 +118,7 @@ def test_a_payload_over_the_limit_is_refused(fn, monkeypatch):
     block = bytearray(client_block([(1, b"x", b"", 0)]))
     struct.pack_into("<I", block, 52, encoded.MAX_PAYLOAD + 1)
     block += bytes(encoded.MAX_PAYLOAD)  # the record frames exactly: only the limit is wrong
+    monkeypatch.setattr(encoded, "_compiled_stamp", _speedups.stamp)
     with pytest.raises(ce.PayloadTooLarge):
         fn(block, 1, 0, 1)
 
@@ -129,8 +134,9 @@ def test_compiled_index_entries_match_the_python_ones(msgs, pos, byte_pos, ts):
     call = PendingCall(0, ts, byte_pos, byte_pos + 8 * len(msgs) + sum(plens), [block], len(block), None, None,
                        None, sizes)
     call.plens = plens
-    compiled = pending.index_entries([call], pos)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pending, "index_block", _speedups.index_block)
+        compiled = pending.index_entries([call], pos)
         mp.setattr(pending, "index_block", None)
         python = pending.index_entries([call], pos)
     assert compiled == python and len(compiled) == 28 * len(msgs)
@@ -152,7 +158,7 @@ def test_compiled_walk_finds_what_stamping_checks(msgs, mutation, at):
         struct.pack_into(field[1], block, field[0], 1 + at)
     elif mutation == "count+1":
         count += 1
-    out = encoded.walk_records(b"pad" + bytes(block) + b"tail", 3, 3 + len(block), count)
+    out = _speedups.walk(b"pad" + bytes(block) + b"tail", 3, 3 + len(block), count)
     try:
         encoded._stamp_python(bytearray(block), count, 0, 1)
         stamped = True
