@@ -220,8 +220,7 @@ def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[sub
         env["FERRY_PURE_PYTHON"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "iggy_tcp", "--data", str(data),
                              "--host", "127.0.0.1", "--iggy-tcp-port", "0", "--fsync", fsync], cwd=data.parent,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=env)
+                            stdout=subprocess.PIPE, stderr=open(data.parent / "server.log", "wb"), env=env)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     buf, deadline = b"", time.monotonic() + START_LIMIT_S
@@ -229,7 +228,11 @@ def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[sub
         if not sel.select(max(deadline - time.monotonic(), 0)):
             proc.kill()
             raise SystemExit(f"server did not start: {buf!r}")
-        buf += os.read(proc.stdout.fileno(), 65536)
+        got = os.read(proc.stdout.fileno(), 65536)
+        if not got:  # the server exited (a config error, say)
+            log = (data.parent / "server.log").read_text(errors="replace")
+            raise SystemExit(f"server exited with {proc.wait()} before it was ready: {buf!r}\n{log}")
+        buf += got
     port = int(re.search(rb"iggy_tcp +127\.0\.0\.1:(\d+)/tcp", buf).group(1))
     return proc, port
 

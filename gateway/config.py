@@ -50,6 +50,9 @@ from .registry import KnownListener, Registry, RegistryError, default_registry
 
 ENV_PREFIX = "FERRY_"
 ENV_CONFIG = "FERRY_CONFIG"  # the config file path; not a key itself
+# Read at import by core/log/encoded.py and adapters/iggy/_compiled.py (1 = run the
+# pure-Python loops, not the compiled ones): a switch of the build, not a config key.
+ENV_PURE_PYTHON = "FERRY_PURE_PYTHON"
 DEFAULT_ROOT_USERNAME = "iggy"  # Iggy's default root user (iggy.md, server defaults)
 DEFAULT_ROOT_PASSWORD = "iggy"
 # `docker stop` sends SIGKILL 10 s after SIGTERM; 5 s of grace leaves the other
@@ -285,11 +288,11 @@ def from_env(env: Mapping[str, str], schema: Mapping[Path_, Key]) -> dict[Path_,
     names = env_names(schema)
     out: dict[Path_, Origin] = {}
     for name, value in env.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_CONFIG:
+        if not name.startswith(ENV_PREFIX) or name in (ENV_CONFIG, ENV_PURE_PYTHON):
             continue
         path = names.get(name)
         if path is None:
-            hint = _suggest(name, [*names, ENV_CONFIG])
+            hint = _suggest(name, [*names, ENV_CONFIG, ENV_PURE_PYTHON])
             raise ConfigError(f"{name}: unknown environment variable{hint}; "
                               "see docs/configuration.md for the FERRY_* variables", key=name)
         out[path] = Origin(value, name, from_text=True)

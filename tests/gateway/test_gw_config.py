@@ -238,3 +238,8 @@ def test_configuration_doc_lists_every_key_and_variable():
         for key in LISTENER_KEYS:
             assert env_name(("listeners", name, key)) in doc or "FERRY_<NAME>_" + key.upper() in doc
         assert f"`{name}`" in doc
+
+
+def test_the_pure_python_switch_is_not_a_config_key():
+    # FERRY_PURE_PYTHON is read by core/log/encoded.py at import: it must not stop the server.
+    assert load(env={"FERRY_PURE_PYTHON": "1"}).log.fsync == "batch"
