@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import (
@@ -87,6 +88,22 @@ OK_FRAME = b"+OK\r\n"
 _SP, _TAB, _CR, _LF = 0x20, 0x09, 0x0D, 0x0A
 _UTF8 = "utf-8"
 _ESC = "surrogateescape"
+
+
+def _load_compiled_scan():
+    """adapters/nats/_speedups.c's scan_pubs (built by setup.py where a C compiler
+    is there), or None: FERRY_PURE_PYTHON=1 or no build keeps the Python loop."""
+    if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from ._speedups import scan_pubs
+    except ImportError:
+        return None
+    return scan_pubs
+
+
+_compiled_scan = _load_compiled_scan()
+COMPILED = _compiled_scan is not None
 
 
 class _Op(enum.IntEnum):
@@ -256,6 +273,11 @@ class ServerCodec:
         if self._pending is not None or self._skip is not None or self._op is not _Op.NONE \
                 or self.connect_only:
             return 0
+        if _compiled_scan is not None:  # the same loop in C (adapters/nats/_speedups.c)
+            before = len(out)
+            self._pos = _compiled_scan(self._buf, self._pos, self.max_control_line, self.max_payload,
+                                       MAX_SIZE_DIGITS, out, refuse)
+            return len(out) - before
         buf = self._buf
         pos = self._pos
         find, startswith, append = buf.find, buf.startswith, out.append
