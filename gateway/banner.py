@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Collection, Mapping
 
 from adapters.iggy._compiled import COMPILED as IGGY_COMPILED
+from adapters.nats.codec import COMPILED as NATS_COMPILED
 from core.log.encoded import COMPILED as STAMPING_COMPILED
 
 from .config import Config, ListenerConfig, env_name
@@ -35,7 +36,7 @@ def _fsync_text(cfg: Config) -> str:
 
 def _speedups_text(compiled: bool) -> str:
     if compiled:
-        return "compiled record stamping and Iggy wire loops (core._speedups, adapters.iggy._speedups)"
+        return "compiled record stamping, Iggy wire loops and NATS PUB scanner (core, adapters.iggy, adapters.nats)"
     return "none: pure-Python loops (FERRY_PURE_PYTHON set, or no C compiler when Ferry was installed)"
 
 
@@ -61,7 +62,7 @@ def credential_warning(cfg: Config) -> str | None:
 
 
 def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[str], version: str,
-                  compiled: bool = STAMPING_COMPILED and IGGY_COMPILED) -> str:
+                  compiled: bool = STAMPING_COMPILED and IGGY_COMPILED and NATS_COMPILED) -> str:
     """The banner text. ``ports`` maps each started listener to its bound
     port; ``available`` names the listeners this build implements;
     ``compiled``: whether core._speedups is in use (core/log/encoded.py)."""

@@ -58,5 +58,5 @@ def test_banner_says_whether_the_compiled_stamping_runs():
     cfg = load_config(env={}, registry=REG)
     on = format_banner(cfg, {}, set(), "9.9.9", compiled=True)
     off = format_banner(cfg, {}, set(), "9.9.9", compiled=False)
-    assert "speedups     compiled record stamping and Iggy wire loops" in on
+    assert "speedups     compiled record stamping, Iggy wire loops and NATS PUB scanner" in on
     assert "speedups     none: pure-Python loops" in off
