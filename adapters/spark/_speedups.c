@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define HEAD 64
+#define KIND_STRING 2 /* core.header_value.HeaderKind.STRING (seed 000's kind table) */
 
 static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -63,7 +64,7 @@ as_bytes(buf_t *b)
  * offsets/stamps: n int64; id_hex: 32n ASCII (the u128 id, big-endian hex);
  * *_offsets: int32 Arrow offsets; header_starts: n+1 int32 into the header
  * pairs; kinds: one uint8 per pair; typed: list of (pair index, key kind) of
- * keys whose kind is not STRING (code 1). */
+ * keys whose kind is not STRING (code 2). */
 static PyObject *
 columns(PyObject *self, PyObject *args)
 {
@@ -110,7 +111,7 @@ columns(PyObject *self, PyObject *args)
             uint32_t kl = rd32(b + h + 1);
             if ((size_t)kl > hend - h - 5)
                 goto bad;
-            if (kk != 1) {
+            if (kk != KIND_STRING) {
                 PyObject *t = Py_BuildValue("(ii)", (int)pairs, (int)kk);
                 if (t == NULL || PyList_Append(typed, t) < 0) {
                     Py_XDECREF(t);

@@ -51,6 +51,18 @@ def test_compiled_and_python_batches_agree(records, cut, prefix):
         assert compiled.equals(python), (compiled.to_pylist(), python.to_pylist())
 
 
+def test_string_keys_stay_on_the_compiled_path_and_typed_ones_are_listed():
+    from core.header_value import HeaderKind
+
+    assert HeaderKind.STRING.value == 2  # the code _speedups.c compares with
+    polled = _polled([(1, b"a", [("k", HeaderValue.string("v"))], 5),
+                      (2, b"b", [(HeaderValue.int32(7), HeaderValue.string("w")), ("k2", HeaderValue.bool(True))], 6)],
+                     b"")
+    cols = spark_c.columns(polled.body, 0, 2, 1 << 63)
+    assert cols[0] == 2 and cols[12] == [(1, HeaderKind.INT32.value)]
+    assert spark_c.columns(polled.body, 0, 1, 1 << 63)[12] == []
+
+
 def test_a_cut_record_is_refused_not_read_past():
     polled = _polled([(1, b"abc", [], 5)], b"")
     short = polled._replace(body=polled.body[:-1])
