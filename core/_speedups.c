@@ -35,22 +35,116 @@ static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 
 static inline uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline void wr64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
-/* stamp(buf, count, base_offset, timestamp, max_payload, view, check, id_block)
+/* Strict UTF-8, as Python's decoder: no overlong forms, no surrogates, nothing
+ * past U+10FFFF. */
+static int
+utf8_ok(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            if (c == 0xE0) lo = 0xA0;       /* overlong */
+            else if (c == 0xED) hi = 0x9F;  /* surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            if (c == 0xF0) lo = 0x90;       /* overlong */
+            else if (c == 0xF4) hi = 0x8F;  /* past U+10FFFF */
+        } else
+            return 0;
+        if (n - i - 1 < need)
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t k = 2; k <= need; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* Byte width of each header kind's values (core/header_value.py _FIXED_SIZE):
+ * 0 for RAW and STRING (1..255 bytes), -1 for codes that are no kind. */
+static const int kind_width[256] = {
+    [0] = -1, [1] = 0, [2] = 0, [3] = 1, [4] = 1, [5] = 2, [6] = 4, [7] = 8, [8] = 16,
+    [9] = 1, [10] = 2, [11] = 4, [12] = 8, [13] = 16, [14] = 4, [15] = 8,
+    [16 ... 255] = -1,
+};
+
+/* One field of a header block: u8 kind, u32 length, 1..255 bytes that are a
+ * valid value of the kind. Returns the position after it, or 0 if it is not. */
+static size_t
+field_ok(const unsigned char *b, size_t pos, size_t end)
+{
+    if (end - pos < 5)
+        return 0;
+    unsigned char kind = b[pos];
+    uint32_t len = rd32(b + pos + 1);
+    int width = kind_width[kind];
+    size_t start = pos + 5;
+    if (width < 0 || len < 1 || len > 255 || len > end - start)
+        return 0;
+    if (width > 0 && (len != (uint32_t)width || (kind == 3 && b[start] > 1)))
+        return 0;
+    if (kind == 2 && !utf8_ok(b + start, len))
+        return 0;
+    return start + len;
+}
+
+/* headers_ok(data) -> bool: whether Headers.decode (core/message.py) accepts
+ * this TLV block; used for the test that both agree. */
+static int
+block_ok(const unsigned char *b, size_t pos, size_t end)
+{
+    while (pos < end) {
+        pos = field_ok(b, pos, end); /* key */
+        if (pos == 0 || pos == end)
+            return 0;
+        pos = field_ok(b, pos, end); /* value */
+        if (pos == 0)
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+headers_ok(PyObject *self, PyObject *arg)
+{
+    Py_buffer pb;
+    if (PyObject_GetBuffer(arg, &pb, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int ok = block_ok((const unsigned char *)pb.buf, 0, (size_t)pb.len);
+    PyBuffer_Release(&pb);
+    return PyBool_FromLong(ok);
+}
+
+/* stamp(buf, count, base_offset, timestamp, max_payload, max_headers, view, check, id_block)
  *
  * Mirrors stamp_records' loop. Returns (sizes, plens) on success, or
  * (None, "truncated", index) / (None, "trailing", nbytes) for the two framing
  * errors the Python wrapper turns into its typed exceptions. Records that need
- * a closer look (reserved field set, a header block, running past the block,
- * payload over max_payload) are handed to check(view, stop, end, hlen, plen,
- * reserved, index), which raises or validates; id_block(count, offset) gives
+ * a closer look (reserved field set, running past the block, payload over
+ * max_payload, a header block over max_headers or one block_ok does not
+ * accept) are handed to check(view, stop, end, hlen, plen, reserved, index),
+ * which raises the precise error (or validates); id_block(count, offset) gives
  * (lo_base, hi) the first time a record has id 0. */
 static PyObject *
 stamp(PyObject *self, PyObject *args)
 {
     PyObject *bufobj, *view, *check, *id_block;
     Py_ssize_t count;
-    unsigned long long base, timestamp, max_payload;
-    if (!PyArg_ParseTuple(args, "OnKKKOOO", &bufobj, &count, &base, &timestamp, &max_payload,
+    unsigned long long base, timestamp, max_payload, max_headers;
+    if (!PyArg_ParseTuple(args, "OnKKKKOOO", &bufobj, &count, &base, &timestamp, &max_payload, &max_headers,
                           &view, &check, &id_block))
         return NULL;
     if (count < 1) {
@@ -77,7 +171,8 @@ stamp(PyObject *self, PyObject *args)
         uint64_t lo = rd64(r + 8), hi = rd64(r + 16), origin = rd64(r + 40), reserved = rd64(r + 56);
         uint32_t hlen = rd32(r + 48), plen = rd32(r + 52);
         size_t stop = pos + HEAD + (size_t)plen + (size_t)hlen;
-        if (reserved || hlen || stop > end || plen > max_payload) {
+        if (reserved || stop > end || plen > max_payload
+            || (hlen && (hlen > max_headers || !block_ok(b, pos + HEAD + plen, stop)))) {
             PyObject *ok = PyObject_CallFunction(check, "OnnIIKn", view, (Py_ssize_t)stop, (Py_ssize_t)end,
                                                  hlen, plen, reserved, i);
             if (ok == NULL)
@@ -255,6 +350,7 @@ py_xxh3_64(PyObject *self, PyObject *arg)
 static PyMethodDef methods[] = {
     {"stamp", stamp, METH_VARARGS, "Stamp a block of stored records in place (core.log.encoded)."},
     {"index_block", index_block, METH_VARARGS, "Offset-index entries of a stamped block (core.log.pending)."},
+    {"headers_ok", headers_ok, METH_O, "Whether a TLV header block is one Headers.decode accepts."},
     {"walk", walk, METH_VARARGS, "Check the framing of a block of stored records; their ends."},
     {"xxh3_64", py_xxh3_64, METH_O, "XXH3-64, seed 0, of a bytes-like object."},
     {NULL, NULL, 0, NULL},

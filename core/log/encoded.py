@@ -93,7 +93,8 @@ def stamp_records(
 
 def _stamp_compiled(buf: bytearray, count: int, base_offset: int, timestamp: int) -> tuple[list[int], list[int]]:
     with memoryview(buf) as view:
-        out = _compiled_stamp(buf, count, base_offset, timestamp, MAX_PAYLOAD, view, _check_record, _id_block)
+        out = _compiled_stamp(buf, count, base_offset, timestamp, MAX_PAYLOAD, MAX_HEADERS_SIZE, view, _check_record,
+                              _id_block)
     if out[0] is not None:
         return out
     if out[1] == "truncated":

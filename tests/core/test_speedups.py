@@ -176,3 +176,49 @@ def test_compiled_walk_finds_what_stamping_checks(msgs, mutation, at):
             ends.append(pos)
         assert out[0] == tuple(ends)
         assert out[1] == sum(len(m[1]) for m in msgs)
+
+
+def _python_accepts(block: bytes) -> bool:
+    from core.message import Headers
+    try:
+        Headers.decode(block)
+    except ce.HeaderError:
+        return False
+    return True
+
+
+UTF8_EDGES = [b"\xc2\x80", b"\xc1\xbf", b"\xe0\x9f\xbf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xed\xa0\x80",
+              b"\xef\xbf\xbf", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80",
+              b"\xf5\x80\x80\x80", b"\xff", b"\x80", b"\xe2\x82", b"a\xc3"]
+
+
+@PROPS
+@given(block=header_blocks, flip=st.integers(0, 1 << 16), how=st.sampled_from(["none", "flip", "cut", "utf8", "random"]),
+       edge=st.sampled_from(UTF8_EDGES), noise=st.binary(max_size=40))
+def test_compiled_header_check_accepts_exactly_what_headers_decode_accepts(block, flip, how, edge, noise):
+    """The C stamping loop skips the Python header check only for blocks
+    ``headers_ok`` accepts: it must never accept one Headers.decode refuses
+    (and refusing a good one would only cost speed, but it does not either)."""
+    data = bytearray(block)
+    if how == "flip" and data:
+        data[flip % len(data)] ^= 1 << (flip % 8)
+    elif how == "cut" and data:
+        del data[flip % len(data):]
+    elif how == "utf8":  # a string key holding one UTF-8 edge case
+        data = bytearray(b"\x02" + struct.pack("<I", len(edge)) + edge + b"\x03\x01\x00\x00\x00\x01") + data
+    elif how == "random":
+        data = bytearray(noise)
+    assert _speedups.headers_ok(bytes(data)) == _python_accepts(bytes(data))
+
+
+def test_records_with_valid_headers_skip_the_python_check(monkeypatch):
+    from core.message import Headers, HeaderValue
+
+    block = bytearray(client_block([(1, b"p", Headers([("k", HeaderValue.string("v"))]).encode(), 0)] * 3))
+
+    def check(*args):
+        raise AssertionError("the Python check was called for a valid header block")
+
+    monkeypatch.setattr(encoded, "_check_record", check)
+    monkeypatch.setattr(encoded, "_compiled_stamp", _speedups.stamp)
+    assert encoded._stamp_compiled(block, 3, 0, 1)[1] == [1, 1, 1]
