@@ -36,6 +36,7 @@ WebSocket and monitoring listeners.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import ssl
 from dataclasses import replace
@@ -107,7 +108,13 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
                                 client_ip=client_ip, now=trio.current_time(),
                                 authenticate=state.authenticate, permissions=state.initial_permissions)
     wakeup = _Wakeup()
-    outbox = Outbox(state.max_pending, wakeup.set)
+    touched = state.touched
+
+    def wake() -> None:
+        wakeup.set()
+        touched.add(outbox)   # a reader's pass ends with write_now() on each (_read_loop)
+
+    outbox = Outbox(state.max_pending, wake)
     outbox.drained = drained = _Wakeup()
     session = NatsSession(state.broker, conn, outbox)
     record = ClientRecord(session, kind=kind, ip=client_ip, port=client_port)
@@ -120,6 +127,8 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
             if tls is None:
                 return
             stream = tls
+        elif isinstance(stream, trio.SocketStream):  # plain TCP: any task that queued bytes may write them
+            outbox.direct = _direct_writer(stream.socket.fileno())
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope, meter,
                                drained)
@@ -202,6 +211,7 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
     high_water = outbox.high_water
     stalled = session.stalled
     broker = state.broker
+    touched = state.touched
     outbox.offer(conn.data_to_send())  # the INFO queued at construction goes first
     while True:
         if session.slow:
@@ -220,6 +230,11 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
         except NatsError:
             return
         outbox.offer(conn.data_to_send())
+        if touched:   # every outbox this pass queued bytes for, this client's own included
+            targets = list(touched)
+            touched.clear()
+            for target in targets:
+                target.write_now()
         meter.fold()
         if not data:
             return
@@ -294,7 +309,11 @@ async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Fin
                     await stream.send_all(final.error)
             cancel_scope.cancel()
             return
-        await wakeup.wait()
+        outbox.writer_idle = True   # Outbox.write_now may send for us until we wake
+        try:
+            await wakeup.wait()
+        finally:
+            outbox.writer_idle = False
 
 
 async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _Final) -> None:
@@ -312,6 +331,18 @@ async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _
             session.outbox.wake()
             return
         session.outbox.offer(conn.data_to_send())
+
+
+def _direct_writer(fd: int):
+    """A non-blocking write to the socket ``fd`` for Outbox.write_now: the byte
+    count the kernel took, 0 when it would block or fails (the writer task then
+    sends, and meets any error on its own send_all)."""
+    def write(data: bytes) -> int:
+        try:
+            return os.write(fd, data)
+        except OSError:   # BlockingIOError, or a broken peer: the writer task deals with it
+            return 0
+    return write
 
 
 def _peer(stream) -> tuple[str, int]:

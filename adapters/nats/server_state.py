@@ -83,6 +83,9 @@ class NatsServerState:
     start: float = field(default_factory=time.time)
     ports: dict = field(default_factory=dict)          # listener kind -> bound port
     lame_duck: bool = False
+    # Outboxes that got bytes since a reader last flushed them (driver._read_loop
+    # calls Outbox.write_now on each, then clears it): bounded by the live clients.
+    touched: set = field(default_factory=set)
 
     @property
     def sessions(self) -> list:

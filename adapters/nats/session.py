@@ -79,9 +79,15 @@ class Outbox:
     so a writer stuck on a slow socket cannot make room by taking frames.
     ``wake`` is called (sync) whenever data arrives for an idle writer;
     ``drained`` is the driver's wake-up for whoever waits until ``pending``
-    drops below ``high_water`` (a stalled reader or producer)."""
+    drops below ``high_water`` (a stalled reader or producer).
 
-    __slots__ = ("frames", "pending", "max_pending", "high_water", "closed", "wake", "drained")
+    ``direct`` (set by the driver for a plain TCP socket) writes bytes without
+    blocking and says how many the socket took; ``writer_idle`` is True while
+    the connection's writer task is parked. :meth:`write_now` uses both to
+    send from the task that queued the bytes, one task hop less per reply."""
+
+    __slots__ = ("frames", "pending", "max_pending", "high_water", "closed", "wake", "drained", "direct",
+                 "writer_idle")
 
     def __init__(self, max_pending: int = MAX_PENDING, wake: Callable[[], None] = lambda: None) -> None:
         self.frames: list[bytes | memoryview] = []
@@ -91,6 +97,8 @@ class Outbox:
         self.closed = False
         self.wake = wake
         self.drained: object = None
+        self.direct: Callable[[bytes], int] | None = None
+        self.writer_idle = False
 
     def offer(self, data: bytes) -> bool:
         """Queue control bytes (replies); never refused while open."""
@@ -117,6 +125,24 @@ class Outbox:
     def written(self, nbytes: int) -> None:
         """``nbytes`` taken by :meth:`take_for_write` reached the socket."""
         self.pending = max(0, self.pending - nbytes)
+
+    def write_now(self) -> None:
+        """Send what is queued through ``direct`` while the writer task is
+        parked (so no write of its own is in progress). A trio task wake-up
+        costs tens of microseconds here (docs/nats.md "Performance"), a
+        request/reply crosses two of them; what the socket does not take at
+        once stays queued, first, for the writer task, which ``wake`` has
+        already been told about."""
+        if not self.writer_idle or not self.frames or self.direct is None or self.closed:
+            return
+        data = self.take_for_write()
+        sent = self.direct(data)
+        self.written(sent)
+        if sent < len(data):
+            self.frames.insert(0, memoryview(data)[sent:])
+            self.wake()
+        if sent and self.drained is not None:
+            self.drained.set()
 
 
 class _Sink:

@@ -307,6 +307,42 @@ def test_outbox_counts_bytes_in_flight_until_written():
     assert outbox.pending == 10 and outbox.high_water == 75
 
 
+def test_write_now_sends_only_while_the_writer_is_parked_and_keeps_order():
+    class Drained:
+        sets = 0
+
+        def set(self):
+            self.sets += 1
+
+    took: list[bytes] = []
+    room = [5]
+
+    def direct(data):  # a socket that takes room[0] bytes, then would block
+        n = min(len(data), room[0])
+        took.append(bytes(data[:n]))
+        return n
+
+    wakes = []
+    outbox = Outbox(100, lambda: wakes.append(1))
+    outbox.direct, outbox.drained = direct, Drained()
+    outbox.offer(b"MSG 1\r\n")
+    outbox.write_now()                        # the writer task is busy: nothing is written here
+    assert took == [] and outbox.pending == 7
+    outbox.writer_idle = True
+    outbox.write_now()                        # 5 bytes go, the rest is first in line for the writer
+    assert took == [b"MSG 1"] and outbox.pending == 2 and len(wakes) == 2
+    outbox.offer(b"PONG\r\n")
+    assert outbox.take_for_write() == b"\r\nPONG\r\n"
+    room[0] = 100
+    outbox.offer(b"+OK\r\n")
+    outbox.write_now()
+    assert took[-1] == b"+OK\r\n" and outbox.drained.sets == 2
+    outbox.closed = True
+    outbox.frames.append(b"late")
+    outbox.write_now()                        # a closed outbox is left alone
+    assert took[-1] == b"+OK\r\n"
+
+
 def test_wakeup_with_two_waiters_rearms_once():
     """A reader over its high water mark and a producer stalled on the same
     outbox both wait on its drained wake-up; each later set reaches both
