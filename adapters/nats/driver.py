@@ -143,6 +143,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
         log.exception("nats connection failed", extra={"client_id": conn.client_id})
     finally:
         session.close()
+        state.touched.discard(outbox)
         state.remove(conn.client_id)
         meter.close()
         with trio.move_on_after(CLOSE_GRACE) as scope:
@@ -334,12 +335,12 @@ async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _
 
 
 def _direct_writer(fd: int):
-    """A non-blocking write to the socket ``fd`` for Outbox.write_now: the byte
-    count the kernel took, 0 when it would block or fails (the writer task then
-    sends, and meets any error on its own send_all)."""
-    def write(data: bytes) -> int:
+    """A non-blocking gathering write to the socket ``fd`` for Outbox.write_now:
+    the byte count the kernel took, 0 when it would block or fails (the writer
+    task then sends, and meets any error on its own send_all)."""
+    def write(frames: list) -> int:
         try:
-            return os.write(fd, data)
+            return os.writev(fd, frames)
         except OSError:   # BlockingIOError, or a broken peer: the writer task deals with it
             return 0
     return write

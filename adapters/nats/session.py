@@ -132,17 +132,37 @@ class Outbox:
         costs tens of microseconds here (docs/nats.md "Performance"), a
         request/reply crosses two of them; what the socket does not take at
         once stays queued, first, for the writer task, which ``wake`` has
-        already been told about."""
-        if not self.writer_idle or not self.frames or self.direct is None or self.closed:
+        already been told about. ``direct`` takes the frames as they are
+        (a gathering write), so large payloads are not joined first."""
+        frames = self.frames
+        if not self.writer_idle or not frames or self.direct is None or self.closed:
             return
-        data = self.take_for_write()
-        sent = self.direct(data)
-        self.written(sent)
-        if sent < len(data):
-            self.frames.insert(0, memoryview(data)[sent:])
+        if len(frames) > WRITE_NOW_MAX_FRAMES:
+            frames[:] = [b"".join(frames)]
+        sent = self.direct(frames)
+        if not sent:
             self.wake()
-        if sent and self.drained is not None:
+            return
+        self.pending = max(0, self.pending - sent)
+        left = sent
+        for i, frame in enumerate(frames):
+            size = len(frame)
+            if left < size:   # the socket took part of the queue: the rest stays, in order
+                del frames[:i]
+                if left:
+                    frames[0] = memoryview(frame)[left:]
+                self.wake()
+                break
+            left -= size
+        else:
+            frames.clear()
+        if self.drained is not None:
             self.drained.set()
+
+
+# Frames one gathering write may take (Linux IOV_MAX is 1024); a longer queue is joined
+# first, which small frames make cheap anyway.
+WRITE_NOW_MAX_FRAMES = 512
 
 
 class _Sink:

@@ -317,9 +317,10 @@ def test_write_now_sends_only_while_the_writer_is_parked_and_keeps_order():
     took: list[bytes] = []
     room = [5]
 
-    def direct(data):  # a socket that takes room[0] bytes, then would block
+    def direct(frames):  # a socket that takes room[0] bytes, then would block
+        data = b"".join(frames)
         n = min(len(data), room[0])
-        took.append(bytes(data[:n]))
+        took.append(data[:n])
         return n
 
     wakes = []
@@ -332,15 +333,24 @@ def test_write_now_sends_only_while_the_writer_is_parked_and_keeps_order():
     outbox.write_now()                        # 5 bytes go, the rest is first in line for the writer
     assert took == [b"MSG 1"] and outbox.pending == 2 and len(wakes) == 2
     outbox.offer(b"PONG\r\n")
-    assert outbox.take_for_write() == b"\r\nPONG\r\n"
-    room[0] = 100
     outbox.offer(b"+OK\r\n")
+    room[0] = 6                               # across a frame boundary: "\r\n" and "PONG"
     outbox.write_now()
-    assert took[-1] == b"+OK\r\n" and outbox.drained.sets == 2
+    assert took[-1] == b"\r\nPONG" and outbox.pending == 7
+    assert [bytes(f) for f in outbox.frames] == [b"\r\n", b"+OK\r\n"]
+    room[0] = 100
+    outbox.write_now()
+    assert took[-1] == b"\r\n+OK\r\n" and outbox.pending == 0 and not outbox.frames
+    assert outbox.drained.sets == 3
+    room[0] = 0
+    outbox.offer(b"MSG 2\r\n")
+    outbox.write_now()                        # would block: all of it stays for the writer task
+    assert outbox.frames == [b"MSG 2\r\n"] and outbox.pending == 7
+    calls = len(took)
     outbox.closed = True
     outbox.frames.append(b"late")
     outbox.write_now()                        # a closed outbox is left alone
-    assert took[-1] == b"+OK\r\n"
+    assert len(took) == calls
 
 
 def test_wakeup_with_two_waiters_rearms_once():
