@@ -19,6 +19,13 @@ requests per stream and sends whole responses while respecting flow control:
   cancel that request's task (a long poll must not outlive its stream).
 * Protocol errors: h2 raises ``ProtocolError``; we send GOAWAY and report
   :class:`ConnectionClosed`.
+* Content-Length is checked here, not by h2: h2 treats a body that does not
+  match it (or a non-numeric value) as a connection error and tears down
+  every stream, where RFC 9113 section 8.1.1 makes such a malformed request a
+  *stream* error of type PROTOCOL_ERROR (a server may answer it first). So
+  :class:`_H2Connection` turns h2's per-stream length tracking off and the
+  stream gets a 400 naming ``content-length``, then RST_STREAM(PROTOCOL_ERROR);
+  the connection and its other streams go on.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ class _Incoming:
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytearray = field(default_factory=bytearray)
     rejected: bool = False
+    expected: int | None = None  # the request's Content-Length, if it sent one
+    malformed: bool = False  # rejected as a malformed message: reset with PROTOCOL_ERROR
 
 
 @dataclass(slots=True)
@@ -69,6 +78,23 @@ class _Outgoing:
     reset_after: bool  # the request was refused before its body ended
     ended: bool = False  # the application finished the body
     sent_end: bool = False  # END_STREAM went out with the last DATA frame
+    reset_code: int = h2.errors.ErrorCodes.NO_ERROR  # RST_STREAM code when reset_after
+
+
+def _no_length_check(*_args) -> None:
+    return None
+
+
+class _H2Connection(h2.connection.H2Connection):
+    """h2 without its Content-Length checks, which H2Side does per stream
+    (module docstring). ``_begin_new_stream`` is where h2 creates a stream,
+    before it sees the stream's headers (h2 4.x; tests/http pin the result)."""
+
+    def _begin_new_stream(self, stream_id, allowed_ids):
+        stream = super()._begin_new_stream(stream_id, allowed_ids)
+        stream._initialize_content_length = _no_length_check
+        stream._track_content_length = _no_length_check
+        return stream
 
 
 class H2Side:
@@ -78,7 +104,7 @@ class H2Side:
         self.limits = limits
         config = h2.config.H2Configuration(client_side=False, header_encoding=None,
                                            validate_inbound_headers=True)
-        self._h2 = h2.connection.H2Connection(config)
+        self._h2 = _H2Connection(config)
         self._events: deque = deque()
         self._incoming: dict[int, _Incoming] = {}
         self._pending: dict[int, _Outgoing] = {}
@@ -164,9 +190,23 @@ class H2Side:
         self._incoming[sid] = inc
         if method == b"HEAD":
             self._heads.add(sid)
-        length = dict(regular).get(b"content-length")
-        if length is not None and length.isdigit() and (len(length) > 18 or int(length) > self.limits.max_body_bytes):
-            self._reject(sid, inc, self._too_large())
+        lengths = {v for k, v in regular if k == b"content-length"}
+        if method == b"HEAD":
+            inc.expected = 0  # RFC 9110 9.3.2: no content
+        if len(lengths) > 1 or any(not v.isdigit() for v in lengths):  # RFC 9110 8.6: 1*DIGIT, one value
+            self._malformed(sid, inc, f"content-length must be one decimal number, got {sorted(lengths)!r}")
+            return
+        if lengths:
+            (length,) = lengths
+            if len(length) > 18 or int(length) > self.limits.max_body_bytes:
+                self._reject(sid, inc, self._too_large())
+                return
+            inc.expected = int(length)
+
+    def _malformed(self, sid: int, inc: _Incoming, detail: str) -> None:
+        """RFC 9113 8.1.1: a 400 on the stream, then RST_STREAM(PROTOCOL_ERROR)."""
+        inc.malformed = True
+        self._reject(sid, inc, HttpError.http(400, detail, "content-length"))
 
     def _too_large(self) -> HttpError:
         return HttpError.http(413, f"request body exceeds {self.limits.max_body_bytes} bytes", "body")
@@ -189,12 +229,18 @@ class H2Side:
             self._reject(ev.stream_id, inc, self._too_large())
             return
         inc.body += ev.data
+        if inc.expected is not None and len(inc.body) > inc.expected:
+            self._malformed(ev.stream_id, inc, f"body is longer than content-length {inc.expected}")
 
     def _stream_ended(self, sid: int) -> None:
         inc = self._incoming.pop(sid, None)
         if inc is None or inc.rejected:
             if inc is not None and inc.rejected:
                 self._incoming[sid] = inc  # keep until answered: reset_after depends on it
+            return
+        if inc.expected is not None and len(inc.body) != inc.expected:
+            self._incoming[sid] = inc
+            self._malformed(sid, inc, f"body of {len(inc.body)} bytes does not match content-length {inc.expected}")
             return
         self._open.add(sid)
         self._events.append(Request(sid, inc.method, inc.target, inc.headers, bytes(inc.body), "2"))
@@ -224,11 +270,13 @@ class H2Side:
         self._open.discard(stream_id)
         inc = self._incoming.pop(stream_id, None)
         reset_after = inc is not None and inc.rejected
+        reset_code = h2.errors.ErrorCodes.PROTOCOL_ERROR if inc is not None and inc.malformed else \
+            h2.errors.ErrorCodes.NO_ERROR
         try:
             self._h2.send_headers(stream_id, [(b":status", str(status).encode()), SERVER_HEADER, *headers])
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             return False
-        self._pending[stream_id] = _Outgoing(bytearray(), reset_after)
+        self._pending[stream_id] = _Outgoing(bytearray(), reset_after, reset_code=reset_code)
         return True
 
     def send_body(self, stream_id: int, data: bytes) -> None:
@@ -269,7 +317,7 @@ class H2Side:
                 if out.reset_after:
                     self._h2.end_stream(sid)
                     # The peer may still be sending the body we refused (RFC 9113 8.1).
-                    self._h2.reset_stream(sid, error_code=h2.errors.ErrorCodes.NO_ERROR)
+                    self._h2.reset_stream(sid, error_code=out.reset_code)
                 elif not out.sent_end:
                     self._h2.end_stream(sid)  # an empty body, or ended after its last DATA
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):

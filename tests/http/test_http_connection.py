@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.settings
 import h11
@@ -244,6 +245,50 @@ def test_h2_body_over_limit_is_413_and_reset():
     h2_request(client, 3)  # the connection lives on
     pump(client, server)
     assert [type(e) for e in events(server)] == [Request]
+
+
+@pytest.mark.parametrize("length, body, end, detail", [
+    (b"5", b"abc", True, "body of 3 bytes does not match content-length 5"),    # short at END_STREAM
+    (b"2", b"abcd", False, "body is longer than content-length 2"),            # over it mid-stream
+    (b"2", b"abcd", True, "body is longer than content-length 2"),
+    (b"x1", b"ab", True, "content-length must be one decimal number"),         # not 1*DIGIT
+])
+def test_h2_content_length_mismatch_is_a_stream_error_not_a_connection_error(length, body, end, detail):
+    """RFC 9113 8.1.1: a malformed request is a stream error (PROTOCOL_ERROR); h2 alone
+    would tear the whole connection down. Here: 400 naming the field, RST_STREAM, and
+    the connection serves the next stream."""
+    server = HttpServerConnection()
+    client = h2.connection.H2Connection(h2.config.H2Configuration(
+        client_side=True, header_encoding=None, validate_outbound_headers=False))
+    client.initiate_connection()
+    client.send_headers(1, [(b":method", b"POST"), (b":path", b"/x"), (b":scheme", b"http"), (b":authority", b"x"),
+                            (b"content-length", length)])
+    client.send_data(1, body, end_stream=end)
+    pump(client, server)
+    (err,) = events(server)
+    assert isinstance(err, RequestError) and err.stream_id == 1
+    assert err.error.status == 400 and detail in err.error.reason and err.error.field == "content-length"
+    server.send_response(1, err.error.response())
+    got = pump(client, server)
+    assert dict(next(e for e in got if isinstance(e, h2.events.ResponseReceived)).headers)[b":status"] == b"400"
+    assert not any(isinstance(e, h2.events.ConnectionTerminated) for e in got)
+    resets = [e for e in got if isinstance(e, h2.events.StreamReset)]
+    if not end:  # the peer may still be sending: the stream is reset with PROTOCOL_ERROR
+        assert [r.error_code for r in resets] == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+    h2_request(client, 3)  # the connection lives on
+    pump(client, server)
+    assert [type(e) for e in events(server)] == [Request]
+
+
+def test_h2_matching_content_length_and_head_are_accepted():
+    server = HttpServerConnection()
+    client = h2_client()
+    client.send_headers(1, [(b":method", b"POST"), (b":path", b"/x"), (b":scheme", b"http"), (b":authority", b"x"),
+                            (b"content-length", b"4")])
+    client.send_data(1, b"abcd", end_stream=True)
+    h2_request(client, 3, b"HEAD", b"/ping")
+    pump(client, server)
+    assert [(type(e), e.stream_id) for e in events(server)] == [(Request, 1), (Request, 3)]
 
 
 def test_h2_peer_reset_is_reported_and_late_answer_ignored():
