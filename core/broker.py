@@ -492,6 +492,17 @@ class Broker(ConsumerOps):
         return self.live.add_waiter((stream_id, topic_id, partition_id), wake)
 
     # -- retention -----------------------------------------------------------
+    def delete_segments(self, stream: Ident, topic: Ident, partition_id: int, count: int) -> int:
+        """Delete up to ``count`` of the partition's oldest sealed segments (Iggy's
+        DeleteSegments); returns how many went. Segments holding an offset past the
+        lowest offset a consumer or group stored for this partition stay
+        (:meth:`Partition.delete_oldest_segments`). Raises StreamNotFound,
+        TopicNotFound, PartitionNotFound, InvalidArgument (negative count)."""
+        info = self.meta.get_topic(stream, topic)
+        part = self._partition(info, partition_id)
+        stored = [o.offset for o in self.meta.list_offsets(info.stream_id, info.id) if o.partition_id == partition_id]
+        return part.delete_oldest_segments(count, min(stored, default=None))
+
     def enforce_retention(self, now: int | None = None) -> int:
         """Apply each topic's message expiry and size cap; returns segments removed."""
         now = now_us() if now is None else now

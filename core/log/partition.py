@@ -595,6 +595,26 @@ class Partition(PartitionReads):
             removed += 1
         return removed
 
+    def delete_oldest_segments(self, count: int, consumed_up_to: int | None = None) -> int:
+        """Iggy's DeleteSegments: delete up to ``count`` of the oldest sealed
+        segments, never the active one (asking for more than there are deletes
+        them all). ``consumed_up_to`` is the lowest offset any consumer has
+        stored: deletion stops at the first segment holding a later offset, so
+        nothing a consumer still has to read goes (apache/iggy server 0.8
+        ``delete_oldest_segments``; None = no stored offsets, no barrier).
+        Offsets are not renumbered and stored offsets are left as they are;
+        reads below the new first offset start at it. Returns the number removed."""
+        if count < 0:
+            raise InvalidArgument("segments count must be >= 0")
+        removed = 0
+        while removed < count and len(self._segments) > 1:
+            seg = self._segments[0]
+            if consumed_up_to is not None and seg.next_offset - 1 > consumed_up_to:
+                break
+            self._remove_segment(seg)
+            removed += 1
+        return removed
+
     def _remove_segment(self, seg: Segment) -> None:
         self._segments.remove(seg)
         try:

@@ -289,3 +289,39 @@ def test_failed_open_releases_what_it_opened_issue_3(tmp_path, monkeypatch):
         open_broker(tmp_path)
     assert [p.closed for p in opened] == [True]
     assert len(closed_meta) == 1 and closed_meta[0].closed
+
+
+def test_delete_segments_removes_oldest_sealed_segments_but_not_unconsumed_ones(tmp_path):
+    from core.consumers import Consumer
+
+    broker = open_broker(tmp_path, segment_bytes=400)
+    try:
+        broker.create_stream("s")
+        broker.create_topic("s", "t", partitions=2)
+        for i in range(12):
+            broker.append("s", "t", items(f"m{i:02d}".ljust(40, ".")), partition=0)
+            broker.flush()  # one batch each: a new segment every few records
+        part = broker.partition("s", "t", 0)
+        bases = [b for b, _n, _s in part.segment_positions()]
+        assert len(bases) >= 4
+        group = broker.create_group("s", "t", "g")
+        broker.store_offset(Consumer("group", group.id), "s", "t", 0, bases[2] - 1)  # read segments 0 and 1
+        broker.append("s", "t", items("p1"), partition=1)
+        broker.store_offset(Consumer("consumer", 7), "s", "t", 1, 0)  # another partition: no barrier here
+        assert broker.delete_segments("s", "t", 0, 10) == 2
+        assert part.first_offset == bases[2]
+        assert offsets(broker.read("s", "t", 0, 0, 100)) == list(range(bases[2], 12))
+        assert broker.get_offset(Consumer("group", group.id), "s", "t", 0) == bases[2] - 1  # untouched
+        broker.store_offset(Consumer("group", group.id), "s", "t", 0, 11)
+        assert broker.delete_segments("s", "t", 0, 10) == len(bases) - 3  # all sealed ones, not the active
+        assert part.segment_count == 1
+        assert broker.append("s", "t", items("next"), partition=0).base_offset == 12
+        assert broker.delete_segments("s", "t", 1, 1) == 0  # nothing sealed there
+        with pytest.raises(PartitionNotFound):
+            broker.delete_segments("s", "t", 2, 1)
+        with pytest.raises(TopicNotFound):
+            broker.delete_segments("s", "nope", 0, 1)
+        with pytest.raises(StreamNotFound):
+            broker.delete_segments("nope", "t", 0, 1)
+    finally:
+        broker.close()

@@ -88,3 +88,39 @@ def test_retention_keeps_timestamps_monotonic_after_restart(tmp_path):
     clock.now = T0 - 50 * SECOND  # the wall clock went back while we were down
     again = open_part(tmp_path, clock, segment_bytes=550)
     assert again.append(items("later")).timestamp == T0 + 4 * SECOND
+
+
+def test_delete_oldest_segments_keeps_the_active_one_and_the_offsets(tmp_path):
+    """Iggy's DeleteSegments: the N oldest sealed segments go; asking for more than
+    there are stops at the active segment; offsets are never renumbered."""
+    clock = FakeClock()
+    part = _aged(tmp_path, clock)  # 5 segments of 4 records: 0-3, 4-7, 8-11, 12-15, 16-19 (active)
+    assert part.delete_oldest_segments(0) == 0
+    assert part.delete_oldest_segments(2) == 2
+    assert [b for b, _n, _s in part.segment_positions()] == [8, 12, 16]
+    assert (part.first_offset, part.next_offset, part.record_count) == (8, 20, 12)
+    assert offsets(part.read(0, 5)) == [8, 9, 10, 11, 12]  # below first: starts at first
+    assert offsets(part.read(13, 3)) == [13, 14, 15]
+    assert len(segment_files(tmp_path)) == 3 and len(segment_files(tmp_path, ".timeindex")) == 3
+    assert part.delete_oldest_segments(100) == 2  # more than sealed: all sealed, never the active
+    assert part.segment_count == 1 and part.first_offset == 16
+    assert part.delete_oldest_segments(1) == 0
+    assert part.append(numbered(20, 1, size=40)).base_offset == 20
+    with pytest.raises(InvalidArgument):
+        part.delete_oldest_segments(-1)
+    part.close()
+    again = open_part(tmp_path, clock, segment_bytes=550)
+    assert (again.first_offset, again.next_offset) == (16, 21)
+    assert offsets(again.read(0, 100)) == [16, 17, 18, 19, 20]
+
+
+def test_delete_oldest_segments_stops_at_the_lowest_consumed_offset(tmp_path):
+    """A segment holding an offset past the lowest stored consumer offset stays
+    (apache/iggy's consumer barrier), and so does everything after it."""
+    part = _aged(tmp_path, FakeClock())
+    assert part.delete_oldest_segments(4, consumed_up_to=2) == 0  # segment 0-3 not fully consumed
+    assert part.delete_oldest_segments(4, consumed_up_to=9) == 2  # 0-3 and 4-7; 8-11 holds 10, 11
+    assert part.first_offset == 8
+    assert part.delete_oldest_segments(4, consumed_up_to=11) == 1
+    assert part.delete_oldest_segments(4, consumed_up_to=19) == 1  # 12-15; 16-19 is the active one
+    assert part.first_offset == 16
