@@ -78,6 +78,9 @@ class Broker(ConsumerOps):
         self.addressing = Addressing(list(cfg.bindings))
         self.draining = False
         self.closed = False
+        # Set by the gateway (gateway/diagnostics.py): the effective configuration and
+        # recent log lines a snapshot reports (Iggy's GetSnapshotFile); None if bare.
+        self.diagnostics = None
         self._partitions: dict[tuple[int, int, int], Partition] = {}
         self._round_robin: dict[tuple[int, int], int] = {}
         # NATS subject -> captured topic (or None), for the publish hot path;

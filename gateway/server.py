@@ -5,8 +5,9 @@ Theory of operation
 :func:`run_gateway` owns one broker for its lifetime (STYLE.md section 3,
 after hypercorn's trio server):
 
-1. take the data-directory lock (:mod:`gateway.lock`), open the broker and
-   create the topics ``[[binding]]`` tables ask for;
+1. take the data-directory lock (:mod:`gateway.lock`), open the broker, hand
+   it the configuration and recent log lines snapshots report
+   (:mod:`gateway.diagnostics`) and create the topics ``[[binding]]`` tables ask for;
 2. start the broker's background tasks (flusher, retention) in a root nursery;
 3. start every enabled listener with ``nursery.start`` in an *accept* nursery;
    each one reports its bound port and runs its connections in a shared
@@ -34,7 +35,7 @@ from core.broker import Broker
 from core.errors import StreamNotFound, TopicNotFound
 from core.flusher import run_broker_tasks
 
-from . import version
+from . import diagnostics, version
 from .banner import credential_warning, format_banner
 from .config import Config
 from .lock import DataDirLock
@@ -83,10 +84,12 @@ async def run_gateway(
     registry = registry or default_registry()
     with DataDirLock(cfg.server.data_dir):
         broker = Broker.open(cfg.server.data_dir, cfg.broker_config())
+        broker.diagnostics = diagnostics.for_gateway(cfg).install()  # what snapshots report
         try:
             ensure_bound_topics(broker)
             await _run_broker(broker, cfg, stop, registry, out or sys.stdout, task_status)
         finally:
+            broker.diagnostics.remove()
             broker.close()  # flushes and fsyncs every partition
             log.info("broker closed", extra={"data_dir": str(cfg.server.data_dir)})
 

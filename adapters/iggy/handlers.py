@@ -23,6 +23,7 @@ from core.permissions import Action
 
 from . import render
 from . import replies as R
+from . import snapshot
 from .errors import IggyError, IggyStatus
 from .events import Reply
 from .messages import MAX_BATCH_PAYLOAD, StoredBatch
@@ -101,8 +102,24 @@ def describe_options(s, v):
     return _U32.pack(0)  # no topic/stream options described yet: an empty list
 
 
-def feature_unavailable(s, v):
-    raise IggyStatus(IggyError.FEATURE_UNAVAILABLE)
+def get_snapshot(s, v):
+    """iggy.md 4.1, 5.10: a ZIP archive, built in a worker thread (snapshot.py).
+    Permission: Iggy's ``get_snapshot`` rule, read_servers or manage_servers."""
+    s.require(A.READ_SERVERS)
+    try:
+        request = snapshot.request_from_codes(v.compression, v.types)
+    except snapshot.SnapshotRefused as err:
+        raise IggyStatus(err.code, err.reason) from None
+    inputs = snapshot.inputs_from_broker(s.broker, len(sessions_of(s.broker)))
+    return Deferred(_snapshot_built, lambda: snapshot.build_snapshot(request, inputs))
+
+
+def _snapshot_built(outcome):
+    if isinstance(outcome, snapshot.SnapshotRefused):
+        raise IggyStatus(outcome.code, outcome.reason)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return Reply(0, outcome)
 
 
 # -- login / users ----------------------------------------------------------------------------
@@ -404,6 +421,15 @@ def delete_partitions(s, v):
     return b""
 
 
+def delete_segments(s, v):
+    """iggy-middle.md 6 / iggy-current.md op 138: the partition's oldest sealed
+    segments; the permission is apache/iggy's ``delete_segments`` rule (= update topic)."""
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    s.broker.delete_segments(t.stream_id, t.id, v.partition_id, v.segments_count)  # dialects 2+: 0-based ids
+    return b""
+
+
 # -- consumer groups ------------------------------------------------------------------------------
 def _group_body(s, t, g, *, members=True) -> bytes:
     m = s.broker.group_members(t.stream_id, t.id, g.id)
@@ -582,7 +608,7 @@ def delete_offset(s, v):
 
 
 HANDLERS = {
-    "system.ping": ping, "system.stats": get_stats, "system.snapshot": feature_unavailable,
+    "system.ping": ping, "system.stats": get_stats, "system.snapshot": get_snapshot,
     "system.cluster_metadata": cluster_metadata, "system.describe_options": describe_options,
     "client.me": get_me, "client.get": get_client, "client.list": get_clients,
     "user.get": get_user, "user.list": get_users, "user.create": create_user, "user.delete": delete_user,
@@ -598,7 +624,7 @@ HANDLERS = {
     "topic.get": get_topic, "topic.list": get_topics, "topic.create": create_topic, "topic.delete": delete_topic,
     "topic.update": update_topic, "topic.purge": purge_topic,
     "partition.create": create_partitions, "partition.delete": delete_partitions,
-    "segment.delete": feature_unavailable,
+    "segment.delete": delete_segments,
     "consumer_group.get": get_group, "consumer_group.list": get_groups, "consumer_group.create": create_group,
     "consumer_group.delete": delete_group, "consumer_group.join": join_group, "consumer_group.leave": leave_group,
     "consumer_group.sync": sync_group,
