@@ -88,6 +88,7 @@ IGGY_CODES: dict[int, str] = {
     5004: "consumer_group_name_already_exists",
     5005: "invalid_consumer_group_name",
     5006: "consumer_group_member_not_found",
+    9000: "snapshot_file_completion_failed",
 }
 
 # iggy.md section 10.3: these numbers answer 404 / 401 / 403; all others 400.

@@ -22,7 +22,10 @@ QUERY = {
     "auto_commit": ({"type": "boolean"}, "store the last polled offset; default false"),
     "wait_ms": ({"type": "integer", "minimum": 0}, "long poll: wait up to this long for a message"),
     "partitions_count": ({"type": "integer", "minimum": 1}, "how many partitions to delete"),
+    "segments_count": ({"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+                       "how many of the oldest sealed segments to delete"),
 }
+REQUIRED_QUERY = frozenset({"partitions_count", "segments_count"})
 ERROR_STATUSES = {"400": "bad request", "401": "missing or invalid bearer token (empty body), or bad login token",
                   "403": "not permitted", "404": "not found", "413": "request body too large"}
 
@@ -32,6 +35,9 @@ def _response(status: int, schema: str | None) -> dict:
         return {"description": "empty body"} if status in (201, 204) else {"description": "OK"}
     if schema.startswith("["):
         body = {"type": "array", "items": ref(schema[1:-1])}
+    elif schema == "zip":
+        return {"description": "OK, a ZIP archive (attachment)",
+                "content": {"application/zip": {"schema": {"type": "string", "contentMediaType": "application/zip"}}}}
     elif schema in ("text", "events"):
         media = "text/plain" if schema == "text" else "text/event-stream"
         return {"description": "OK", "content": {media: {"schema": {"type": "string"}}}}
@@ -47,7 +53,7 @@ def _operation(route) -> dict:
               for seg in route.segments if seg.startswith("{")]
     for name in route.query:
         schema, about = QUERY[name]
-        params.append({"name": name, "in": "query", "required": name == "partitions_count",
+        params.append({"name": name, "in": "query", "required": name in REQUIRED_QUERY,
                        "schema": schema, "description": about})
     status, schema = route.ok
     responses = {str(status): _response(status, schema)}

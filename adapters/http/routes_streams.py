@@ -1,4 +1,4 @@
-"""Streams, topics and partitions (iggy.md section 10.4), over core.broker."""
+"""Streams, topics, partitions and segments (iggy.md section 10.4), over core.broker."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from core.permissions import Action
 
 from . import models
 from .app import Ctx, HttpApp, Route, empty, json_response
-from .errors import not_found_entity
+from .errors import bad_field, not_found_entity
 
 
 # -- helpers shared with the other route modules ---------------------------------------
@@ -134,6 +134,19 @@ def delete_partitions(app: HttpApp, ctx: Ctx):
     return empty()
 
 
+def delete_segments(app: HttpApp, ctx: Ctx):
+    """Iggy's DeleteSegments: the partition's ``segments_count`` oldest sealed
+    segments (core Broker.delete_segments); permission as updating the topic."""
+    topic = topic_of(app, ctx)
+    ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+    pid = models.parse_identifier(ctx.params["partition_id"], "partition_id")
+    if isinstance(pid, str):
+        raise bad_field("partition_id", "must be a partition id (1-based)")
+    count = ctx.q_int("segments_count", None, 0, models.U32_MAX)
+    app.broker.delete_segments(topic.stream_id, topic.id, pid, count)
+    return empty()
+
+
 S = "/streams/{stream_id}"
 T = S + "/topics/{topic_id}"
 
@@ -156,6 +169,8 @@ ROUTES = [
           body="CreatePartitions", ok=(201, None)),
     Route("DELETE", T + "/partitions", delete_partitions, entity="topic", command="partition.delete",
           ok=(204, None), query=("partitions_count",)),
+    Route("DELETE", T + "/partitions/{partition_id}", delete_segments, entity="topic", command="segment.delete",
+          ok=(204, None), query=("segments_count",)),
 ]
 
 __all__ = ["ROUTES", "T", "S", "stream_details", "topic_details", "topic_of"]

@@ -1,4 +1,4 @@
-"""System routes: /, /ping, /healthz, /metrics, /stats, /clients (iggy.md 10.2, 10.4).
+"""System routes: /, /ping, /healthz, /metrics, /stats, /clients, /snapshot (iggy.md 10.2, 10.4).
 
 ``/clients`` lists the Iggy binary sessions (TCP and QUIC) of this broker, from
 the registry the Iggy adapter keeps (``adapters.iggy.session.sessions_of``;
@@ -18,13 +18,14 @@ import platform
 import socket
 import time
 
+from adapters.iggy import snapshot
 from adapters.iggy.session import sessions_of
 from core.metrics import CONTENT_TYPE, render_families
 from core.permissions import Action
 
 from . import models
-from .app import Ctx, HttpApp, Route, json_response, text_response
-from .errors import JSON_TYPE, Response, bad_field, not_found_entity
+from .app import Ctx, HttpApp, Offload, Route, json_response, text_response
+from .errors import JSON_TYPE, HttpError, Response, bad_field, not_found_entity
 from .openapi import build as build_openapi
 from .webpage import CSP, PAGE
 
@@ -132,6 +133,35 @@ def get_client(app: HttpApp, ctx: Ctx):
     return json_response(models.client_json(session, True))
 
 
+def snapshot_file(app: HttpApp, ctx: Ctx):
+    """Iggy's ``POST /snapshot``: a ZIP archive of diagnostics (adapters/iggy/snapshot.py),
+    built in a worker thread; permission read_servers (Iggy's get_snapshot rule)."""
+    ctx.require(Action.READ_SERVERS)
+    body = ctx.fields()
+    try:
+        request = snapshot.request_from_names(body.obj.get("compression"), body.obj.get("snapshot_types"))
+    except snapshot.SnapshotRefused as err:
+        raise _refused(err) from None
+    inputs = snapshot.inputs_from_broker(app.broker, len(sessions_of(app.broker)))
+
+    def then(result):
+        if isinstance(result, snapshot.SnapshotRefused):
+            raise _refused(result)
+        if isinstance(result, BaseException):
+            raise result
+        # Iggy's download name, local time (apache/iggy http get_snapshot)
+        name = time.strftime("iggy_snapshot_%Y%m%d_%H%M%S.zip", time.localtime(inputs.now))
+        return Response(200, ((b"content-type", b"application/zip"),
+                              (b"content-disposition", f'attachment; filename="{name}"'.encode())), result)
+
+    return Offload(lambda: snapshot.build_snapshot(request, inputs), then)
+
+
+def _refused(err: snapshot.SnapshotRefused) -> HttpError:
+    reason = f"{err.field}: {err.reason}" if err.field else err.reason
+    return HttpError.iggy(int(err.code), reason, err.field)
+
+
 ROUTES = [
     Route("GET", "/", root, public=True, ok=(200, "text")),
     Route("GET", "/openapi.json", openapi_json, public=True),
@@ -141,6 +171,7 @@ ROUTES = [
     Route("GET", "/stats", stats, public=True, command="system.stats"),
     Route("GET", "/clients", get_clients, command="client.list", ok=(200, "[ClientInfo]")),
     Route("GET", "/clients/{client_id}", get_client, command="client.get", ok=(200, "ClientInfoDetails")),
+    Route("POST", "/snapshot", snapshot_file, command="system.snapshot", body="GetSnapshot", ok=(200, "zip")),
 ]
 
 __all__ = ["ROUTES", "partition_families"]

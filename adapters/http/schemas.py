@@ -11,6 +11,8 @@ errors and the nested references stay written here.
 
 from __future__ import annotations
 
+from adapters.iggy.snapshot import COMPRESSIONS as SNAPSHOT_COMPRESSIONS, TYPES as SNAPSHOT_TYPES
+
 from . import forms
 
 U32 = {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
@@ -110,6 +112,9 @@ SCHEMAS: dict[str, dict] = {
     "ChangePassword": obj({"current_password": {"type": "string"}, "new_password": {"type": "string"}},
                           ("current_password", "new_password")),
     "CreatePersonalAccessToken": obj({"name": {"type": "string"}, "expiry": U64}, ("name",)),
+    "GetSnapshot": obj({"snapshot_types": array({"enum": list(SNAPSHOT_TYPES.values())}),
+                        "compression": {"enum": list(SNAPSHOT_COMPRESSIONS.values())}},
+                       ("snapshot_types", "compression")),
 }
 
 __all__ = ["SCHEMAS", "array", "ref"]
