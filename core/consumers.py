@@ -147,6 +147,11 @@ class ConsumerOps:
         state.leave(member_id)
         self._member_groups.get(member_id, set()).discard(key)
 
+    def groups_of(self, member_id: int) -> list[tuple[int, int, int]]:
+        """``(stream, topic, group)`` ids of every group ``member_id`` is in, sorted
+        (Iggy's ClientInfoDetails lists them, iggy.md 5.8)."""
+        return sorted(self._member_groups.get(member_id, ()))
+
     def disconnect(self, member_id: int) -> None:
         """A connection closed: leave every group it joined (rebalances the others)."""
         for key in self._member_groups.pop(member_id, set()):

@@ -328,10 +328,15 @@ def pat_json(token) -> dict:
 
 
 def client_json(session, details: bool) -> dict:
-    """ClientInfo(Details) of an Iggy session (iggy.md 10.5); Ferry tracks no group
-    membership per client, so the count is 0 and the list empty, as on the binary API."""
+    """ClientInfo(Details) of an Iggy session (iggy.md 10.5): the details add the
+    consumer groups it is a member of, as ``{stream_id, topic_id, group_id}`` wire ids
+    (the same list as the binary GetClient, render.client_group_values)."""
     value = render.client_value(session, ID_BASE)
-    return forms.CLIENT.json(value, consumer_groups=[]) if details else forms.CLIENT.json(value)
+    if not details:
+        return forms.CLIENT.json(value)
+    groups = [{"stream_id": g.stream_id, "topic_id": g.topic_id, "group_id": g.group_id}
+              for g in render.client_group_values(session, ID_BASE)]
+    return forms.CLIENT.json(value, consumer_groups=groups)
 
 
 # -- messages -------------------------------------------------------------------------------

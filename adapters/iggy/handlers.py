@@ -252,10 +252,18 @@ def _client_info(s, other, out: list) -> None:
     R.CLIENT_INFO.write(s.dialect, out, render.client_value(other, s.edge))
 
 
-def get_me(s, v):
+def _client_details(s, other) -> bytes:
+    """ClientInfoDetails (iggy.md 5.8): the ClientInfo, then one entry per consumer
+    group the client is a member of (as many as its consumer_groups_count says)."""
     out: list[bytes] = []
-    _client_info(s, s, out)
+    _client_info(s, other, out)
+    for value in render.client_group_values(other, s.edge):
+        R.CLIENT_GROUP.write(s.dialect, out, value)
     return b"".join(out)
+
+
+def get_me(s, v):
+    return _client_details(s, s)
 
 
 def get_client(s, v):
@@ -265,9 +273,7 @@ def get_client(s, v):
     other = sessions_of(s.broker).get(v.client_id)
     if other is None:
         return b""  # iggy.md 9.2: a missing single entity is an empty OK
-    out: list[bytes] = []
-    _client_info(s, other, out)
-    return b"".join(out)
+    return _client_details(s, other)
 
 
 def get_clients(s, v):

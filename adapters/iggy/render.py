@@ -141,7 +141,15 @@ def client_value(session, e: int):
     wire, so a logged-in root shows as its wire id (1 with ``e=1``, 0 with ``e=0``, as Iggy's)."""
     user_id = 0 if session.user is None else session.user.id + e
     return R.CLIENT_INFO.make(client_id=session.client_id & 0xFFFFFFFF, user_id=user_id,
-                              transport=session.transport, address=session.address, consumer_groups_count=0)
+                              transport=session.transport, address=session.address,
+                              consumer_groups_count=len(session.broker.groups_of(session.client_id)))
+
+
+def client_group_values(session, e: int) -> list:
+    """The consumer groups a session is a member of, as ClientInfoDetails lists them
+    after its ClientInfo (iggy.md 5.8): wire ids (``+ e``), sorted."""
+    return [R.CLIENT_GROUP.make(stream_id=sid + e, topic_id=tid + e, group_id=gid + e)
+            for sid, tid, gid in session.broker.groups_of(session.client_id)]
 
 
 # -- reply bodies ---------------------------------------------------------------------------
@@ -252,6 +260,6 @@ def _one_batch(partition_id: int, run: list, ts: int, origin: int):
     yield from frames
 
 
-__all__ = ["client_value", "edge", "group_details", "group_value", "member_value", "offset_value",
+__all__ = ["client_group_values", "client_value", "edge", "group_details", "group_value", "member_value", "offset_value",
            "partition_values", "pat_value", "polled", "stream_details", "stream_value", "topic_details",
            "topic_value", "user_value"]

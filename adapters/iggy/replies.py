@@ -62,6 +62,9 @@ CLIENT_INFO = Struct("client_info", (
     F("client_id", U32), F("user_id", U32), F("transport", U8), F("address", Str32),
     F("consumer_groups_count", U32),
 ))
+# ClientInfoDetails (GetMe, GetClient) is a CLIENT_INFO, then consumer_groups_count of these
+# (iggy.md 5.8; unchanged in the later generations, iggy-middle.md 6).
+CLIENT_GROUP = Struct("client_group", (F("stream_id", U32), F("topic_id", U32), F("group_id", U32)))
 PAT_INFO = Struct("pat_info", (F("name", Str8), F("expiry_at", U64)))
 RAW_PAT = Struct("raw_pat", (F("token", Str8),))
 # cpu fields are f32 bit patterns (Ferry sends 0); the last three are mandatory
@@ -78,6 +81,7 @@ STATS = Struct("stats", (
 ))
 
 RECORDS = (STREAM, TOPIC, PARTITION, GROUP, MEMBER, OFFSET_INFO, POLL_PREFIX, IDENTITY, LOGIN_REPLY, CLUSTER,
-           CLUSTER_NODE, SYNC_GROUP, SEND_CONFIRMATION, USER_INFO, CLIENT_INFO, PAT_INFO, RAW_PAT, STATS)
+           CLUSTER_NODE, SYNC_GROUP, SEND_CONFIRMATION, USER_INFO, CLIENT_INFO, CLIENT_GROUP, PAT_INFO, RAW_PAT,
+           STATS)
 
 __all__ = ["RECORDS"]

@@ -40,6 +40,14 @@ def test_client_json_from_an_iggy_session(tmp_path):
                                                "consumer_groups": []}
         s.user = broker.meta.list_users()[0]  # root, canonical id 0 -> 1 on this API
         assert models.client_json(s, False)["user_id"] == 1 and "consumer_groups" not in models.client_json(s, False)
+        broker.create_stream("s")
+        broker.create_topic("s", "t", partitions=1)
+        broker.create_group("s", "t", "g")
+        broker.join_group("s", "t", "g", 5)
+        details = models.client_json(s, True)
+        assert details["consumer_groups_count"] == 1
+        assert details["consumer_groups"] == [{"stream_id": 1, "topic_id": 1, "group_id": 1}]  # 1-based here
+        assert models.client_json(s, False)["consumer_groups_count"] == 1
     finally:
         broker.close()
 

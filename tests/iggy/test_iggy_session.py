@@ -257,6 +257,40 @@ def test_consumer_group_assignment_and_sync(broker):
     assert a.call("message.poll", **poll, partition_id=None)[0] == 0
 
 
+@pytest.mark.parametrize("dialect", [1, 2, 3])
+def test_client_details_list_the_groups_a_client_is_in(broker, dialect):
+    """iggy.md 5.7/5.8: ClientInfo carries consumer_groups_count; GetMe and GetClient
+    (ClientInfoDetails) follow it with that many (stream, topic, group) wire ids."""
+    a, b = logged_in(broker, dialect), logged_in(broker, dialect)
+    e = 1 if dialect == 1 else 0
+    a.ok("stream.create", name="s", **({"stream_id": 1} if dialect == 1 else {}))
+    a.ok("topic.create", stream_id="s", partitions_count=2, name="t", **({"topic_id": 1} if dialect == 1 else {}))
+    for name, gid in (("g", 1), ("h", 2)):
+        a.ok("consumer_group.create", stream_id="s", topic_id="t", name=name,
+             **({"group_id": gid} if dialect == 1 else {}))
+    me = a.ok("client.me")
+    info, pos = R.CLIENT_INFO.decode(dialect, me, 0, exact=False)
+    assert info.consumer_groups_count == 0 and pos == len(me)  # nothing after a zero count
+    a.ok("consumer_group.join", stream_id="s", topic_id="t", group_id="h")
+    a.ok("consumer_group.join", stream_id="s", topic_id="t", group_id="g")
+    for body in (a.ok("client.me"), b.ok("client.get", client_id=a.session.client_id)):
+        info, pos = R.CLIENT_INFO.decode(dialect, body, 0, exact=False)
+        groups = []
+        while pos < len(body):
+            g, pos = R.CLIENT_GROUP.decode(dialect, body, pos, exact=False)
+            groups.append((g.stream_id, g.topic_id, g.group_id))
+        assert info.consumer_groups_count == 2 and groups == [(e, e, e), (e, e, 1 + e)]
+    listed, body = {}, b.ok("client.list")   # GetClients: ClientInfo only, the count included
+    pos = 0
+    while pos < len(body):
+        info, pos = R.CLIENT_INFO.decode(dialect, body, pos, exact=False)
+        listed[info.client_id] = info.consumer_groups_count
+    assert listed == {a.session.client_id: 2, b.session.client_id: 0}
+    a.ok("consumer_group.leave", stream_id="s", topic_id="t", group_id="g")
+    info = R.CLIENT_INFO.decode(dialect, b.ok("client.get", client_id=a.session.client_id), 0, exact=False)[0]
+    assert info.consumer_groups_count == 1
+
+
 def test_consumer_offsets(broker):
     c = logged_in(broker, 2)
     c.ok("stream.create", name="s")
