@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 from core.addressing import Binding, parse_bindings
 from core.auth import MAX_PASSWORD_BYTES, MAX_USERNAME_BYTES, MIN_PASSWORD_BYTES, MIN_USERNAME_BYTES
+from core.compiled import PURE_PYTHON_ENV
 from core.errors import InvalidArgument
 from core.log.config import (
     DEFAULT_FSYNC_INTERVAL_MS,
@@ -50,9 +51,9 @@ from .registry import KnownListener, Registry, RegistryError, default_registry
 
 ENV_PREFIX = "FERRY_"
 ENV_CONFIG = "FERRY_CONFIG"  # the config file path; not a key itself
-# Read at import by core/log/encoded.py and adapters/iggy/_compiled.py (1 = run the
-# pure-Python loops, not the compiled ones): a switch of the build, not a config key.
-ENV_PURE_PYTHON = "FERRY_PURE_PYTHON"
+# Read at import by core/compiled.py (1 = run the pure-Python loops, not the
+# compiled ones): a switch of the build, not a config key.
+ENV_PURE_PYTHON = PURE_PYTHON_ENV
 DEFAULT_ROOT_USERNAME = "iggy"  # Iggy's default root user (iggy.md, server defaults)
 DEFAULT_ROOT_PASSWORD = "iggy"
 # `docker stop` sends SIGKILL 10 s after SIGTERM; 5 s of grace leaves the other

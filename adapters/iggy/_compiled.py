@@ -6,20 +6,9 @@ which gives the same results and statuses."""
 
 from __future__ import annotations
 
-import os
+from core.compiled import load
 
-
-def _load():
-    if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from . import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-_mod = _load()
+_mod = load("adapters.iggy._speedups")
 COMPILED = _mod is not None
 vsr_frames = _mod.vsr_frames if COMPILED else None
 vsr_render = _mod.vsr_render if COMPILED else None

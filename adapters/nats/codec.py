@@ -56,8 +56,9 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 from typing import Any, Callable, Iterable, Mapping
+
+from core.compiled import load as load_compiled
 
 from .errors import (
     AUTHORIZATION_VIOLATION,
@@ -90,19 +91,10 @@ _UTF8 = "utf-8"
 _ESC = "surrogateescape"
 
 
-def _load_compiled_scan():
-    """adapters/nats/_speedups.c's scan_pubs (built by setup.py where a C compiler
-    is there), or None: FERRY_PURE_PYTHON=1 or no build keeps the Python loop."""
-    if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from ._speedups import scan_pubs
-    except ImportError:
-        return None
-    return scan_pubs
-
-
-_compiled_scan = _load_compiled_scan()
+# adapters/nats/_speedups.c's scan_pubs, or None: FERRY_PURE_PYTHON=1 or no build
+# keeps the Python loop (core/compiled.py).
+_compiled_module = load_compiled("adapters.nats._speedups")
+_compiled_scan = _compiled_module.scan_pubs if _compiled_module is not None else None
 COMPILED = _compiled_scan is not None
 
 

@@ -25,12 +25,12 @@ name (``"uint64"``, the Iggy JSON names) and their exact bytes.
 
 from __future__ import annotations
 
-import os
 import struct
 from itertools import accumulate
 
 import pyarrow as pa
 
+from core.compiled import load as load_compiled
 from core.header_value import HeaderKind, HeaderValue
 
 from .client import POLL_PREFIX, RECORD_HEADER, Polled
@@ -64,19 +64,10 @@ def _key_text(kind: int, data) -> str:
     return HeaderValue(HeaderKind.from_code(kind), bytes(data)).to_text()
 
 
-def _load_compiled_columns():
-    """adapters/spark/_speedups.c's ``columns`` (built by setup.py where a C compiler
-    is there), or None: FERRY_PURE_PYTHON=1 or no build keeps the Python loop."""
-    if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from ._speedups import columns
-    except ImportError:
-        return None
-    return columns
-
-
-_compiled_columns = _load_compiled_columns()
+# adapters/spark/_speedups.c's ``columns``, or None: FERRY_PURE_PYTHON=1 or no build
+# keeps the Python loop (core/compiled.py).
+_compiled_module = load_compiled("adapters.spark._speedups")
+_compiled_columns = _compiled_module.columns if _compiled_module is not None else None
 COMPILED = _compiled_columns is not None
 
 

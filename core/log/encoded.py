@@ -22,11 +22,11 @@ Pure functions: no I/O, no trio.
 
 from __future__ import annotations
 
-import os
 import struct
 
 import xxhash
 
+from ..compiled import load as load_compiled
 from ..errors import (
     HeadersTooLarge, InvalidArgument, MalformedRecords, PayloadTooLarge, RecordReservedField, RecordTruncated,
 )
@@ -46,11 +46,8 @@ def _load_compiled():
     """The ``core._speedups`` module when it is built, its hash agrees with the
     xxhash package on every length class of XXH3 (0..4 KiB), and
     FERRY_PURE_PYTHON is not set; else None (the Python loop runs)."""
-    if os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from .. import _speedups
-    except ImportError:
+    _speedups = load_compiled("core._speedups")
+    if _speedups is None:
         return None
     sample = bytes(range(256)) * 17
     if any(_speedups.xxh3_64(sample[:n]) != _xxh3(sample[:n]) for n in (0, 1, 3, 4, 8, 9, 16, 17, 128, 129,
