@@ -13,9 +13,12 @@ same results.
 
 from setuptools import Extension, setup
 
+# The shared little-endian helpers (core/_speedups_le.h); a change there rebuilds every module.
+_COMMON = dict(optional=True, extra_compile_args=["-O2"], include_dirs=["core"], depends=["core/_speedups_le.h"])
+
 setup(ext_modules=[
-    Extension("core._speedups", ["core/_speedups.c"], optional=True, extra_compile_args=["-O2"], libraries=["dl"]),
-    Extension("adapters.iggy._speedups", ["adapters/iggy/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
-    Extension("adapters.nats._speedups", ["adapters/nats/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
-    Extension("adapters.spark._speedups", ["adapters/spark/_speedups.c"], optional=True, extra_compile_args=["-O2"]),
+    Extension("core._speedups", ["core/_speedups.c"], libraries=["dl"], **_COMMON),
+    Extension("adapters.iggy._speedups", ["adapters/iggy/_speedups.c"], **_COMMON),
+    Extension("adapters.nats._speedups", ["adapters/nats/_speedups.c"], **_COMMON),
+    Extension("adapters.spark._speedups", ["adapters/spark/_speedups.c"], **_COMMON),
 ])

@@ -26,14 +26,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_speedups_le.h"
+
 typedef uint64_t (*xxh3_fn)(const void *data, size_t len);
 static xxh3_fn xxh3_64 = NULL;
 
 #define HEAD 64 /* RECORD_HEADER_SIZE */
 
-static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline void wr64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
 /* Strict UTF-8, as Python's decoder: no overlong forms, no surrogates, nothing
  * past U+10FFFF. */
@@ -387,11 +386,8 @@ resolve_xxh3(void)
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    const uint16_t probe = 1;
-    if (*(const unsigned char *)&probe != 1) { /* the layout is little-endian; so is every host Ferry runs on */
-        PyErr_SetString(PyExc_ImportError, "core._speedups needs a little-endian host");
+    if (ferry_require_little_endian("core._speedups") < 0)
         return NULL;
-    }
     if (!resolve_xxh3()) {
         PyErr_SetString(PyExc_ImportError, "core._speedups: XXH3_64bits not found in xxhash or libxxhash");
         return NULL;

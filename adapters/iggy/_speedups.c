@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_speedups_le.h"
+
 typedef uint64_t (*xxh3_fn)(const void *data, size_t len);
 static xxh3_fn xxh3_64 = NULL;
 
@@ -28,10 +30,6 @@ static xxh3_fn xxh3_64 = NULL;
 #define BATCH 256 /* VSR_BATCH_HEADER: u64 partition, base offset, timestamp, origin, total, checksum; u32 count; 204 zero */
 #define STORED 64 /* core.record RECORD_HEADER_SIZE */
 
-static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline void wr64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
-static inline void wr32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 
 /* vsr_frames(buf, pos, end, count, origin) -> (bytearray, payload_bytes) | (None, problem)
  * problem: "short" (a frame header cut off), "reserved", "past_end",
@@ -233,11 +231,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", NULL, -1
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    const uint16_t probe = 1;
-    if (*(const unsigned char *)&probe != 1) {
-        PyErr_SetString(PyExc_ImportError, "adapters.iggy._speedups needs a little-endian host");
+    if (ferry_require_little_endian("adapters.iggy._speedups") < 0)
         return NULL;
-    }
     PyObject *core = PyImport_ImportModule("core._speedups"); /* PyCapsule_Import only walks attributes */
     if (core == NULL)
         return NULL;

@@ -21,11 +21,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_speedups_le.h"
+
 #define HEAD 64
 #define KIND_STRING 2 /* core.header_value.HeaderKind.STRING (seed 000's kind table) */
 
-static inline uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
 /* A growable byte buffer; its contents become one bytes object. */
 typedef struct { char *p; size_t len, cap; } buf_t;
@@ -167,10 +167,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", NULL, -1
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    const uint16_t probe = 1;
-    if (*(const unsigned char *)&probe != 1) {
-        PyErr_SetString(PyExc_ImportError, "adapters.spark._speedups needs a little-endian host");
+    if (ferry_require_little_endian("adapters.spark._speedups") < 0)
         return NULL;
-    }
     return PyModule_Create(&module);
 }
