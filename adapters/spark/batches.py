@@ -134,20 +134,25 @@ def polled_to_batch(stream: str, topic: str, polled: Polled, end: int) -> pa.Rec
         return None
     for i, kk in typed:  # typed keys become their text form (module docstring)
         keys[i] = _key_text(kk, keys[i]).encode("utf-8")
+    return _assemble(stream, topic, polled.partition_id, n, pa.array(offsets, pa.int64()),
+                     pa.array(stamps, pa.timestamp("us", tz="UTC")), _hex_ids(ids), _binary(payloads),
+                     pa.array(hstarts, pa.int32()), _binary(keys), pa.array(kinds, pa.uint8()), _binary(values))
+
+
+def _assemble(stream: str, topic: str, partition_id: int, n: int, offsets: pa.Array, stamps: pa.Array,
+              ids: pa.Array, payloads: pa.Array, hstarts: pa.Array, keys: pa.Array, kinds: pa.Array,
+              values: pa.Array) -> pa.RecordBatch:
+    """The record batch of ``n`` rows from its columns, shared by the Python loop and
+    the compiled one: header pairs as flat key/kind-code/value arrays cut into rows
+    by ``hstarts``; keys are checked as UTF-8 and kind codes become names here."""
     header_structs = pa.StructArray.from_arrays(
-        [_binary(keys).cast(pa.string()), _KIND_TABLE.take(pa.array(kinds, pa.uint8())), _binary(values)],
-        fields=list(HEADER_TYPE))
-    headers = pa.ListArray.from_arrays(pa.array(hstarts, pa.int32()), header_structs,
-                                       type=ARROW_SCHEMA.field("headers").type)
+        [keys.cast(pa.string()), _KIND_TABLE.take(kinds), values], fields=list(HEADER_TYPE))
+    headers = pa.ListArray.from_arrays(hstarts, header_structs, type=ARROW_SCHEMA.field("headers").type)
     return pa.RecordBatch.from_arrays([
         pa.repeat(pa.scalar(stream, pa.string()), n),
         pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(polled.partition_id, pa.int32()), n),
-        pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.timestamp("us", tz="UTC")),
-        _hex_ids(ids),
-        headers,
-        _binary(payloads),
+        pa.repeat(pa.scalar(partition_id, pa.int32()), n),
+        offsets, stamps, ids, headers, payloads,
     ], schema=ARROW_SCHEMA)
 
 
@@ -162,22 +167,11 @@ def _batch_from_columns(stream: str, topic: str, partition_id: int, cols: tuple)
     if not n:
         return None
     m = len(kinds)
-    header_structs = pa.StructArray.from_arrays(
-        [_buffers(pa.binary(), m, koffs, kdata).cast(pa.string()),
-         _KIND_TABLE.take(_buffers(pa.uint8(), m, kinds)), _buffers(pa.binary(), m, voffs, vdata)],
-        fields=list(HEADER_TYPE))
-    headers = pa.ListArray.from_arrays(_buffers(pa.int32(), n + 1, hstarts), header_structs,
-                                       type=ARROW_SCHEMA.field("headers").type)
-    return pa.RecordBatch.from_arrays([
-        pa.repeat(pa.scalar(stream, pa.string()), n),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition_id, pa.int32()), n),
-        _buffers(pa.int64(), n, offsets),
-        _buffers(pa.timestamp("us", tz="UTC"), n, stamps),
-        _hex_column(n, ids),
-        headers,
-        _buffers(pa.binary(), n, poffs, pdata),
-    ], schema=ARROW_SCHEMA)
+    return _assemble(stream, topic, partition_id, n, _buffers(pa.int64(), n, offsets),
+                     _buffers(pa.timestamp("us", tz="UTC"), n, stamps), _hex_column(n, ids),
+                     _buffers(pa.binary(), n, poffs, pdata), _buffers(pa.int32(), n + 1, hstarts),
+                     _buffers(pa.binary(), m, koffs, kdata), _buffers(pa.uint8(), m, kinds),
+                     _buffers(pa.binary(), m, voffs, vdata))
 
 
 def _hex_column(n: int, text: bytes) -> pa.Array:
