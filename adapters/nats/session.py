@@ -81,8 +81,8 @@ class Outbox:
     ``drained`` is the driver's wake-up for whoever waits until ``pending``
     drops below ``high_water`` (a stalled reader or producer).
 
-    ``direct`` (set by the driver for a plain TCP socket) writes bytes without
-    blocking and says how many the socket took; ``writer_idle`` is True while
+    ``direct`` (set by the driver for a plain TCP socket) writes a list of
+    frames without blocking and says how many bytes the socket took; ``writer_idle`` is True while
     the connection's writer task is parked. :meth:`write_now` uses both to
     send from the task that queued the bytes, one task hop less per reply."""
 
@@ -97,7 +97,7 @@ class Outbox:
         self.closed = False
         self.wake = wake
         self.drained: object = None
-        self.direct: Callable[[bytes], int] | None = None
+        self.direct: Callable[[list], int] | None = None
         self.writer_idle = False
 
     def offer(self, data: bytes) -> bool:
@@ -143,7 +143,7 @@ class Outbox:
         if not sent:
             self.wake()
             return
-        self.pending = max(0, self.pending - sent)
+        self.written(sent)
         left = sent
         for i, frame in enumerate(frames):
             size = len(frame)
