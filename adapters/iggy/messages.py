@@ -33,7 +33,6 @@ import xxhash
 from core.log.encoded import walk_records
 
 from ._compiled import vsr_frames as _vsr_frames
-
 from .errors import IggyError, IggyStatus
 from .types import WireType
 

@@ -260,6 +260,6 @@ def _one_batch(partition_id: int, run: list, ts: int, origin: int):
     yield from frames
 
 
-__all__ = ["client_group_values", "client_value", "edge", "group_details", "group_value", "member_value", "offset_value",
-           "partition_values", "pat_value", "polled", "stream_details", "stream_value", "topic_details",
-           "topic_value", "user_value"]
+__all__ = ["client_group_values", "client_value", "edge", "group_details", "group_value", "member_value",
+           "offset_value", "partition_values", "pat_value", "polled", "stream_details", "stream_value",
+           "topic_details", "topic_value", "user_value"]

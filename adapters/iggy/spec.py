@@ -166,9 +166,12 @@ CREATE_PARTITIONS = Command(402, "partition.create", (
 DELETE_PARTITIONS = Command(403, "partition.delete", (
     *_ids("stream_id", "topic_id"), Field("partitions_count", U32),
 ), vsr_op=137)
+# The one op of 128..149 whose VSR reply has no result section: it is neither a
+# metadata nor a partition operation (apache/iggy ``Operation::is_result_framed``),
+# and the 0.9.0 client keeps such a section on its reply as payload.
 DELETE_SEGMENTS = Command(503, "segment.delete", (
     *_ids("stream_id", "topic_id"), Field("partition_id", U32), Field("segments_count", U32),
-), versions="2+", vsr_op=138)
+), versions="2+", vsr_op=138, result_framed=False)
 
 GET_CONSUMER_GROUP = Command(600, "consumer_group.get", _ids("stream_id", "topic_id", "group_id"))
 GET_CONSUMER_GROUPS = Command(601, "consumer_group.list", _ids("stream_id", "topic_id"))

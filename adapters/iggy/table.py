@@ -233,31 +233,24 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-_DELETE_SEGMENTS_OP = 138
-
-
 class Command(Struct):
     """A request: a code, a dotted name, its fields and how sessions treat it.
 
     ``auth``: needs a logged-in session. ``vsr_op``: the VSR operation byte
     (iggy-current.md section 5; 2 = NonReplicated read, code at header byte 196).
     ``result_framed``: the VSR reply body starts with the ``u32 count`` result
-    section (iggy-current.md section 4.3). DeleteSegments (138) is the one op of
-    128..149 without it: it is neither a metadata nor a partition operation
-    (apache/iggy ``Operation::is_result_framed``), and the 0.9.0 client keeps
-    a result section on its reply as payload instead of stripping it."""
+    section (iggy-current.md section 4.3): by default the ops 128..149, 161,
+    162 and 1; a command whose op is the exception declares it (spec.py)."""
 
     def __init__(self, code: int, name: str, fields: Iterable[Field] = (), *, versions: str | None = None,
-                 auth: bool = True, vsr_op: int = 2, about: str = "") -> None:
+                 auth: bool = True, vsr_op: int = 2, result_framed: bool | None = None, about: str = "") -> None:
         self.code = code
         self.auth = auth
         self.vsr_op = vsr_op
+        self.result_framed = (128 <= vsr_op <= 149 or vsr_op in (161, 162, 1)) if result_framed is None \
+            else result_framed
         self.about = about
         super().__init__(name, fields, versions=versions)
-
-    @property
-    def result_framed(self) -> bool:
-        return (128 <= self.vsr_op <= 149 and self.vsr_op != _DELETE_SEGMENTS_OP) or self.vsr_op in (161, 162, 1)
 
 
 class CommandTable:
