@@ -64,6 +64,20 @@ class BrokerConfig:
     retention_interval_s: float = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerTotals:
+    """Counts over every stream, topic and partition of a broker (:meth:`Broker.totals`)."""
+
+    streams: int
+    topics: int
+    partitions: int
+    segments: int
+    messages: int
+    stored_bytes: int
+    pending_bytes: int
+    consumer_groups: int
+
+
 class Broker(ConsumerOps):
     """Synchronous facade over metadata, log, live delivery and addressing.
 
@@ -493,6 +507,20 @@ class Broker(ConsumerOps):
     def wait_for_append(self, stream_id: int, topic_id: int, partition_id: int, wake: Callable[[], None]):
         """One-shot ``wake()`` after the next append to that partition; returns a cancel function."""
         return self.live.add_waiter((stream_id, topic_id, partition_id), wake)
+
+    def totals(self) -> BrokerTotals:
+        """Counts over the whole broker, for Iggy's GetStats, HTTP ``/stats`` and
+        snapshots (one walk, so the three report the same numbers)."""
+        streams = self.list_streams()
+        topics = [t for s in streams for t in self.list_topics(s.id)]
+        parts = [part for t in topics for pid in range(t.partitions_count)
+                 if (part := self._partitions.get((t.stream_id, t.id, pid))) is not None]
+        return BrokerTotals(
+            streams=len(streams), topics=len(topics), partitions=sum(t.partitions_count for t in topics),
+            segments=sum(p.segment_count for p in parts), messages=sum(p.record_count for p in parts),
+            stored_bytes=sum(p.size_bytes for p in parts), pending_bytes=sum(p.pending_bytes for p in parts),
+            consumer_groups=sum(len(self.list_groups(t.stream_id, t.id)) for t in topics),
+        )
 
     # -- retention -----------------------------------------------------------
     def delete_segments(self, stream: Ident, topic: Ident, partition_id: int, count: int) -> int:

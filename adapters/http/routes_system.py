@@ -82,10 +82,7 @@ def metrics(app: HttpApp, ctx: Ctx):
 
 
 def stats(app: HttpApp, ctx: Ctx):
-    broker = app.broker
-    streams = broker.list_streams()
-    topics = [t for s in streams for t in broker.list_topics(s.id)]
-    parts = [broker.partition(t.stream_id, t.id, p) for t in topics for p in range(t.partitions_count)]
+    totals = app.broker.totals()
     now = int(time.time() * 1_000_000)
     uname = platform.uname()
     return json_response({
@@ -99,14 +96,14 @@ def stats(app: HttpApp, ctx: Ctx):
         "start_time": START_US,
         "read_bytes": models.size_text(0),
         "written_bytes": models.size_text(0),
-        "messages_size_bytes": models.size_text(sum(p.size_bytes for p in parts)),
-        "streams_count": len(streams),
-        "topics_count": len(topics),
-        "partitions_count": len(parts),
-        "segments_count": sum(p.segment_count for p in parts),
-        "messages_count": sum(p.record_count for p in parts),
+        "messages_size_bytes": models.size_text(totals.stored_bytes),
+        "streams_count": totals.streams,
+        "topics_count": totals.topics,
+        "partitions_count": totals.partitions,
+        "segments_count": totals.segments,
+        "messages_count": totals.messages,
         "clients_count": int(app.counters["connections_open"].value(app.listener)),
-        "consumer_groups_count": sum(len(broker.list_groups(t.stream_id, t.id)) for t in topics),
+        "consumer_groups_count": totals.consumer_groups,
         "hostname": socket.gethostname(),
         "os_name": uname.system,
         "os_version": uname.release,

@@ -73,18 +73,13 @@ def ping(s, v):
 
 
 def get_stats(s, v):
-    b = s.broker
-    streams = b.list_streams()
-    topics = [t for st in streams for t in b.list_topics(st.id)]
-    parts = sum(t.partitions_count for t in topics)
-    msgs = sum(render.topic_totals(b, t)[1] for t in topics)
-    size = sum(render.topic_totals(b, t)[0] for t in topics)
+    t = s.broker.totals()
     return R.STATS.encode(s.dialect, R.STATS.make(
         process_id=os.getpid(), cpu_usage=0, total_cpu_usage=0, memory_usage=0, total_memory=0, available_memory=0,
-        run_time=0, start_time=0, read_bytes=0, written_bytes=size, messages_size_bytes=size,
-        streams_count=len(streams), topics_count=len(topics), partitions_count=parts, segments_count=parts,
-        messages_count=msgs, clients_count=len(sessions_of(b)),
-        consumer_groups_count=sum(len(b.list_groups(t.stream_id, t.id)) for t in topics), hostname=socket.gethostname(),
+        run_time=0, start_time=0, read_bytes=0, written_bytes=t.stored_bytes, messages_size_bytes=t.stored_bytes,
+        streams_count=t.streams, topics_count=t.topics, partitions_count=t.partitions, segments_count=t.partitions,
+        messages_count=t.messages, clients_count=len(sessions_of(s.broker)),
+        consumer_groups_count=t.consumer_groups, hostname=socket.gethostname(),
         os_name=platform.system(), os_version=platform.release(), kernel_version=platform.version()[:200],
         server_version=SERVER_VERSION, server_semver=SEMVER))
 

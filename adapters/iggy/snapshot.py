@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -156,16 +156,7 @@ def _checked(compression: str, names: Sequence[str]) -> SnapshotRequest:
 def inputs_from_broker(broker, clients: int = 0) -> SnapshotInputs:
     """Copy what a snapshot needs from ``broker`` (quick; call on the trio thread).
     ``clients`` is the number of Iggy sessions (the adapter knows them)."""
-    streams = broker.list_streams()
-    topics = [t for s in streams for t in broker.list_topics(s.id)]
-    parts = [broker.partition(t.stream_id, t.id, p) for t in topics for p in range(t.partitions_count)]
-    totals = {
-        "streams": len(streams), "topics": len(topics), "partitions": len(parts),
-        "segments": sum(p.segment_count for p in parts), "messages": sum(p.record_count for p in parts),
-        "stored_bytes": sum(p.size_bytes for p in parts), "pending_bytes": sum(p.pending_bytes for p in parts),
-        "consumer_groups": sum(len(broker.list_groups(t.stream_id, t.id)) for t in topics),
-        "iggy_clients": clients,
-    }
+    totals = {**asdict(broker.totals()), "iggy_clients": clients}
     diag = broker.diagnostics
     if diag is not None:
         config, lines, note = diag.config, diag.log_lines(), diag.log_note

@@ -325,3 +325,23 @@ def test_delete_segments_removes_oldest_sealed_segments_but_not_unconsumed_ones(
             broker.delete_segments("nope", "t", 0, 1)
     finally:
         broker.close()
+
+
+def test_totals_count_the_whole_broker(broker):
+    from core.broker import BrokerTotals
+
+    assert broker.totals() == BrokerTotals(0, 0, 0, 0, 0, 0, 0, 0)
+    broker.create_stream("a")
+    broker.create_stream("b")
+    broker.create_topic("a", "t", partitions=2)
+    broker.create_topic("b", "u", partitions=3)
+    broker.create_group("a", "t", "g")
+    broker.append("a", "t", items("xy", "z"), partition=1)
+    broker.append("b", "u", items("q"), partition=2)
+    before = broker.totals()
+    assert (before.streams, before.topics, before.partitions, before.segments, before.messages,
+            before.consumer_groups) == (2, 2, 5, 5, 3, 1)
+    broker.flush()
+    after = broker.totals()
+    assert after.pending_bytes == 0 and after.stored_bytes == sum(
+        broker.partition(s, t, p).size_bytes for s, t, n in (("a", "t", 2), ("b", "u", 3)) for p in range(n)) > 0
