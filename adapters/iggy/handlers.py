@@ -77,7 +77,7 @@ def get_stats(s, v):
     return R.STATS.encode(s.dialect, R.STATS.make(
         process_id=os.getpid(), cpu_usage=0, total_cpu_usage=0, memory_usage=0, total_memory=0, available_memory=0,
         run_time=0, start_time=0, read_bytes=0, written_bytes=t.stored_bytes, messages_size_bytes=t.stored_bytes,
-        streams_count=t.streams, topics_count=t.topics, partitions_count=t.partitions, segments_count=t.partitions,
+        streams_count=t.streams, topics_count=t.topics, partitions_count=t.partitions, segments_count=t.segments,
         messages_count=t.messages, clients_count=len(sessions_of(s.broker)),
         consumer_groups_count=t.consumer_groups, hostname=socket.gethostname(),
         os_name=platform.system(), os_version=platform.release(), kernel_version=platform.version()[:200],

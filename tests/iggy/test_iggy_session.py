@@ -291,6 +291,24 @@ def test_client_details_list_the_groups_a_client_is_in(broker, dialect):
     assert info.consumer_groups_count == 1
 
 
+def test_stats_count_segments_not_partitions(tmp_path):
+    from core.broker import BrokerConfig
+    from core.log import LogConfig
+
+    b = Broker.open(tmp_path / "small", BrokerConfig(log=LogConfig(segment_bytes=300, fsync="never")))
+    try:
+        a = logged_in(b, 2)
+        a.ok("stream.create", name="s")
+        a.ok("topic.create", stream_id="s", partitions_count=2, name="t")
+        for i in range(6):
+            _send(a, b"x" * 100 + bytes([i]), 2)
+            b.flush()  # one batch per send: a 300-byte segment rolls every couple of sends
+        stats = R.STATS.decode(2, a.ok("system.stats"))
+        assert stats.partitions_count == 2 and stats.segments_count == b.totals().segments > 2
+    finally:
+        b.close()
+
+
 def test_consumer_offsets(broker):
     c = logged_in(broker, 2)
     c.ok("stream.create", name="s")
@@ -358,6 +376,7 @@ def test_clients_and_stats(broker):
     assert a.call("client.get", client_id=0)[0] == E.INVALID_CLIENT_ID
     stats = R.STATS.decode(2, a.ok("system.stats"))
     assert stats.clients_count == 2
+
     b.session.close()
     assert R.STATS.decode(2, a.ok("system.stats")).clients_count == 1
 
