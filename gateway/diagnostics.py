@@ -16,8 +16,9 @@ import collections
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from adapters.iggy.snapshot import REDACTED, plain_data
 
 from .config import Config
 from .logs import ROOT_LOGGER, TextFormatter
@@ -85,27 +86,15 @@ def config_data(cfg: Config) -> dict[str, Any]:
     """The effective configuration as JSON-ready data, keyed as the TOML file is
     (``server``, ``log``, ``auth``, ``listeners.<name>``, ``binding``)."""
     listeners = {lc.name: {"enabled": lc.enabled, "host": lc.host, "port": lc.port, "transport": lc.transport,
-                           **{k: _plain(v) for k, v in lc.options.items()}} for lc in cfg.listeners}
+                           **{k: plain_data(v) for k, v in lc.options.items()}} for lc in cfg.listeners}
     return {
         "source": str(cfg.source) if cfg.source else None,
-        "server": _plain(cfg.server),
-        "log": {**_plain(cfg.log), "retention_interval_seconds": cfg.retention_interval_s},
-        "auth": {"root_username": cfg.auth.root_username, "root_password": "<redacted>"},
+        "server": plain_data(cfg.server),
+        "log": {**plain_data(cfg.log), "retention_interval_seconds": cfg.retention_interval_s},
+        "auth": {"root_username": cfg.auth.root_username, "root_password": REDACTED},
         "listeners": listeners,
-        "binding": [_plain(b) for b in cfg.bindings],
+        "binding": [plain_data(b) for b in cfg.bindings],
     }
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 __all__ = ["Diagnostics", "MAX_RECENT_LOG_LINES", "RecentLogs", "config_data", "for_gateway"]

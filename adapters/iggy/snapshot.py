@@ -167,18 +167,19 @@ def inputs_from_broker(broker, clients: int = 0) -> SnapshotInputs:
 
 def _broker_config(cfg) -> dict[str, Any]:
     """A bare broker's settings (no gateway around it)."""
-    return {"log": _plain(cfg.log), "root_username": cfg.root_username, "root_password": cfg.root_password,
-            "retention_interval_s": cfg.retention_interval_s, "bindings": _plain(cfg.bindings)}
+    return {"log": plain_data(cfg.log), "root_username": cfg.root_username, "root_password": cfg.root_password,
+            "retention_interval_s": cfg.retention_interval_s, "bindings": plain_data(cfg.bindings)}
 
 
-def _plain(value: Any) -> Any:
-    """Dataclasses, mappings, tuples and paths as JSON-ready values."""
+def plain_data(value: Any) -> Any:
+    """Dataclasses, mappings, tuples and paths as JSON-ready values (also what
+    gateway/diagnostics.py hands over as the effective configuration)."""
     if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+        return {name: plain_data(getattr(value, name)) for name in value.__dataclass_fields__}
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_data(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_data(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
@@ -318,7 +319,7 @@ def server_logs(inputs: SnapshotInputs) -> str:
 
 
 def server_config(inputs: SnapshotInputs) -> str:
-    body = json.dumps(redact(_plain(inputs.config or {})), indent=2, sort_keys=False)
+    body = json.dumps(redact(plain_data(inputs.config or {})), indent=2, sort_keys=False)
     return f"# effective configuration; secrets shown as {REDACTED}\n{body}\n"
 
 
@@ -371,6 +372,6 @@ def _utc(ts: float) -> str:
 
 __all__ = [
     "ALL_TYPES", "COMPRESSIONS", "FILE_NAMES", "MAX_FS_ENTRIES", "REDACTED", "SnapshotInputs", "SnapshotRefused",
-    "SnapshotRequest", "TYPES", "build_snapshot", "inputs_from_broker", "redact", "request_from_codes",
-    "request_from_names",
+    "SnapshotRequest", "TYPES", "build_snapshot", "inputs_from_broker", "plain_data", "redact",
+    "request_from_codes", "request_from_names",
 ]
