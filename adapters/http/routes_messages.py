@@ -100,14 +100,20 @@ def _partition(ctx: Ctx) -> int:
     return ctx.q_int("partition_id", models.ID_BASE, models.ID_BASE, models.U32_MAX) - models.ID_BASE
 
 
-def poll_messages(app: HttpApp, ctx: Ctx):
+def _poll_target(app: HttpApp, ctx: Ctx):
+    """What a poll and a follow share: the topic (poll permission checked), the
+    consumer, the partition and the ``kind``/``value`` polling strategy."""
     topic = topic_of(app, ctx)
     ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
-    consumer, partition = _consumer(ctx), _partition(ctx)
     kind = POLL_KINDS.get(ctx.query.get("kind", "offset").lower())
+    consumer, partition = _consumer(ctx), _partition(ctx)
     if kind is None:
         raise models.bad_field("kind", "must be offset, timestamp, first, last or next")
-    strategy = PollStrategy(kind, ctx.q_int("value", 0))
+    return topic, consumer, partition, PollStrategy(kind, ctx.q_int("value", 0))
+
+
+def poll_messages(app: HttpApp, ctx: Ctx):
+    topic, consumer, partition, strategy = _poll_target(app, ctx)
     count = ctx.q_int("count", 10, 0, MAX_POLL_COUNT)
     if count == 0:
         raise HttpError.iggy(4009, "count must be greater than 0", "count")
@@ -135,13 +141,7 @@ def follow_messages(app: HttpApp, ctx: Ctx):
     one partition from the chosen start, then live as they arrive. Each event
     is ``id: <offset>``, ``event: message``, ``data: <message JSON>``; a
     reconnecting EventSource sends ``Last-Event-ID`` and resumes after it."""
-    topic = topic_of(app, ctx)
-    ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
-    consumer, partition = _consumer(ctx), _partition(ctx)
-    kind = POLL_KINDS.get(ctx.query.get("kind", "offset").lower())
-    if kind is None:
-        raise models.bad_field("kind", "must be offset, timestamp, first, last or next")
-    strategy = PollStrategy(kind, ctx.q_int("value", 0))
+    topic, consumer, partition, strategy = _poll_target(app, ctx)
     last_id = (ctx.request.header(b"last-event-id") or b"").strip()
     if last_id.isdigit() and len(last_id) <= 20:
         strategy = PollStrategy("offset", int(last_id) + 1)

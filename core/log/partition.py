@@ -328,9 +328,7 @@ class Partition(PartitionReads):
             raise InvalidArgument("no messages to append")
         if producer is not None and self._is_duplicate(producer):
             return self._duplicate(on_durable)
-        ts = self._clock()
-        if ts < self._last_ts:  # the wall clock stepped back: keep time monotonic
-            ts = self._last_ts
+        ts = self._append_time()
         base = self._next_offset
         if len(items) == 1:  # the common case, without the loop's overhead
             item = items[0]
@@ -374,9 +372,7 @@ class Partition(PartitionReads):
             raise PayloadTooLarge(f"one append of {len(block)} bytes exceeds {MAX_APPEND_BYTES}")
         if producer is not None and self._is_duplicate(producer):
             return self._duplicate(on_durable)
-        ts = self._clock()
-        if ts < self._last_ts:  # the wall clock stepped back: keep time monotonic
-            ts = self._last_ts
+        ts = self._append_time()
         base = self._next_offset
         sizes, plens = stamp_records(block, count, base, ts)
         return self._add_call(base, ts, count, [block], (sizes, plens), len(block), 8 * count + sum(plens),
@@ -405,6 +401,12 @@ class Partition(PartitionReads):
             self._signalled = True
             self._wake()
         return result
+
+    def _append_time(self) -> int:
+        """The timestamp of the next append: the clock, never behind the last
+        append's (the wall clock may step back; stored time stays monotonic)."""
+        ts = self._clock()
+        return ts if ts >= self._last_ts else self._last_ts
 
     def _is_duplicate(self, producer: tuple[str, int]) -> bool:
         pid, seq = producer
