@@ -34,11 +34,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
-from adapters.nats.natsconf import NatsConfError, lookup, parse
+from adapters.nats.natsconf import lookup
+from core.errors import InvalidArgument
+
+from .listeners.nats import read_conf
 
 log = logging.getLogger("ferry.natscli")
 
-MAX_CONFIG_BYTES = 4 * 1024 * 1024   # nats-server configs are a few KiB; refuse absurd files
 RANDOM_PORT = -1                     # nats-server's "-p -1": any free port
 # Shutdown grace for connections: Ferry's default (docker's SIGKILL comes 10 s
 # after SIGTERM); clients already got the lame-duck INFO by then.
@@ -136,16 +138,11 @@ def _host_port(value: Any, where: str) -> tuple[str | None, int | None]:
 
 
 def read_config(path: str) -> dict[str, Any]:
-    p = Path(path)
+    """The ``-c`` file, read and parsed as the NATS listener reads its auth file
+    (same size limit and errors), with a config problem as :class:`NatsCliError`."""
     try:
-        if p.stat().st_size > MAX_CONFIG_BYTES:
-            raise NatsCliError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise NatsCliError(f"{path}: cannot be read: {exc.strerror}") from None
-    try:
-        return parse(text, os.environ, source=path)
-    except NatsConfError as exc:
+        return read_conf(path)
+    except InvalidArgument as exc:
         raise NatsCliError(exc.message) from None
 
 
