@@ -243,7 +243,7 @@ def filesystem_overview(inputs: SnapshotInputs) -> str:
             except OSError:  # removed while we walked (retention, a delete)
                 continue
             rel = os.path.relpath(entry.path, root) + ("/" if is_dir else "")
-            listed.append((rel, f"{st.st_size:>12}  {_utc(st.st_mtime)}  {rel}"))
+            listed.append((rel, f"{st.st_size:>12}  {_utc(st.st_mtime)}  {_one_line(rel)}"))
             if is_dir:
                 stack.append(Path(entry.path))
             else:
@@ -277,11 +277,11 @@ def process_list(inputs: SnapshotInputs) -> str:
             raw = (PROC / str(pid) / "cmdline").read_bytes()
         except OSError:  # it exited meanwhile, or we may not read it
             continue
-        name = stat[stat.find("(") + 1 : stat.rfind(")")]
+        name = _one_line(stat[stat.find("(") + 1 : stat.rfind(")")])
         rest = stat[stat.rfind(")") + 2 :].split()
         state, ppid, rss = rest[0], rest[1], int(rest[21]) * page // 1024
         args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
-        cmd = _redact_args(args)[:MAX_CMDLINE_CHARS] if args else f"[{name}]"
+        cmd = _one_line(_redact_args(args)[:MAX_CMDLINE_CHARS]) if args else f"[{name}]"
         lines.append(f"{pid:>8} {ppid:>7} {state:>5} {rss:>9}  {name:<16}  {cmd}")
     if len(pids) > MAX_PROCESSES:
         lines.append(f"# {len(pids) - MAX_PROCESSES} more processes not listed (limit {MAX_PROCESSES})")
@@ -364,6 +364,16 @@ def _redact_args(args: Sequence[str]) -> str:
         else:
             out.append(arg)
     return " ".join(out)
+
+
+# A process name or argument may hold any byte but NUL (`sh -c` scripts hold
+# newlines; seen in CI), and a file name any but NUL and '/': one entry must
+# stay one line, so control characters are written as Python escapes.
+_CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F)}
+
+
+def _one_line(text: str) -> str:
+    return text.translate(_CONTROL_ESCAPES)
 
 
 def _utc(ts: float) -> str:

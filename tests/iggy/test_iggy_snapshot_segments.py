@@ -159,6 +159,30 @@ def test_the_data_dir_walk_is_bounded(broker, monkeypatch):
     assert "listing stopped after 5 entries" in overview
 
 
+def test_one_process_is_one_line_whatever_its_arguments_hold(broker, tmp_path):
+    """CI runs `sh -c` scripts whose arguments hold newlines and blank lines; a
+    process must still be one line (pid first), and so must an odd file name."""
+    import subprocess
+    import sys
+    script = "import time\n\n   \ntime.sleep(30)  # \t\x1b[31m"
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        c = root(broker, 2)
+        fill(c, 2)
+        (broker.data_dir / "odd\nname").write_bytes(b"x")
+        files = archive(c.ok("system.snapshot", compression=2, types=[1, 2]))
+    finally:
+        child.kill()
+        child.wait()
+    rows = [line for line in files["process_list.txt"].decode().splitlines() if not line.startswith("#")]
+    assert all(line.split() and line.split()[0].isdigit() for line in rows)
+    mine = [line for line in rows if line.split()[0] == str(child.pid)]
+    assert len(mine) == 1 and "import time\\n\\n   \\ntime.sleep(30)  # \\t\\x1b[31m" in mine[0]
+    overview = files["filesystem_overview.txt"].decode().splitlines()
+    assert any(line.endswith("  odd\\nname") for line in overview)
+    assert not any(line == "name" for line in overview)
+
+
 def test_redaction():
     config = {"auth": {"root_password": "pw", "root_username": "iggy"},
               "listeners": {"http": {"jwt_secret": "xyz", "tls_key": "", "port": 3000},
