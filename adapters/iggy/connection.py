@@ -28,12 +28,14 @@ their durability acks (a pipelining producer, driver.py); with the default of
 1 this is the strict lockstep machine.
 
 The dialect (spec.py) is 3 for VSR. Legacy frames decode as dialect 2 until
-a LoginUser's version string says otherwise (iggy-middle.md 3.1: before
+a LoginUser's version string says otherwise (1, 4 or 5) (iggy-middle.md 3.1: before
 login, the two legacy generations send only Ping, GetStats and the logins,
 whose layouts are identical). A PAT login carries no version, so after one
 the first frame whose layout differs between dialects 1 and 2 decides, by
 the structural checks of iggy-middle.md 3.1 step 4 (:func:`guess_legacy_dialect`);
-until then frames decode as dialect 2.
+until then frames decode as dialect 2. Those checks tell only dialect 1's
+numbering from dialect 2's; a PAT login from apache-iggy 0.5.0 or 0.6.0 (whose
+Python APIs have no PAT login) would be taken for 1 or 2.
 """
 
 from __future__ import annotations
@@ -102,12 +104,15 @@ def guess_legacy_dialect(code: int, body) -> int | None:
 
 
 def dialect_for_version(version: str) -> int:
-    """iggy-middle.md 3.1: empty or < 0.7 -> dialect 1; newer legacy-framed SDKs -> 2."""
+    """iggy-middle.md 3.1 (the SDK's crate version): empty or < 0.7 -> dialect 1;
+    0.7.x (apache-iggy 0.5.0) -> 5; 0.8.x (apache-iggy 0.6.0) -> 4; newer -> 2."""
     m = _VERSION.match(version or "")
     if m is None:
         return 1
-    major, minor = int(m.group(1)), int(m.group(2))
-    return 1 if (major, minor) < (0, 7) else 2
+    major_minor = (int(m.group(1)), int(m.group(2)))
+    if major_minor < (0, 7):
+        return 1
+    return {(0, 7): 5, (0, 8): 4}.get(major_minor, 2)
 
 
 class IggyServerConnection:

@@ -17,7 +17,6 @@ import struct
 import xxhash
 
 from core import errors as ce
-from core.consumers import Consumer
 from core.message import HeaderKind, Headers
 from core.permissions import Action
 
@@ -297,7 +296,7 @@ def get_streams(s, v):
 
 def create_stream(s, v):
     s.require(A.CREATE_STREAM)
-    wanted = v.stream_id - 1 if s.dialect == 1 and v.stream_id else None
+    wanted = v.stream_id - 1 if s.one_based and v.stream_id else None
     st = s.broker.create_stream(v.name, wanted)
     return render.stream_details(s.broker, st, s.dialect)
 
@@ -344,7 +343,7 @@ def get_topics(s, v):
 def create_topic(s, v):
     st = s.stream(v.stream_id)
     s.require(A.CREATE_TOPIC, st.id)
-    wanted = v.topic_id - 1 if s.dialect == 1 and v.topic_id else None
+    wanted = v.topic_id - 1 if s.one_based and v.topic_id else None
     if s.dialect == 3:
         expiry, max_size, compression = _vsr_topic_options(v.options)
     else:
@@ -453,7 +452,7 @@ def get_groups(s, v):
 def create_group(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
-    wanted = v.group_id - 1 if s.dialect == 1 and v.group_id else None
+    wanted = v.group_id - 1 if s.one_based and v.group_id else None
     g = s.broker.create_group(t.stream_id, t.id, v.name, wanted)
     return _group_body(s, t, g)
 
@@ -498,8 +497,8 @@ def send_messages(s, v):
     partition, key = _partitioning(s, v.partitioning, t.partitions_count)
     pending = Deferred(lambda outcome: _sent(s, t, outcome))
     msgs = v.messages
-    # Dialects 2 and 3 decode to the stored layout already (messages.StoredBatch); dialect 1
-    # converts here. The block is then stored as it is (core/log/encoded.py).
+    # Dialects 2 and 3 decode to the stored layout already (messages.StoredBatch); 1, 4 and
+    # 5 (seed-era header maps) convert here. The block is then stored as it is (core/log/encoded.py).
     batch = msgs if isinstance(msgs, StoredBatch) else s.to_stored_batch(msgs)
     if batch.payload_bytes > MAX_BATCH_PAYLOAD:
         raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
@@ -522,10 +521,11 @@ def _partitioning(s, p, partitions: int) -> tuple[int | None, bytes | None]:
         return pid, None
     if not 1 <= len(p.value) <= 255:
         raise IggyStatus(IggyError.INVALID_KEY_VALUE_LENGTH)
-    if s.dialect == 1 and partitions > 0:
-        # The 0.4 server maps XXH32(key) mod n to a 1-based partition with 0 -> n
-        # (iggy.md 3.3): canonically (h mod n) - 1, wrapping to n - 1. Later servers
-        # use h mod n 0-based, which is the core's own rule (broker.choose_partition).
+    if s.one_based and partitions > 0:
+        # The 0.4 server (and 0.5, still 1-based: iggy-middle.md 5) maps XXH32(key) mod n
+        # to a 1-based partition with 0 -> n (iggy.md 3.3): canonically (h mod n) - 1,
+        # wrapping to n - 1. Later servers use h mod n 0-based, which is the core's own
+        # rule (broker.choose_partition).
         return (xxhash.xxh32_intdigest(p.value) % partitions - 1) % partitions, None
     return None, p.value
 
@@ -572,7 +572,7 @@ def poll_messages(s, v):
 def flush_unsaved_buffer(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.POLL_MESSAGES, t.stream_id, t.id)
-    pid = s.partition_in(v.partition_id) if s.dialect == 1 else v.partition_id
+    pid = s.partition_in(v.partition_id) if s.one_based else v.partition_id
     s.broker.partition(t.stream_id, t.id, 0 if pid is None else pid)
     return b""  # appends are already on their way to disk (the flusher owns fsync)
 

@@ -13,6 +13,10 @@ field type (``WireType``) so ``SendMessages`` stays one table entry:
   position, u64 0``), then messages with the 64-byte header, payload, then
   TLV headers with key kinds. This is byte-for-byte the stored record layout
   (``core.record``), which is why dialect-2 polls are served by slicing.
+* :data:`Messages56` -- dialects 4 and 5 (apache-iggy 0.6.0 and 0.5.0,
+  iggy-middle.md 2 and 7.1): dialect 2's framing with the 56-byte header (no
+  reserved field) and the seed-era header map after the payload. Decoded to
+  :class:`WireMessage` like dialect 1: the session converts the header map.
 * :data:`VsrBatch` -- dialect 3 (apache-iggy 0.9.0, iggy-current.md 6.11 and
   7): ``u32 count`` then one batch: a 256-byte batch header and frames of a
   48-byte header, payload, TLV headers; XXH3-64 checksums (section 7.3).
@@ -45,6 +49,7 @@ _U32 = struct.Struct("<I")
 _V1_HEAD = struct.Struct("<QQI")  # id lo, id hi, headers length
 _INDEX = struct.Struct("<IIQ")  # iggy-middle.md 6.11 index entry
 MIDDLE_HEADER = struct.Struct("<QQQQQQIIQ")  # checksum, id lo/hi, offset, ts, origin, H, P, reserved
+MIDDLE56_HEADER = struct.Struct("<QQQQQQII")  # the same without reserved (profiles 0.5/0.6)
 VSR_BATCH_HEADER = struct.Struct("<QQQQQQI204x")  # partition, base off, base ts, origin, length, csum, count
 VSR_FRAME_HEADER = struct.Struct("<QQQIIIIQ")  # checksum, id lo/hi, offset delta, ts delta, H, P, reserved
 _U64_MASK = (1 << 64) - 1
@@ -258,6 +263,56 @@ class _MessagesV2(WireType):
         return _messages_strategy(True, 0)
 
 
+class _Messages56(WireType):
+    name = "messages_56"
+    rest = True
+
+    def read(self, buf, pos, end):
+        """Dialect 2's checks in the same order, on 56-byte headers (there is no
+        reserved field to check)."""
+        if end - pos < 4:
+            raise _short(self.name)
+        (count,) = _U32.unpack_from(buf, pos)
+        pos += 4
+        if count == 0:
+            raise _bad(IggyError.INVALID_MESSAGES_COUNT, "no messages")
+        if count > MAX_MESSAGES_PER_BATCH or count * _INDEX.size > end - pos:
+            raise _short(self.name)
+        ends = struct.unpack_from(f"<{4 * count}I", buf, pos)[1::4]
+        base = at = pos + count * _INDEX.size
+        out = []
+        for stop_wanted in ends:
+            if end - at < MIDDLE56_HEADER.size:
+                raise _bad(IggyError.TOO_SMALL_MESSAGE, "message shorter than its header")
+            _c, lo, hi, _o, _t, origin, hlen, plen = MIDDLE56_HEADER.unpack_from(buf, at)
+            body = at + MIDDLE56_HEADER.size
+            at = body + plen + hlen
+            if at > end:
+                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "message runs past the frame")
+            if at - base != stop_wanted:
+                raise _bad(IggyError.INVALID_MESSAGES_SIZE, "index does not match message sizes")
+            out.append(WireMessage(lo | (hi << 64), bytes(buf[body : body + plen]),
+                                   bytes(buf[body + plen : at]), origin))
+        if at != end:
+            raise _bad(IggyError.INVALID_MESSAGES_SIZE, "bytes after the last message")
+        return tuple(out), end
+
+    def write(self, out, value):
+        out.append(_U32.pack(len(value)))
+        index, bodies, at = [], [], 0
+        for m in value:
+            head = MIDDLE56_HEADER.pack(0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp,
+                                        len(m.headers), len(m.payload))
+            at += len(head) + len(m.payload) + len(m.headers)
+            index.append(_INDEX.pack(0, at, 0))
+            bodies += (head, m.payload, m.headers)
+        out.extend(index)
+        out.extend(bodies)
+
+    def strategy(self):
+        return _messages_strategy(True, 0)
+
+
 _VSR_BATCH_RESERVED = bytes(VSR_BATCH_HEADER.size - 52)  # the batch header's reserved tail: all zero
 # What adapters.iggy._speedups.vsr_frames reports, as _VsrBatch.read's loop raises it.
 _VSR_PROBLEMS = {
@@ -359,6 +414,8 @@ def encode_vsr_batch(partition_id: int, base_offset: int, base_timestamp: int, o
 
 MessagesV1 = _MessagesV1()
 MessagesV2 = _MessagesV2()
+Messages56 = _Messages56()
 VsrBatch = _VsrBatch()
 
-__all__ = ["MessagesV1", "MessagesV2", "StoredBatch", "VsrBatch", "WireMessage", "encode_vsr_batch"]
+__all__ = ["MIDDLE56_HEADER", "Messages56", "MessagesV1", "MessagesV2", "StoredBatch", "VsrBatch", "WireMessage",
+           "encode_vsr_batch"]

@@ -2,9 +2,9 @@
 
 Theory of operation
 -------------------
-Canonical ids are 0-based (docs/internals.md); dialect 1 is 1-based, so every
-id that leaves here goes through ``+ edge`` where ``edge = 1`` for dialect 1
-and 0 otherwise (iggy-current.md 14, "Id spaces").
+Canonical ids are 0-based (docs/internals.md); dialects 1 and 5 are 1-based,
+so every id that leaves here goes through ``+ edge`` where ``edge = 1`` for
+them and 0 otherwise (iggy-current.md 14, "Id spaces").
 
 Polled messages are rendered from stored records (``core.record``, the
 64-byte Iggy-0.8 layout):
@@ -13,6 +13,9 @@ Polled messages are rendered from stored records (``core.record``, the
   the reply is the 16-byte prefix plus the read's chunks, joined once;
 * dialect 1: each record is re-framed as iggy.md 5.12 (CRC32 of the payload,
   the seed-era header map, iggy.md 6.3 and 3.5);
+* dialects 4 and 5: each record re-framed with the 56-byte header and the
+  seed-era header map (iggy-middle.md 7.1), XXH3-64 (4) or CRC32 (5) of the
+  message from byte 8 on (iggy-middle.md 8);
 * dialect 3: consecutive records that share one append timestamp become one
   VSR batch (iggy-current.md 7); a new batch starts when the timestamp
   changes or an origin-timestamp delta would not fit the frame's u32.
@@ -30,7 +33,10 @@ from core.message import Headers
 
 from . import replies as R
 from ._compiled import vsr_render as _vsr_render
-from .messages import VSR_BATCH_HEADER, VSR_FRAME_HEADER
+from .messages import MIDDLE56_HEADER, VSR_BATCH_HEADER, VSR_FRAME_HEADER
+from .table import ONE_BASED as _ONE_BASED, parse_versions
+
+ONE_BASED = parse_versions(_ONE_BASED)
 
 U64_MAX = (1 << 64) - 1
 _U32 = struct.Struct("<I")
@@ -45,7 +51,7 @@ _VSR_SUM_PREFIX = struct.Struct("<QQQQQI")  # what the batch checksum covers bef
 
 
 def edge(dialect: int) -> int:
-    return 1 if dialect == 1 else 0
+    return 1 if dialect in ONE_BASED else 0
 
 
 def expiry_out(us: int) -> int:
@@ -200,6 +206,9 @@ def polled(dialect: int, partition_id: int, current_offset: int, batch) -> bytes
         return b"".join([prefix, *batch.chunks])
     if dialect == 1:
         return b"".join([prefix, *_legacy_messages(batch)])
+    if dialect in (4, 5):
+        checksum = xxhash.xxh3_64_intdigest if dialect == 4 else zlib.crc32
+        return b"".join([prefix, *_middle56_messages(batch, checksum)])
     if _vsr_render is not None:  # adapters/iggy/_speedups.c: the same batches as _vsr_batches
         chunks = batch.chunks
         return _vsr_render(prefix, chunks[0] if len(chunks) == 1 else b"".join(chunks), batch.sizes, partition_id)
@@ -215,6 +224,19 @@ def _legacy_messages(batch):
         yield headers
         yield _U32.pack(plen)
         yield bytes(payload)
+
+
+def _middle56_messages(batch, checksum):
+    """Stored records as profiles 0.5/0.6 carry them (iggy-middle.md 7.1, 8): the
+    56-byte header (no reserved field), payload, then the seed-era header map,
+    with ``checksum`` (XXH3-64 or CRC32) of the message from byte 8 on."""
+    for raw in batch.raw_records():
+        _c, lo, hi, offset, ts, origin, hlen, plen = _REC.unpack_from(raw, 0)
+        payload = raw[64 : 64 + plen]
+        headers = Headers.decode(raw[64 + plen : 64 + plen + hlen]).encode_legacy() if hlen else b""
+        tail = MIDDLE56_HEADER.pack(0, lo, hi, offset, ts, origin, len(headers), plen)[8:] + payload + headers
+        yield _U64.pack(checksum(tail))
+        yield tail
 
 
 def _vsr_batches(partition_id: int, batch):

@@ -9,7 +9,7 @@ iggy-current.md 6.3-6.11.
 
 from __future__ import annotations
 
-from .table import Field, Struct
+from .table import LEGACY, Field, Struct
 from .types import U8, U16, U32, U64, Bytes32, ListOf, Str8, Str32
 
 F = Field
@@ -21,7 +21,7 @@ STREAM = Struct("stream_record", (
 TOPIC = Struct("topic_record", (
     F("id", U32), F("created_at", U64), F("partitions_count", U32), F("message_expiry", U64),
     F("compression", U8), F("max_topic_size", U64),
-    F("replication_factor", U8, default=1, versions="1-2", about="gone in dialect 3"),
+    F("replication_factor", U8, default=1, versions=LEGACY, about="gone in dialect 3"),
     F("size", U64), F("messages_count", U64), F("name", Str8),
     F("options", Bytes32, default=b"", versions="3"), F("derived_options", Bytes32, default=b"", versions="3"),
 ))
@@ -39,7 +39,7 @@ OFFSET_INFO = Struct("consumer_offset_info", (
 POLL_PREFIX = Struct("polled_messages_prefix", (
     F("partition_id", U32), F("current_offset", U64), F("count", U32),
 ))
-IDENTITY = Struct("identity_info", (F("user_id", U32),), versions="1-2")
+IDENTITY = Struct("identity_info", (F("user_id", U32),), versions=LEGACY)
 LOGIN_REPLY = Struct("login_register_reply", (
     F("user_id", U32), F("session", U64), F("protocol_version", U32), F("server_version", Str8),
 ), versions="3")

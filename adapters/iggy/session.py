@@ -175,13 +175,20 @@ class IggySession:
         return self.broker.get_topic(s.id, self.ident(topic_value, IggyError.TOPIC_ID_NOT_FOUND))
 
     def group(self, topic, value):
-        return self.broker.get_group(topic.stream_id, topic.id, self.ident(value, IggyError.CONSUMER_GROUP_ID_NOT_FOUND))
+        gid = self.ident(value, IggyError.CONSUMER_GROUP_ID_NOT_FOUND)
+        return self.broker.get_group(topic.stream_id, topic.id, gid)
+
+    @property
+    def one_based(self) -> bool:
+        """Seed-era numbering (dialects 1 and 5): 1-based ids, ids chosen on create,
+        a u32 partition where 0 means none."""
+        return self.dialect in render.ONE_BASED
 
     def partition_in(self, value) -> int | None:
-        """The wire partition (dialect 1: u32, 0 = none; later: None or u32) as canonical."""
+        """The wire partition (1-based dialects: u32, 0 = none; later: None or u32) as canonical."""
         if value is None:
             return None
-        if self.dialect == 1:
+        if self.one_based:
             return None if value == 0 else value - 1
         return value
 
@@ -224,8 +231,8 @@ class IggySession:
         return PollStrategy(_POLL_KINDS[s.kind], s.value)
 
     def to_stored_batch(self, messages) -> StoredBatch:
-        """Dialect 1's wire messages (headers before the payload, a seed-era header
-        map) -> the stored record layout, in one pass, validating each header block
+        """Wire messages with a seed-era header map (dialects 1, 4 and 5) -> the
+        stored record layout, in one pass, validating each header block
         (a malformed block is the peer's fault: 3 / 4017 / 4018-4019 / 4040)."""
         parts: list[bytes] = []
         payload = 0

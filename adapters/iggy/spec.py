@@ -7,15 +7,19 @@ Dialects (Ferry's numbers; the ``versions`` ranges below name these):
 ===  =========================================  =====================================
  1   iggy-py 0.4.0 (Rust SDK 0.6.202), and any  protocols/iggy.md
      legacy-framed login with a version < 0.7
- 2   apache-iggy 0.8.0 (Rust SDK 0.10; login    protocols/iggy-middle.md, profile
-     versions 0.9.x / 0.10.x)                   "0.7/0.8" (64-byte message header)
+ 2   apache-iggy 0.7.0 and 0.8.0 (Rust SDK      protocols/iggy-middle.md, profile
+     0.9 / 0.10; login versions >= 0.9)         "0.7/0.8" (64-byte message header)
  3   apache-iggy 0.9.0 (Rust SDK 0.11, VSR)     protocols/iggy-current.md
+ 4   apache-iggy 0.6.0 (Rust SDK 0.8; login     iggy-middle.md profile "0.6": 56-byte
+     version 0.8.x)                             header, XXH3, header keys without kind
+ 5   apache-iggy 0.5.0 (Rust SDK 0.7; login     iggy-middle.md profile "0.5": as 4, but
+     version 0.7.x)                             CRC32 checksums and dialect 1's numbering
+                                                (1-based, ids on create, u32 partition)
 ===  =========================================  =====================================
 
-Dialects 1 and 2 share the legacy framing (``u32 length, u32 code``); 3 uses
-256-byte VSR envelopes around the same bodies. Middle profiles "0.5" and "0.6"
-(apache-iggy 0.5-0.7: 56-byte headers, CRC32 or no key kinds) are not served
-yet: a login with those versions is treated as dialect 2 (docs/iggy.md).
+Dialects 1, 2, 4 and 5 share the legacy framing (``u32 length, u32 code``;
+``LEGACY``); 3 uses 256-byte VSR envelopes around the same bodies. 4 and 5
+were numbered after 1-3 existed: the numbers name layouts, not an order.
 
 ``vsr_op`` is the operation byte of iggy-current.md section 5 (2 = a
 NonReplicated read, the code travels at header byte 196). Codes 14, 103, 104
@@ -25,14 +29,12 @@ so they get status 3 like any unknown code (iggy-current.md section 14).
 
 from __future__ import annotations
 
-from .messages import MessagesV1, MessagesV2, VsrBatch
-from .table import Command, CommandTable, Field
+from .messages import Messages56, MessagesV1, MessagesV2, VsrBatch
+from .table import LEGACY, ONE_BASED, Command, CommandTable, Field
 from .types import (
     U8, U32, U64, Bool, Bytes32, ConsumerRef, Identifier, ListOf, OptU32, Optional,
     Partitioning, PollingStrategy, Rest, Str8, Str32,
 )
-
-LEGACY = "1-2"  # dialects with the legacy framing
 
 
 def _ids(*names: str) -> tuple[Field, ...]:
@@ -47,8 +49,8 @@ def _send_metadata_length(v: dict) -> int:
 _CONSUMER_PARTITION = (
     Field("consumer", ConsumerRef),
     *_ids("stream_id", "topic_id"),
-    Field("partition_id", U32, versions="1", about="0 = none (single consumer: partition 1)"),
-    Field("partition_id", OptU32, versions="2+", about="u8 has + u32 (iggy-middle.md 6.10)"),
+    Field("partition_id", U32, versions=ONE_BASED, about="0 = none (single consumer: partition 1)"),
+    Field("partition_id", OptU32, versions="2-4", about="u8 has + u32 (iggy-middle.md 6.10)"),
 )
 _TOPIC_SETTINGS = (
     Field("compression", U8, default=1, versions=LEGACY, about="1 none, 2 gzip"),
@@ -117,6 +119,7 @@ SEND_MESSAGES = Command(101, "message.send", (
     Field("messages", MessagesV1, versions="1", about="headers before payload"),
     Field("messages", MessagesV2, versions="2", about="64-byte header; headers after payload"),
     Field("messages", VsrBatch, versions="3", about="256-byte batch, 48-byte frames"),
+    Field("messages", Messages56, versions="4-5", about="56-byte header; seed map after payload"),
 ), vsr_op=160)
 FLUSH_UNSAVED_BUFFER = Command(102, "message.flush", (
     *_ids("stream_id", "topic_id"), Field("partition_id", U32), Field("fsync", Bool, default=False),
@@ -133,7 +136,7 @@ DELETE_CONSUMER_OFFSET = Command(122, "consumer_offset.delete", (
 GET_STREAM = Command(200, "stream.get", _ids("stream_id"))
 GET_STREAMS = Command(201, "stream.list")
 CREATE_STREAM = Command(202, "stream.create", (
-    Field("stream_id", U32, default=0, versions="1", about="0 lets the server choose"),
+    Field("stream_id", U32, default=0, versions=ONE_BASED, about="0 lets the server choose"),
     Field("name", Str8),
     Field("options", Rest, default=b"", versions="3"),
 ), vsr_op=128)
@@ -147,7 +150,7 @@ GET_TOPIC = Command(300, "topic.get", _ids("stream_id", "topic_id"))
 GET_TOPICS = Command(301, "topic.list", _ids("stream_id"))
 CREATE_TOPIC = Command(302, "topic.create", (
     Field("stream_id", Identifier),
-    Field("topic_id", U32, default=0, versions="1", about="0 lets the server choose"),
+    Field("topic_id", U32, default=0, versions=ONE_BASED, about="0 lets the server choose"),
     Field("partitions_count", U32),
     *_TOPIC_SETTINGS,
     Field("name", Str8),
@@ -177,7 +180,7 @@ GET_CONSUMER_GROUP = Command(600, "consumer_group.get", _ids("stream_id", "topic
 GET_CONSUMER_GROUPS = Command(601, "consumer_group.list", _ids("stream_id", "topic_id"))
 CREATE_CONSUMER_GROUP = Command(602, "consumer_group.create", (
     *_ids("stream_id", "topic_id"),
-    Field("group_id", U32, default=0, versions="1", about="0 lets the server choose"),
+    Field("group_id", U32, default=0, versions=ONE_BASED, about="0 lets the server choose"),
     Field("name", Str8),
 ), vsr_op=139)
 DELETE_CONSUMER_GROUP = Command(603, "consumer_group.delete", _ids("stream_id", "topic_id", "group_id"),
@@ -201,4 +204,4 @@ COMMANDS = CommandTable([
     JOIN_CONSUMER_GROUP, LEAVE_CONSUMER_GROUP, SYNC_CONSUMER_GROUP,
 ])
 
-__all__ = ["COMMANDS"] + [n for n in dir() if n.isupper() and n not in ("LEGACY", "COMMANDS")]
+__all__ = ["COMMANDS"] + [n for n in dir() if n.isupper() and n not in ("LEGACY", "ONE_BASED", "COMMANDS")]

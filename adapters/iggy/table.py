@@ -26,7 +26,9 @@ Kafka's hidden length fields: the encoder computes them from the other
 values, the decoder checks them.
 
 Dialect ranges name Ferry's dialect numbers (:mod:`adapters.iggy.spec`):
-``"1"``, ``"2+"``, ``"1-2"``; ``None`` means every dialect.
+``"1"``, ``"2+"``, ``"1-2"``, or such ranges joined by commas (``"1,5"``);
+``None`` means every dialect. :data:`LEGACY` and :data:`ONE_BASED` name the
+two groups that are not one range.
 
 :class:`CommandTable` refuses bad specs when it loads: duplicate codes or
 names, overlapping ranges for one field name, a rest-of-body field that is
@@ -44,7 +46,9 @@ from typing import Any, Callable, Iterable
 from .errors import IggyError, IggyStatus
 from .types import WireType
 
-DIALECTS = (1, 2, 3)
+DIALECTS = (1, 2, 3, 4, 5)  # spec.py's docstring says which client each one is
+LEGACY = "1-2,4-5"  # the legacy framing (u32 length, u32 code): all but VSR
+ONE_BASED = "1,5"  # seed-era numbering: 1-based, client-chosen ids on create, u32 partition (0 = none)
 _MISSING = object()
 
 
@@ -53,9 +57,11 @@ class SpecError(Exception):
 
 
 def parse_versions(text: str | None) -> frozenset[int]:
-    """``"1"``, ``"2+"``, ``"1-2"`` or ``None`` (all) -> the set of dialect numbers."""
+    """``"1"``, ``"2+"``, ``"1-2"``, ``"1,4-5"`` or ``None`` (all) -> the set of dialect numbers."""
     if text is None:
         return frozenset(DIALECTS)
+    if "," in text:
+        return frozenset().union(*(parse_versions(part) for part in text.split(",")))
     try:
         if text.endswith("+"):
             lo, hi = int(text[:-1]), DIALECTS[-1]
@@ -287,4 +293,5 @@ class CommandTable:
         return len(self.commands)
 
 
-__all__ = ["Command", "CommandTable", "DIALECTS", "Field", "SpecError", "Struct", "parse_versions"]
+__all__ = ["Command", "CommandTable", "DIALECTS", "Field", "LEGACY", "ONE_BASED", "SpecError", "Struct",
+           "parse_versions"]

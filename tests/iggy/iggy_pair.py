@@ -10,12 +10,13 @@ from adapters.iggy.codec import legacy_request, parse_vsr_reply, vsr_request
 from adapters.iggy.session import Deferred, IggySession
 from adapters.iggy.spec import COMMANDS
 
-LOGIN_VERSION = {1: "0.6.202", 2: "0.10.0"}
+LOGIN_VERSION = {1: "0.6.202", 2: "0.10.0", 4: "0.8.0", 5: "0.7.0"}  # the SDK versions each one logs in with
 _client_ids = iter(range(1, 1 << 30))
 
 
 class Client:
-    """One connection speaking ``dialect`` (1 seed era, 2 middle, 3 VSR)."""
+    """One connection speaking ``dialect`` (1 seed era, 2 middle, 3 VSR, 4 and 5 the
+    apache-iggy 0.6.0 and 0.5.0 profiles of the middle generation)."""
 
     def __init__(self, broker, dialect: int) -> None:
         self.broker = broker

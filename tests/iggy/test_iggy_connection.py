@@ -20,6 +20,11 @@ POLL_MIDDLE = ("26000000 64000000 01 01 04 00000000 02 02 7331 02 02 7431 01 000
 SEND_MIDDLE = ("6c000000 65000000 12000000 02 02 7331 02 02 7431 02 04 01000000 01000000 "
                "00000000 42000000 0000000000000000 0000000000000000 00000000000000000000000000000000 "
                "0000000000000000 0000000000000000 becfa4f9de600600 00000000 02000000 0000000000000000 7031")
+LOGIN_06 = "1b000000 26000000 04 69676779 04 69676779 05000000 302e382e30 00000000"  # apache-iggy 0.6.0: SDK 0.8.0
+# SEND_MIDDLE with the 56-byte header of profiles 0.5/0.6 (iggy-middle.md 7.1: no reserved field)
+SEND_56 = ("64000000 65000000 12000000 02 02 7331 02 02 7431 02 04 01000000 01000000 "
+           "00000000 3a000000 0000000000000000 0000000000000000 00000000000000000000000000000000 "
+           "0000000000000000 0000000000000000 becfa4f9de600600 00000000 02000000 7031")
 LOGIN_VSR_BODY = "002c0000 08 727573742d73646b 06 302e31312e30 04 69676779 04 69676779 00000000"  # current 6.3
 
 
@@ -46,6 +51,7 @@ def summary(evs):
 SAMPLES = {
     "seed": h(PING + LOGIN_SEED + PING),
     "middle": h(PING + LOGIN_MIDDLE + POLL_MIDDLE + SEND_MIDDLE),
+    "middle56": h(PING + LOGIN_06 + POLL_MIDDLE + SEND_56),
     "vsr": vsr_request(2, b"", code=1) + vsr_request(1, h(LOGIN_VSR_BODY)) + vsr_request(2, b"", code=12),
 }
 
@@ -73,8 +79,9 @@ def test_dialects_are_detected():
     assert vsr[1].value.username == "iggy" and vsr[1].dialect == 3
 
 
-@pytest.mark.parametrize("version,dialect", [("", 1), ("0.6.202", 1), ("0.7.0", 2), ("0.10.0", 2),
-                                             ("0.10.3-edge.1", 2), ("1.2.3", 2), ("junk", 1)])
+@pytest.mark.parametrize("version,dialect", [("", 1), ("0.6.202", 1), ("0.7.0", 5), ("0.7.9", 5), ("0.8.0", 4),
+                                             ("0.9.0", 2), ("0.10.0", 2), ("0.10.3-edge.1", 2), ("1.2.3", 2),
+                                             ("junk", 1)])
 def test_dialect_for_version(version, dialect):
     assert dialect_for_version(version) == dialect
 
@@ -116,6 +123,41 @@ def test_malformed_input_table(frame, status):
     assert conn.data_to_send() == struct.pack("<II", int(status), 0)  # errors have empty bodies
     nxt = conn.next_event()  # the connection goes on
     assert isinstance(nxt, Request) and nxt.command.name == "system.ping"
+
+
+LOGGED_IN_06 = h(PING + LOGIN_06)
+MALFORMED_56 = [  # the same checks as dialect 2's, on 56-byte headers (4 and 5 share the codec)
+    ("send: index does not match", h(SEND_56)[8:].replace(h("3a000000"), h("3b000000"), 1),
+     IggyError.INVALID_MESSAGES_SIZE),
+    ("send: message shorter than its header", h(SEND_56)[8:74] + h("0000"), IggyError.TOO_SMALL_MESSAGE),
+    ("send: payload runs past the frame", h(SEND_56)[8:].replace(h("02000000 7031"), h("03000000 7031")),
+     IggyError.INVALID_MESSAGES_SIZE),
+    ("send: bytes after the last message", h(SEND_56)[8:] + b"x", IggyError.INVALID_MESSAGES_SIZE),
+    ("send: a 64-byte message (dialect 2's)", h(SEND_MIDDLE)[8:], IggyError.INVALID_MESSAGES_SIZE),
+    ("send: zero messages", h("12000000 02027331 02027431 020401000000 00000000"), IggyError.INVALID_MESSAGES_COUNT),
+]
+
+
+@pytest.mark.parametrize("body,status", [(b, s) for _n, b, s in MALFORMED_56], ids=[n for n, _b, _s in MALFORMED_56])
+def test_malformed_56_byte_sends(body, status):
+    conn = IggyServerConnection()
+    events_of(conn, LOGGED_IN_06)
+    assert conn.dialect == 4
+    conn.data_to_send()
+    conn.receive_data(legacy_request(101, body) + h(PING))
+    ev = conn.next_event()
+    assert isinstance(ev, BadRequest) and ev.status == status
+    conn.send(Reply(ev.status))
+    assert conn.next_event().command.name == "system.ping"
+
+
+def test_a_56_byte_send_decodes_in_dialects_4_and_5():
+    for login, dialect in ((LOGIN_06, 4), (LOGIN_06.replace("382e30", "372e30"), 5)):  # "0.8.0", "0.7.0"
+        conn = IggyServerConnection()
+        [_ping, _login, send] = events_of(conn, h(PING + login + SEND_56))
+        assert conn.dialect == dialect and send.dialect == dialect
+        [m] = send.value.messages
+        assert (m.payload, m.headers, m.origin_timestamp) == (b"p1", b"", 0x0006_60de_f9a4_cfbe)
 
 
 def test_every_truncation_of_a_frame_waits_or_answers():

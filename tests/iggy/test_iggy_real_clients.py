@@ -26,16 +26,21 @@ COMMON_POLLS = {
 }
 
 
-def test_apache_iggy_0_8_0_scenario(iggy_gateway):
-    got = steps(run_scenario("apache-iggy==0.8.0", "middle_basic.py", iggy_gateway.ports["iggy_tcp"]))
+@pytest.mark.parametrize("version", ["0.5.0", "0.6.0", "0.7.0", "0.8.0"])
+def test_apache_iggy_middle_generation_scenario(iggy_gateway, version):
+    """The four middle releases (iggy-middle.md 2): 0.8.0 and 0.7.0 are dialect 2,
+    0.6.0 is 4 (56-byte headers), 0.5.0 is 5 (56-byte headers, 1-based ids)."""
+    got = steps(run_scenario(f"apache-iggy=={version}", "middle_basic.py", iggy_gateway.ports["iggy_tcp"]))
+    first_id = 1 if version == "0.5.0" else 0
+    partition = 0 if version >= "0.7.0" else None  # ReceiveMessage.partition_id() is new in 0.7.0
     assert got == {
         "bad_login": {"error": "InvalidCredentials"},
         "login": {},
         "dup_stream": {"error": 'StreamNameAlreadyExists("")'},
-        "get_stream": {"id": 0, "name": "orders", "topics": 0},
+        "get_stream": {"id": first_id, "name": "orders", "topics": 0},
         "missing_stream": {"value": None},
-        "get_topic": {"id": 0, "name": "created", "partitions": 2},
-        "poll_offset": {"got": [[0, "68656c6c6f", 0], [1, "0001", 0]]},
+        "get_topic": {"id": first_id, "name": "created", "partitions": 2},
+        "poll_offset": {"got": [[0, "68656c6c6f", partition], [1, "0001", partition]]},
         **COMMON_POLLS,
         "poll_p1": {"got": ["7031"]},
         "poll_missing_topic": {"error": 'TopicNameNotFound("", "")'},
@@ -105,15 +110,15 @@ def test_cross_generation_with_real_clients(iggy_gateway):
     """Sent by each generation, polled by each: same payloads in the same order; the
     0.9.0 client's typed headers come back typed to the 0.9.0 poller."""
     port = iggy_gateway.ports["iggy_tcp"]
-    specs = ["iggy-py==0.4.0", "apache-iggy==0.8.0", "apache-iggy==0.9.0"]
+    specs = ["iggy-py==0.4.0", *(f"apache-iggy=={v}" for v in ("0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"))]
     run_scenario("apache-iggy==0.9.0", "xgen.py", port, "setup")
     for spec in specs:
         run_scenario(spec, "xgen.py", port, "send")
-    expected = ["from-iggy-py-0.4.0", "from-apache-iggy-0.8.0", "from-apache-iggy-0.9.0"]
+    expected = ["from-" + spec.replace("==", "-") for spec in specs]
     for spec in specs:
         got = run_scenario(spec, "xgen.py", port, "poll")
         assert [g["payload"] for g in got] == expected, spec
-    typed = run_scenario("apache-iggy==0.9.0", "xgen.py", port, "poll")[2]["headers"]
+    typed = run_scenario("apache-iggy==0.9.0", "xgen.py", port, "poll")[-1]["headers"]
     assert typed == {"gen": "apache-iggy-0.9.0", "n": 7, "ok": True, "f": 1.5}
 
 

@@ -16,7 +16,7 @@ from adapters.iggy.errors import IggyError
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy
 from core.broker import Broker
-from core.message import HeaderKind, Headers, HeaderValue
+from core.message import Headers, HeaderValue
 from iggy_pair import Client
 
 E = IggyError
@@ -35,8 +35,12 @@ def logged_in(broker, dialect):
     return c
 
 
+ALL = (1, 2, 3, 4, 5)
+ONE_BASED = (1, 5)
+
+
 def test_commands_need_login_except_the_public_ones(broker):
-    for dialect in (1, 2, 3):
+    for dialect in ALL:
         c = Client(broker, dialect)
         assert c.call("system.ping")[0] == 0
         assert c.call("system.stats")[0] == 0
@@ -45,7 +49,7 @@ def test_commands_need_login_except_the_public_ones(broker):
 
 
 def test_bad_password_and_unknown_user(broker):
-    for dialect in (1, 2, 3):
+    for dialect in ALL:
         assert Client(broker, dialect).login("iggy", "nope") == E.INVALID_CREDENTIALS
         assert Client(broker, dialect).login("ghost", "whatever") == E.INVALID_CREDENTIALS
 
@@ -59,6 +63,11 @@ def test_login_replies_per_dialect(broker):
     assert c2.call("user.login", username="iggy", password="iggy", version="0.10.0") == (0, struct.pack("<I", 0))
     c3 = Client(broker, 3)
     assert c3.login() == 0 and c3.vsr_session > 0
+    # apache-iggy 0.5.0 (SDK 0.7.0) still numbers from 1, 0.6.0 (SDK 0.8.0) from 0 (iggy-middle.md 2)
+    assert Client(broker, 5).call("user.login", username="iggy", password="iggy", version="0.7.0") == (
+        0, struct.pack("<I", 1))
+    assert Client(broker, 4).call("user.login", username="iggy", password="iggy", version="0.8.0") == (
+        0, struct.pack("<I", 0))
 
 
 def test_ids_are_translated_at_the_edge(broker):
@@ -69,6 +78,10 @@ def test_ids_are_translated_at_the_edge(broker):
     rec, _ = R.STREAM.decode(2, c2.ok("stream.get", stream_id=4), exact=False)
     assert rec.id == 4 and rec.name == "seed"
     assert c1.call("stream.get", stream_id=0) == (0, b"")  # id 0 names nothing in the seed era
+    c5 = logged_in(broker, 5)  # apache-iggy 0.5.0 chooses ids and counts from 1 too
+    assert R.STREAM.decode(5, c5.ok("stream.create", stream_id=9, name="five")).id == 9
+    assert broker.get_stream("five").id == 8
+    assert R.STREAM.decode(4, logged_in(broker, 4).ok("stream.get", stream_id=8), exact=False)[0].name == "five"
 
 
 def test_permissions_are_enforced(broker):
@@ -156,11 +169,11 @@ TYPED = [("str", HeaderValue.string("hello")), ("flag", HeaderValue.bool(True)),
 
 def _headers_block(dialect: int) -> bytes:
     h = Headers(TYPED)
-    return h.encode_legacy() if dialect == 1 else h.encode()
+    return h.encode_legacy() if dialect in (1, 4, 5) else h.encode()  # the seed map has no key kinds
 
 
 def _send(c: Client, payload: bytes, dialect: int):
-    pid = 1 if dialect == 1 else 0
+    pid = 1 if dialect in ONE_BASED else 0
     c.ok("message.send", stream_id="s", topic_id="t", partitioning=PartitioningValue(2, struct.pack("<I", pid)),
          messages=(WireMessage(0, payload, _headers_block(dialect), 1_700_000_000_000_000),))
 
@@ -168,7 +181,7 @@ def _send(c: Client, payload: bytes, dialect: int):
 def _poll(c: Client, dialect: int) -> list[tuple[bytes, Headers, int]]:
     """(payload, headers, checksum-ok) of every message in partition 0."""
     body = c.ok("message.poll", consumer=ConsumerId(1, 0), stream_id="s", topic_id="t",
-                partition_id=1 if dialect == 1 else 0, strategy=Strategy(3, 0), count=100)
+                partition_id=1 if dialect in ONE_BASED else 0, strategy=Strategy(3, 0), count=100)
     prefix, pos = R.POLL_PREFIX.decode(dialect, body, exact=False)
     out = []
     if dialect == 1:
@@ -181,6 +194,14 @@ def _poll(c: Client, dialect: int) -> list[tuple[bytes, Headers, int]]:
             payload = body[pos + 4 : pos + 4 + plen]
             pos += 4 + plen
             out.append((payload, headers, crc == zlib.crc32(payload)))
+    elif dialect in (4, 5):  # 56-byte header, seed map after the payload; XXH3-64 or CRC32 of bytes 8..
+        checksum = xxhash.xxh3_64_intdigest if dialect == 4 else zlib.crc32
+        while pos < len(body):
+            csum, _lo, _hi, _off, _ts, _o, hlen, plen = struct.unpack_from("<QQQQQQII", body, pos)
+            end = pos + 56 + plen + hlen
+            ok = csum == checksum(body[pos + 8 : end])
+            out.append((body[pos + 56 : pos + 56 + plen], Headers.decode_legacy(body[pos + 56 + plen : end]), ok))
+            pos = end
     elif dialect == 2:
         while pos < len(body):
             csum, _lo, _hi, _off, _ts, _o, hlen, plen, _r = struct.unpack_from("<QQQQQQIIQ", body, pos)
@@ -204,17 +225,17 @@ def _poll(c: Client, dialect: int) -> list[tuple[bytes, Headers, int]]:
 
 
 def test_cross_generation_send_and_poll(broker):
-    clients = {d: logged_in(broker, d) for d in (1, 2, 3)}
+    clients = {d: logged_in(broker, d) for d in ALL}
     clients[2].ok("stream.create", name="s")
     clients[2].ok("topic.create", stream_id="s", partitions_count=1, name="t")
     for d, c in clients.items():
         _send(c, f"from-{d}".encode(), d)
     for d, c in clients.items():
         got = _poll(c, d)
-        assert [p for p, _h, _ok in got] == [b"from-1", b"from-2", b"from-3"]
+        assert [p for p, _h, _ok in got] == [f"from-{d}".encode() for d in ALL]
         assert all(ok for _p, _h, ok in got)
         for _p, headers, _ok in got:
-            # every generation carries the typed values; dialect 1's keys are strings anyway
+            # every generation carries the typed values; the seed map's keys are strings anyway
             assert headers.to_dict() == Headers(TYPED).to_dict()
 
 

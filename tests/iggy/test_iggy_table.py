@@ -28,12 +28,13 @@ def test_every_seed_code_and_later_codes_are_declared():
     assert seed | later <= set(COMMANDS.by_code)
 
 
-@pytest.mark.parametrize("text,expected", [("1", {1}), ("2+", {2, 3}), ("1-2", {1, 2}), (None, {1, 2, 3})])
+@pytest.mark.parametrize("text,expected", [("1", {1}), ("2+", {2, 3, 4, 5}), ("1-2", {1, 2}), (None, {1, 2, 3, 4, 5}),
+                                           ("1,5", {1, 5}), ("1-2,4-5", {1, 2, 4, 5}), ("2-4", {2, 3, 4})])
 def test_version_ranges(text, expected):
     assert parse_versions(text) == expected
 
 
-@pytest.mark.parametrize("text", ["0", "4", "3-1", "x", "2-9", "+"])
+@pytest.mark.parametrize("text", ["0", "6", "3-1", "x", "2-9", "+", "1,", ",", "1,6"])
 def test_bad_version_ranges_refused(text):
     with pytest.raises(SpecError):
         parse_versions(text)

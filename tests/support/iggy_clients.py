@@ -1,6 +1,6 @@
 """Real Iggy clients for the tests: one cached venv per client, scenario runner.
 
-The three real Iggy clients clash on import names (``apache_iggy`` twice) and
+The real Iggy clients clash on import names (``apache_iggy`` twice) and
 pin different native runtimes, so each lives in its own virtualenv under
 ``.venv/clients/<name>``, created on first use with the running Python and
 pip from PyPI, and reused afterwards (a ``.ready`` stamp marks a complete
@@ -27,6 +27,9 @@ SCRIPTS = ROOT / "tests" / "iggy" / "clients"
 # Each real client and what it installs (xxhash: some scenario scripts check checksums).
 CLIENTS = {
     "iggy-py==0.4.0": ("iggy-py==0.4.0",),
+    "apache-iggy==0.5.0": ("apache-iggy==0.5.0",),
+    "apache-iggy==0.6.0": ("apache-iggy==0.6.0",),
+    "apache-iggy==0.7.0": ("apache-iggy==0.7.0",),
     "apache-iggy==0.8.0": ("apache-iggy==0.8.0",),
     "apache-iggy==0.9.0": ("apache-iggy==0.9.0",),
 }

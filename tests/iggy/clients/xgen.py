@@ -1,12 +1,14 @@
-"""Cross-generation half, for any of the three clients: python xgen.py PORT MODE.
+"""Cross-generation half, for any real client: python xgen.py PORT MODE.
 
-The installed client is found by import name. Topic x/t (1 partition) is
-partition 1 for iggy-py 0.4.0 (1-based) and 0 for apache-iggy.
+The installed client is found by its distribution (iggy-py 0.4.0, apache-iggy
+0.5.0-0.9.0). Topic x/t (1 partition) is partition 1 for the 1-based
+generations (iggy-py 0.4.0, apache-iggy 0.5.0) and 0 for the others.
 MODE ``setup``: create x/t.  ``send``: send "from-<client>" with headers where
 the client can set them.  ``poll``: print every payload (and headers where the
 client exposes them)."""
 
 import asyncio
+import importlib.metadata
 import inspect
 import json
 import os
@@ -17,7 +19,7 @@ try:
     NAME = "iggy-py-0.4.0"
 except ImportError:
     import apache_iggy as lib
-    NAME = "apache-iggy-0.9.0" if hasattr(lib, "Consumer") and hasattr(lib, "HeaderKey") else "apache-iggy-0.8.0"
+    NAME = "apache-iggy-" + importlib.metadata.version("apache-iggy")
 
 
 async def call(fn, *args, **kw):
@@ -29,8 +31,7 @@ async def main(port: int, mode: str) -> None:
     c = lib.IggyClient(f"127.0.0.1:{port}")
     await call(c.connect)
     await call(c.login_user, "iggy", "iggy")
-    seed = NAME == "iggy-py-0.4.0"
-    pid = 1 if seed else 0
+    pid = 1 if NAME in ("iggy-py-0.4.0", "apache-iggy-0.5.0") else 0
     if mode == "setup":
         await call(c.create_stream, "x")
         await call(c.create_topic, "x", "t", 1)
