@@ -155,3 +155,22 @@ def test_apache_iggy_0_9_0_snapshot_and_delete_segments(tmp_path):
     assert deleted["reply"] == "" and deleted["removed"] == 2  # DeleteSegments replies carry no result section
     assert first > 0 and deleted["offsets"] == list(range(first, 10))
     assert "Partition with ID" in got["delete_segments_missing_partition"]["error"]
+
+
+@pytest.mark.parametrize("spec", ["iggy-py==0.4.0", "apache-iggy==0.5.0", "apache-iggy==0.6.0",
+                                  "apache-iggy==0.7.0", "apache-iggy==0.8.0"])
+def test_a_user_without_grants_gets_each_clients_unauthorized(iggy_gateway, spec):
+    """Status 41 for every call a grantless user makes (iggy.md 7), raised as the
+    client's own ``Unauthorized``; the user and the stream are made over HTTP."""
+    import httpx
+
+    with httpx.Client(base_url=f"http://127.0.0.1:{iggy_gateway.ports['http']}", timeout=20) as http:
+        token = http.post("/users/login", json={"username": "iggy", "password": "iggy"}).json()
+        http.headers["authorization"] = f"Bearer {token['access_token']['token']}"
+        assert http.post("/users", json={"username": "alice", "password": "secret1"}).status_code == 200
+        assert http.post("/streams", json={"name": "orders"}).status_code == 200
+        topic = {"name": "t", "partitions_count": 1, "compression_algorithm": "none", "message_expiry": 0,
+                 "max_topic_size": 0, "replication_factor": 1}
+        assert http.post("/streams/orders/topics", json=topic).status_code == 200
+    got = steps(run_scenario(spec, "unauthorized.py", iggy_gateway.ports["iggy_tcp"], "alice", "secret1"))
+    assert got == {step: {"error": "Unauthorized"} for step in ("create_stream", "get_stream", "send", "poll")}
