@@ -183,6 +183,37 @@ class _MessagesV1(WireType):
         return _messages_strategy(False)
 
 
+def _index_table(name: str, buf, pos: int, end: int) -> tuple[int, tuple[int, ...], int]:
+    """The ``u32 count`` and index table that open a middle-generation send
+    (iggy-middle.md 6.11): ``(count, each message's end position, where the
+    messages start)``."""
+    if end - pos < 4:
+        raise _short(name)
+    (count,) = _U32.unpack_from(buf, pos)
+    pos += 4
+    if count == 0:
+        raise _bad(IggyError.INVALID_MESSAGES_COUNT, "no messages")
+    if count > MAX_MESSAGES_PER_BATCH or count * _INDEX.size > end - pos:
+        raise _short(name)
+    # The index as one unpack: u32 0, u32 end position, u64 0 per entry.
+    ends = struct.unpack_from(f"<{4 * count}I", buf, pos)[1::4]
+    return count, ends, pos + count * _INDEX.size
+
+
+def _write_indexed(out: list, value, header) -> None:
+    """A middle-generation send's messages: count, index table, then each message
+    as ``header(message)``, payload and header block (iggy-middle.md 6.11, 7.1)."""
+    out.append(_U32.pack(len(value)))
+    index, bodies, at = [], [], 0
+    for m in value:
+        head = header(m)
+        at += len(head) + len(m.payload) + len(m.headers)
+        index.append(_INDEX.pack(0, at, 0))
+        bodies += (head, m.payload, m.headers)
+    out.extend(index)
+    out.extend(bodies)
+
+
 # What core.log.encoded.walk_records reports, as _MessagesV2.read's Python loop raises it.
 _WALK_PROBLEMS = {
     "short": (IggyError.TOO_SMALL_MESSAGE, "message shorter than its header"),
@@ -215,17 +246,7 @@ class _MessagesV2(WireType):
         """A :class:`StoredBatch`: the messages are already stored records, so
         the walk only checks the framing (one unpack per message) and copies
         the block out once."""
-        if end - pos < 4:
-            raise _short(self.name)
-        (count,) = _U32.unpack_from(buf, pos)
-        pos += 4
-        if count == 0:
-            raise _bad(IggyError.INVALID_MESSAGES_COUNT, "no messages")
-        if count > MAX_MESSAGES_PER_BATCH or count * _INDEX.size > end - pos:
-            raise _short(self.name)
-        # The index as one unpack: u32 0, u32 end position, u64 0 per entry.
-        ends = struct.unpack_from(f"<{4 * count}I", buf, pos)[1::4]
-        pos += count * _INDEX.size
+        count, ends, pos = _index_table(self.name, buf, pos, end)
         if walk_records is not None:  # core/_speedups.c: the same checks, in the same order
             return _read_v2_compiled(buf, pos, end, count, ends)
         base = at = pos
@@ -248,16 +269,8 @@ class _MessagesV2(WireType):
         return StoredBatch(count, _owned(buf, base, end), payload), end
 
     def write(self, out, value):
-        out.append(_U32.pack(len(value)))
-        index, bodies, at = [], [], 0
-        for m in value:
-            head = MIDDLE_HEADER.pack(0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp,
-                                      len(m.headers), len(m.payload), 0)
-            at += len(head) + len(m.payload) + len(m.headers)
-            index.append(_INDEX.pack(0, at, 0))
-            bodies += (head, m.payload, m.headers)
-        out.extend(index)
-        out.extend(bodies)
+        _write_indexed(out, value, lambda m: MIDDLE_HEADER.pack(
+            0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp, len(m.headers), len(m.payload), 0))
 
     def strategy(self):
         return _messages_strategy(True, 0)
@@ -270,16 +283,8 @@ class _Messages56(WireType):
     def read(self, buf, pos, end):
         """Dialect 2's checks in the same order, on 56-byte headers (there is no
         reserved field to check)."""
-        if end - pos < 4:
-            raise _short(self.name)
-        (count,) = _U32.unpack_from(buf, pos)
-        pos += 4
-        if count == 0:
-            raise _bad(IggyError.INVALID_MESSAGES_COUNT, "no messages")
-        if count > MAX_MESSAGES_PER_BATCH or count * _INDEX.size > end - pos:
-            raise _short(self.name)
-        ends = struct.unpack_from(f"<{4 * count}I", buf, pos)[1::4]
-        base = at = pos + count * _INDEX.size
+        _count, ends, base = _index_table(self.name, buf, pos, end)
+        at = base
         out = []
         for stop_wanted in ends:
             if end - at < MIDDLE56_HEADER.size:
@@ -298,16 +303,8 @@ class _Messages56(WireType):
         return tuple(out), end
 
     def write(self, out, value):
-        out.append(_U32.pack(len(value)))
-        index, bodies, at = [], [], 0
-        for m in value:
-            head = MIDDLE56_HEADER.pack(0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp,
-                                        len(m.headers), len(m.payload))
-            at += len(head) + len(m.payload) + len(m.headers)
-            index.append(_INDEX.pack(0, at, 0))
-            bodies += (head, m.payload, m.headers)
-        out.extend(index)
-        out.extend(bodies)
+        _write_indexed(out, value, lambda m: MIDDLE56_HEADER.pack(
+            0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp, len(m.headers), len(m.payload)))
 
     def strategy(self):
         return _messages_strategy(True, 0)

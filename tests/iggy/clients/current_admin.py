@@ -3,7 +3,6 @@
 python current_admin.py PORT; one JSON line per step."""
 
 import asyncio
-import json
 import os
 import struct
 import sys
@@ -11,19 +10,7 @@ import sys
 from apache_iggy import (
     AutoLogin, GlobalPermissions, IggyClient, Permissions, StreamPermissions, TcpConfig, UserStatus,
 )
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-async def expect_error(step, coro):
-    try:
-        await coro
-    except RuntimeError as exc:
-        out(step, error=str(exc))
-    else:
-        out(step, error=None)
+from scenario import expect_error, out
 
 
 async def main(port: int) -> None:

@@ -3,24 +3,11 @@
 Prints one JSON line per step; the test compares them."""
 
 import asyncio
-import json
 import os
 import sys
 
 from apache_iggy import Consumer, IggyClient, PollingStrategy, QuicConfig, SendMessage
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-async def expect_error(step, coro):
-    try:
-        await coro
-    except RuntimeError as exc:
-        out(step, error=str(exc))
-    else:
-        out(step, error=None)
+from scenario import expect_error, out
 
 
 def scalar(m):

@@ -6,26 +6,13 @@ segments, so the ten sends below fill several."""
 
 import asyncio
 import io
-import json
 import os
 import struct
 import sys
 import zipfile
 
 from apache_iggy import Consumer, IggyClient, PollingStrategy, SendMessage
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-async def expect_error(step, coro):
-    try:
-        await coro
-    except RuntimeError as exc:
-        out(step, error=str(exc))
-    else:
-        out(step, error=None)
+from scenario import expect_error, out
 
 
 def name_id(name: str) -> bytes:

@@ -3,14 +3,10 @@
 Prints one JSON line per step; the test compares them."""
 
 import asyncio
-import json
 import sys
 
 from apache_iggy import Consumer, IggyClient, PollingStrategy, SendMessage, TcpConfig
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
+from scenario import out
 
 
 async def main(port: int, ca_file: str) -> None:

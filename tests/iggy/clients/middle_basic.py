@@ -11,11 +11,12 @@ the script with a traceback (exit status 1)."""
 
 import asyncio
 import importlib.metadata
-import json
 import os
 import sys
 
 from apache_iggy import IggyClient, PollingStrategy, SendMessage
+from scenario import expect_error, out
+
 
 VERSION = importlib.metadata.version("apache-iggy")
 FIRST = 1 if VERSION == "0.5.0" else 0  # the first partition's id at this client's edge
@@ -52,19 +53,6 @@ async def group_payloads(c, n: int) -> tuple[object, list[str]]:
         if len(got) == n:
             break
     return consumer, got
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-async def expect_error(step, coro):
-    try:
-        await coro
-    except RuntimeError as exc:
-        out(step, error=str(exc))
-    else:
-        out(step, error=None)
 
 
 async def main(port: int) -> None:

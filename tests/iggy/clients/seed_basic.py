@@ -4,31 +4,12 @@ Prints one JSON line per step; the test compares them. Ids are 1-based in
 this generation (Ferry translates at the edge)."""
 
 import asyncio
-import inspect
-import json
 import os
 import sys
 import zlib
 
 from iggy_py import IggyClient, PollingStrategy, SendMessage
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-async def call(fn, *args):
-    r = fn(*args)
-    return await r if inspect.isawaitable(r) else r
-
-
-async def expect_error(step, fn, *args):
-    try:
-        await call(fn, *args)
-    except RuntimeError as exc:
-        out(step, error=str(exc))
-    else:
-        out(step, error=None)
+from scenario import call, expect_error, out
 
 
 async def main(port: int) -> None:

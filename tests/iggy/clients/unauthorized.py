@@ -5,8 +5,6 @@ The test creates the user and stream "orders" first. Prints one JSON line per
 step: the error text of each refused call, as the client raises it."""
 
 import asyncio
-import inspect
-import json
 import os
 import sys
 
@@ -19,19 +17,7 @@ except ImportError:
     from apache_iggy import IggyClient, PollingStrategy, SendMessage
     FIRST = 1 if importlib.metadata.version("apache-iggy") == "0.5.0" else 0
 
-
-async def call(fn, *args):
-    r = fn(*args)
-    return await r if inspect.isawaitable(r) else r
-
-
-async def expect_error(step, fn, *args):
-    try:
-        await call(fn, *args)
-    except RuntimeError as exc:
-        print(json.dumps({"step": step, "error": str(exc)}), flush=True)
-    else:
-        print(json.dumps({"step": step, "error": None}), flush=True)
+from scenario import call, expect_error
 
 
 async def main(port: int, user: str, password: str) -> None:

@@ -9,7 +9,6 @@ client exposes them)."""
 
 import asyncio
 import importlib.metadata
-import inspect
 import json
 import os
 import sys
@@ -21,10 +20,7 @@ except ImportError:
     import apache_iggy as lib
     NAME = "apache-iggy-" + importlib.metadata.version("apache-iggy")
 
-
-async def call(fn, *args, **kw):
-    r = fn(*args, **kw)
-    return await r if inspect.isawaitable(r) else r
+from scenario import call
 
 
 async def main(port: int, mode: str) -> None:
