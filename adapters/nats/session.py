@@ -143,21 +143,28 @@ class Outbox:
         if not sent:
             self.wake()
             return
+        if self.advance(sent):   # the socket took part of the queue: the writer sends the rest
+            self.wake()
+        if self.drained is not None:
+            self.drained.set()
+
+    def advance(self, sent: int) -> bool:
+        """``sent`` bytes from the front of ``frames`` reached the socket: drop
+        them (a frame taken in part stays as a view of its rest, first in line)
+        and count them written. True if frames are left."""
         self.written(sent)
+        frames = self.frames
         left = sent
         for i, frame in enumerate(frames):
             size = len(frame)
-            if left < size:   # the socket took part of the queue: the rest stays, in order
+            if left < size:
                 del frames[:i]
                 if left:
                     frames[0] = memoryview(frame)[left:]
-                self.wake()
-                break
+                return True
             left -= size
-        else:
-            frames.clear()
-        if self.drained is not None:
-            self.drained.set()
+        frames.clear()
+        return False
 
 
 # Frames one gathering write may take (Linux IOV_MAX is 1024); a longer queue is joined

@@ -379,3 +379,54 @@ def test_wakeup_with_two_waiters_rearms_once():
         return sorted(woken)
 
     assert trio.run(main) == ["producer"] * 3 + ["reader"] * 3
+
+
+def test_the_writer_sends_frames_gathered_in_order_through_a_full_socket():
+    """Plain TCP: the writer task sends the queued frames as they are (no join),
+    waiting for room when the socket is full; frames queued meanwhile follow in
+    order, and every byte is counted written (pending back to 0)."""
+    import socket
+
+    import trio
+
+    from adapters.nats.driver import _write_gathered
+
+    class Drained:
+        sets = 0
+
+        def set(self):
+            self.sets += 1
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        ours, theirs = trio.socket.from_stdlib_socket(a), trio.socket.from_stdlib_socket(b)
+        outbox = Outbox(1 << 30)
+        payload = bytes(range(256)) * 64  # 16 KiB, the same object for every frame (as a fan-out queues it)
+        expected = []
+        for i in range(40):
+            hdr = f"MSG s {i} {len(payload)}\r\n".encode()
+            outbox.offer(hdr)
+            outbox.frames += (payload, b"\r\n")
+            outbox.pending += len(payload) + 2
+            expected += (hdr, payload, b"\r\n")
+        got = bytearray()
+        drained = Drained()
+
+        async def reader():
+            while len(got) < sum(map(len, expected)):
+                await trio.sleep(0.001)  # a slow reader: the socket fills and the writer must wait
+                got.extend(await theirs.recv(3000))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await _write_gathered(ours, outbox, drained)
+        assert bytes(got) == b"".join(expected)
+        assert outbox.pending == 0 and not outbox.frames and drained.sets > 1
+        theirs.close()
+        outbox.offer(b"PING\r\n" * 100_000)  # the peer is gone: the connection ends as with send_all
+        with pytest.raises(trio.BrokenResourceError):
+            await _write_gathered(ours, outbox, drained)
+        ours.close()
+
+    trio.run(main)
