@@ -288,7 +288,7 @@ async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Fin
             cancel_scope.cancel()   # nats-server closes a slow consumer without -ERR
             return
         if outbox.frames and outbox.direct is not None:
-            await _write_gathered(stream.socket, outbox, drained)
+            await _write_gathered(stream.socket, session, drained)
             meter.fold()
             continue
         if outbox.frames:
@@ -338,15 +338,16 @@ async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _
         session.outbox.offer(conn.data_to_send())
 
 
-async def _write_gathered(sock, outbox, drained) -> None:
+async def _write_gathered(sock, session: NatsSession, drained) -> None:
     """Send the outbox's frames as they are, with gathering writes (plain TCP).
     Joining them first would copy every payload once more per subscriber: for a
     16 KiB message fanned out to 4 clients that join was a quarter of the
     gateway's time (py-spy, docs/nats.md "Performance"). Frames queued while we
     wait for the socket go out in the same loop."""
     fd = sock.fileno()
+    outbox = session.outbox
     frames = outbox.frames
-    while frames:
+    while frames and not session.slow:   # a slow consumer is closed, not flushed (nats.md 11)
         batch = frames if len(frames) <= WRITE_NOW_MAX_FRAMES else frames[:WRITE_NOW_MAX_FRAMES]
         try:
             sent = os.writev(fd, batch)

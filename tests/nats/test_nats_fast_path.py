@@ -386,6 +386,7 @@ def test_the_writer_sends_frames_gathered_in_order_through_a_full_socket():
     waiting for room when the socket is full; frames queued meanwhile follow in
     order, and every byte is counted written (pending back to 0)."""
     import socket
+    from types import SimpleNamespace
 
     import trio
 
@@ -418,15 +419,19 @@ def test_the_writer_sends_frames_gathered_in_order_through_a_full_socket():
                 await trio.sleep(0.001)  # a slow reader: the socket fills and the writer must wait
                 got.extend(await theirs.recv(3000))
 
+        session = SimpleNamespace(outbox=outbox, slow=False)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reader)
-            await _write_gathered(ours, outbox, drained)
+            await _write_gathered(ours, session, drained)
         assert bytes(got) == b"".join(expected)
         assert outbox.pending == 0 and not outbox.frames and drained.sets > 1
         theirs.close()
         outbox.offer(b"PING\r\n" * 100_000)  # the peer is gone: the connection ends as with send_all
         with pytest.raises(trio.BrokenResourceError):
-            await _write_gathered(ours, outbox, drained)
+            await _write_gathered(ours, session, drained)
+        session.slow = True  # a slow consumer's queue is dropped with the connection, not sent
+        await _write_gathered(ours, session, drained)
+        assert outbox.frames
         ours.close()
 
     trio.run(main)
