@@ -64,6 +64,7 @@ class IggyError(IntEnum):
     INVALID_TOPIC_NAME = 2014
     TOO_MANY_PARTITIONS = 2015
     INVALID_TOPIC_ID = 2016
+    INVALID_PARTITIONS_COUNT = 2019  # new in the middle generation (iggy-middle.md 9)
     PARTITION_NOT_FOUND = 3007
     NO_PARTITIONS = 3008
     CONSUMER_OFFSET_NOT_FOUND = 3021

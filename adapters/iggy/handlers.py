@@ -9,6 +9,7 @@ a handler fails; the session maps both to status codes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -92,8 +93,29 @@ def cluster_metadata(s, v):
     return b"".join(out)
 
 
+# The topic options a dialect-3 CreateTopic/UpdateTopic applies (_vsr_topic_options),
+# as DescribeOptions describes them: key, header kind, default as that kind encodes
+# it (Ferry's defaults: never expire, no size cap), description. Streams and users
+# take no options, as on the reference server (apache/iggy server responses.rs).
+TOPIC_OPTIONS = (
+    ("compression_algorithm", HeaderKind.STRING, b"none", "how stored batches are compressed: none or gzip"),
+    ("message_expiry", HeaderKind.UINT64, U64_MAX.to_bytes(8, "little"),
+     "microseconds a message is kept; u64::MAX or 0 keeps it until the size cap or a purge"),
+    ("max_topic_size", HeaderKind.UINT64, U64_MAX.to_bytes(8, "little"),
+     "bytes the topic may hold before its oldest sealed segments are deleted; u64::MAX or 0 for no cap"),
+)
+_OPTION_SCOPES = {1: TOPIC_OPTIONS, 2: (), 3: ()}  # iggy-current.md 6.13: 1 topic, 2 stream, 3 user
+
+
 def describe_options(s, v):
-    return _U32.pack(0)  # no topic/stream options described yet: an empty list
+    options = _OPTION_SCOPES.get(v.scope)
+    if options is None:
+        raise IggyStatus(IggyError.INVALID_COMMAND, f"option scope {v.scope}")
+    out = [_U32.pack(len(options))]
+    for key, kind, default, description in options:
+        R.OPTION_SPEC.write(3, out, R.OPTION_SPEC.make(key=key, kind=int(kind), default_value=default,
+                                                        description=description))
+    return b"".join(out)
 
 
 def get_snapshot(s, v):
@@ -345,7 +367,9 @@ def create_topic(s, v):
     s.require(A.CREATE_TOPIC, st.id)
     wanted = v.topic_id - 1 if s.one_based and v.topic_id else None
     if s.dialect == 3:
-        expiry, max_size, compression = _vsr_topic_options(v.options)
+        given = _vsr_topic_options(v.options)
+        expiry, max_size = given.get("message_expiry", 0), given.get("max_topic_size", 0)
+        compression = given.get("compression", "none")
     else:
         expiry, max_size = _expiry_in(v.message_expiry), _expiry_in(v.max_topic_size)
         compression = _compression(v.compression)
@@ -355,13 +379,14 @@ def create_topic(s, v):
     return render.topic_details(s.broker, t, s.dialect)
 
 
-def _vsr_topic_options(block: bytes) -> tuple[int, int, str]:
-    """``(message_expiry, max_topic_size, compression)`` from a VSR options block: the
-    same TLV as user headers, string keys (iggy-current.md 6.1, 6.8). Keys Ferry does
-    not apply (durability, segment_size, ...) are accepted and ignored."""
-    expiry, max_size, compression = 0, 0, "none"
+def _vsr_topic_options(block: bytes) -> dict:
+    """The topic settings a VSR options block gives (``message_expiry``,
+    ``max_topic_size``, ``compression``; only those present): the same TLV as user
+    headers, string keys (iggy-current.md 6.1, 6.8). Keys Ferry does not apply
+    (durability, segment_size, ...) are accepted and ignored."""
+    given: dict = {}
     if not block:
-        return expiry, max_size, compression
+        return given
     try:
         pairs = Headers.decode(block).items()
     except ce.HeaderError:
@@ -369,24 +394,24 @@ def _vsr_topic_options(block: bytes) -> tuple[int, int, str]:
     for key, value in pairs:
         name = key.as_str() if key.kind == HeaderKind.STRING else ""
         try:
-            if name == "message_expiry":
-                expiry = _expiry_in(value.as_int())
-            elif name == "max_topic_size":
-                max_size = _expiry_in(value.as_int())
+            if name in ("message_expiry", "max_topic_size"):
+                given[name] = _expiry_in(value.as_int())
             elif name == "compression_algorithm":
-                compression = value.as_str().lower()
-                if compression not in _COMPRESSION.values():
-                    raise IggyStatus(IggyError.INVALID_COMMAND, f"compression {compression!r}")
+                given["compression"] = value.as_str().lower()
+                if given["compression"] not in _COMPRESSION.values():
+                    raise IggyStatus(IggyError.INVALID_COMMAND, f"compression {given['compression']!r}")
         except (ce.FerryError, TypeError, ValueError):
             raise IggyStatus(IggyError.INVALID_COMMAND, f"option {name!r}") from None
-    return expiry, max_size, compression
+    return given
 
 
 def update_topic(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
     changes = {"name": v.name}
-    if s.dialect != 3:
+    if s.dialect == 3:  # only the options sent change (the others keep their values)
+        changes.update(_vsr_topic_options(v.options))
+    else:
         changes.update(message_expiry=_expiry_in(v.message_expiry), max_topic_size=_expiry_in(v.max_topic_size),
                        compression=_compression(v.compression))
     s.broker.update_topic(t.stream_id, t.id, **changes)
@@ -410,15 +435,30 @@ def purge_topic(s, v):
 def create_partitions(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
-    s.broker.add_partitions(t.stream_id, t.id, v.partitions_count)
+    with _partitions_count_errors(s):
+        s.broker.add_partitions(t.stream_id, t.id, v.partitions_count)
     return b""
 
 
 def delete_partitions(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
-    s.broker.delete_partitions(t.stream_id, t.id, v.partitions_count)
+    with _partitions_count_errors(s):
+        s.broker.delete_partitions(t.stream_id, t.id, v.partitions_count)
     return b""
+
+
+@contextlib.contextmanager
+def _partitions_count_errors(s):
+    """A count of 0, or more partitions than a topic has to delete, is 2019
+    InvalidPartitionsCount from the middle generation on (iggy-middle.md 9; apache/iggy
+    metadata ``DeletePartitionsResult``); the seed-era server had no such code (3)."""
+    try:
+        yield
+    except ce.InvalidArgument:
+        if s.dialect == 1:
+            raise
+        raise IggyStatus(IggyError.INVALID_PARTITIONS_COUNT) from None
 
 
 def delete_segments(s, v):

@@ -54,6 +54,12 @@ SYNC_GROUP = Struct("consumer_group_sync", (
 SEND_CONFIRMATION = Struct("send_confirmation", (
     F("stream_id", U32), F("topic_id", U32), F("partition_id", U32), F("base_offset", U64),
 ), versions="3")
+# DescribeOptions (code 13) lists these after a u32 count (iggy-current.md 6.13;
+# apache/iggy responses/system/describe_options.rs): the default is the value's
+# bytes as its header kind encodes them, empty when there is none.
+OPTION_SPEC = Struct("option_spec", (
+    F("key", Str8), F("kind", U8), F("default_value", Bytes32), F("description", Str32),
+), versions="3")
 USER_INFO = Struct("user_info", (
     F("id", U32), F("created_at", U64), F("status", U8), F("username", Str8),
     F("options", Bytes32, default=b"", versions="3"),  # apache/iggy responses/users/user_response.rs
@@ -81,7 +87,7 @@ STATS = Struct("stats", (
 ))
 
 RECORDS = (STREAM, TOPIC, PARTITION, GROUP, MEMBER, OFFSET_INFO, POLL_PREFIX, IDENTITY, LOGIN_REPLY, CLUSTER,
-           CLUSTER_NODE, SYNC_GROUP, SEND_CONFIRMATION, USER_INFO, CLIENT_INFO, CLIENT_GROUP, PAT_INFO, RAW_PAT,
+           CLUSTER_NODE, SYNC_GROUP, SEND_CONFIRMATION, OPTION_SPEC, USER_INFO, CLIENT_INFO, CLIENT_GROUP, PAT_INFO, RAW_PAT,
            STATS)
 
 __all__ = ["RECORDS"]

@@ -139,6 +139,44 @@ def test_apache_iggy_0_9_0_every_header_kind_and_a_typed_key(tmp_path):
     assert any(k.kind == HeaderKind.INT32 for k, _v in msg.headers)  # the typed key survived
 
 
+def test_apache_iggy_0_9_0_rest_of_the_client_api(iggy_gateway):
+    """Every client call the other scenarios leave out, with the real 0.9.0 client:
+    consumer groups one call at a time, the high-level producer, purges, topic
+    options on update, partition deletes, user updates, password change, logout
+    and DescribeOptions."""
+    got = steps(run_scenario("apache-iggy==0.9.0", "current_admin2.py", iggy_gateway.ports["iggy_tcp"]))
+    never = "HeaderValue.UnsignedInt64(18446744073709551615)"
+    assert got == {
+        "dup_group": {"error": "Consumer group with name:  for topic with ID: 0 already exists."},
+        "group_joined": {"id": 0, "name": "g", "partitions": 3, "members": 1, "member_partitions": [0, 1, 2]},
+        "groups": {"names": ["g"]},
+        "group_left": {"members": 0},
+        "group_deleted": {"value": None},
+        "join_missing_group": {"error": "Consumer group with name:  for topic with ID: 0 was not found."},
+        "producer": {"p1": ["a", "b", "c"], "p2": ["d"]},
+        "producer_created": {"partitions": 2},
+        "purged_topic": {"p1": [], "partitions": 3},
+        "purged_stream": {"p0": []},
+        "updated_topic": {"name": "t-renamed", "partitions": 3, "expiry": 3600.0, "max_size": 50_000_000,
+                          "compression": "none"},
+        "updated_compression": {"expiry": 3600.0, "compression": "gzip"},  # options not sent keep their values
+        "deleted_partitions": {"partitions": 1},
+        "delete_too_many_partitions": {"error": "Invalid partitions count"},
+        "deleted_topic": {"value": None},
+        "updated_user": {"username": "robert", "read_streams": True},
+        "inactive_login": {"error": "User inactive"},
+        "wrong_current_password": {"error": "Invalid credentials"},
+        "after_logout": {"error": "Unauthenticated"},
+        "old_password": {"error": "Invalid credentials"},
+        "new_password": {"streams": ["s", "s2"]},
+        "describe_options": {"options": {"compression_algorithm": ["string", 'HeaderValue.String("none")'],
+                                         "message_expiry": ["uint64", never],
+                                         "max_topic_size": ["uint64", never]},
+                             "described": True},
+        "describe_stream_options": {"count": 0},
+    }
+
+
 def test_apache_iggy_0_9_0_snapshot_and_delete_segments(tmp_path):
     """GetSnapshotFile and DeleteSegments through the 0.9.0 client's raw-command API
     (``send_binary_request``; the wheel has no dedicated methods): a real ZIP back,

@@ -16,7 +16,7 @@ from adapters.iggy.errors import IggyError
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy
 from core.broker import Broker
-from core.message import Headers, HeaderValue
+from core.message import HeaderKind, Headers, HeaderValue
 from iggy_pair import Client
 
 E = IggyError
@@ -416,3 +416,31 @@ def test_messages_key_partitioning_follows_each_generation(broker, dialect):
         [pid] = [p for p in range(3) if after[p] != before[p]]
         h = xxhash.xxh32_intdigest(key) % 3
         assert pid == ((h or 3) - 1 if dialect == 1 else h)
+
+
+def test_describe_options_lists_what_create_topic_applies(broker):
+    c = logged_in(broker, 3)
+    body = c.ok("system.describe_options", scope=1)
+    (n,) = struct.unpack_from("<I", body)
+    pos, specs = 4, {}
+    for _ in range(n):
+        spec, pos = R.OPTION_SPEC.decode(3, body, pos, exact=False)
+        specs[spec.key] = (spec.kind, spec.default_value)
+    assert pos == len(body)
+    never = (HeaderKind.UINT64, b"\xff" * 8)
+    assert specs == {"compression_algorithm": (HeaderKind.STRING, b"none"), "message_expiry": never,
+                     "max_topic_size": never}
+    assert c.ok("system.describe_options", scope=2) == c.ok("system.describe_options", scope=3) == b"\0\0\0\0"
+    assert c.call("system.describe_options", scope=9)[0] == E.INVALID_COMMAND
+
+
+@pytest.mark.parametrize("dialect,status", [(1, E.INVALID_COMMAND), (2, E.INVALID_PARTITIONS_COUNT),
+                                            (3, E.INVALID_PARTITIONS_COUNT), (4, E.INVALID_PARTITIONS_COUNT)])
+def test_partition_counts_out_of_range(broker, dialect, status):
+    c = logged_in(broker, dialect)
+    c.ok("stream.create", name="s")
+    c.ok("topic.create", stream_id="s", partitions_count=2, name="t")
+    assert c.call("partition.delete", stream_id="s", topic_id="t", partitions_count=3)[0] == status
+    assert c.call("partition.create", stream_id="s", topic_id="t", partitions_count=0)[0] == status
+    assert c.call("partition.delete", stream_id="s", topic_id="t", partitions_count=2)[0] == 0  # all of them
+    assert broker.get_topic("s", "t").partitions_count == 0
