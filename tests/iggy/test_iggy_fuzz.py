@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from adapters.iggy.codec import legacy_request, vsr_request
 from adapters.iggy.errors import IggyError
 from adapters.iggy.spec import COMMANDS
+from adapters.iggy.table import DIALECTS
 from core.broker import Broker
 from iggy_pair import Client
 
@@ -20,7 +21,7 @@ from iggy_pair import Client
 def world(tmp_path_factory):
     broker = Broker.open(tmp_path_factory.mktemp("fuzz") / "data")
     clients = {}
-    for d in (1, 2, 3):
+    for d in DIALECTS:
         c = Client(broker, d)
         assert c.login() == 0
         clients[d] = c
@@ -30,8 +31,8 @@ def world(tmp_path_factory):
     broker.close()
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(dialect=st.sampled_from((1, 2, 3)), code=st.sampled_from(sorted(COMMANDS.by_code)),
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dialect=st.sampled_from(DIALECTS), code=st.sampled_from(sorted(COMMANDS.by_code)),
        body=st.one_of(st.binary(max_size=80), st.sampled_from([b"\x02\x01s", b"\x01\x04\x00\x00\x00\x00"]).flatmap(
            lambda head: st.binary(max_size=60).map(lambda tail: head + b"\x02\x01t" + tail))))
 def test_random_bodies_always_get_a_status(world, caplog, dialect, code, body):
