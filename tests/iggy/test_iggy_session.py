@@ -444,3 +444,22 @@ def test_partition_counts_out_of_range(broker, dialect, status):
     assert c.call("partition.create", stream_id="s", topic_id="t", partitions_count=0)[0] == status
     assert c.call("partition.delete", stream_id="s", topic_id="t", partitions_count=2)[0] == 0  # all of them
     assert broker.get_topic("s", "t").partitions_count == 0
+
+
+@pytest.mark.parametrize("dialect", [1, 4, 5])
+def test_a_bad_seed_header_map_is_refused_and_nothing_is_stored(broker, dialect):
+    """Dialects 1, 4 and 5 carry the seed-era map (iggy.md 3.5): each malformed block
+    gets its status and stores nothing; a good one in the same batch is not stored either."""
+    c = logged_in(broker, dialect)
+    c.ok("stream.create", name="s")
+    c.ok("topic.create", stream_id="s", partitions_count=1, name="t")
+    good = Headers([("k", HeaderValue.string("v"))]).encode_legacy()
+    pid = struct.pack("<I", 1 if dialect in ONE_BASED else 0)
+    cases = [(good[:-1], E.INVALID_COMMAND),                               # the value runs past the block
+             (good[:5] + b"\x63" + good[6:], E.INVALID_HEADER_KIND)]       # kind 99
+    for block, status in cases:
+        msgs = (WireMessage(0, b"ok", good), WireMessage(0, b"bad", block))
+        got = c.call("message.send", stream_id="s", topic_id="t", partitioning=PartitioningValue(2, pid),
+                     messages=msgs)
+        assert got[0] == status, (block, got)
+    assert broker.partition("s", "t", 0).next_offset == 0
