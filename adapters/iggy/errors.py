@@ -79,6 +79,7 @@ class IggyError(IntEnum):
     INVALID_MESSAGES_SIZE = 4036
     TOO_SMALL_MESSAGE = 4037
     INVALID_HEADER_KIND = 4040
+    UNSUPPORTED_OPTION_KEY = 4041  # a VSR options block names a key the server does not know
     INVALID_OFFSET = 4100
     INVALID_RESERVED_FIELD = 4101
     CONSUMER_GROUP_ID_NOT_FOUND = 5000

@@ -105,6 +105,13 @@ TOPIC_OPTIONS = (
      "bytes the topic may hold before its oldest sealed segments are deleted; u64::MAX or 0 for no cap"),
 )
 _OPTION_SCOPES = {1: TOPIC_OPTIONS, 2: (), 3: ()}  # iggy-current.md 6.13: 1 topic, 2 stream, 3 user
+# Topic keys the reference server knows and Ferry accepts without applying them: the
+# 0.9.0 client sends the two durability keys on every create (iggy-current.md 6.8);
+# the others tune the reference server's own storage. Any other key is 4041.
+_TOPIC_OPTIONS_IGNORED = frozenset({
+    "consumer_offset_durability", "durability", "segment_size", "enforce_fsync", "messages_required_to_save",
+    "size_of_messages_required_to_save", "preallocate_segments",
+})
 
 
 def describe_options(s, v):
@@ -382,8 +389,8 @@ def create_topic(s, v):
 def _vsr_topic_options(block: bytes) -> dict:
     """The topic settings a VSR options block gives (``message_expiry``,
     ``max_topic_size``, ``compression``; only those present): the same TLV as user
-    headers, string keys (iggy-current.md 6.1, 6.8). Keys Ferry does not apply
-    (durability, segment_size, ...) are accepted and ignored."""
+    headers, string keys (iggy-current.md 6.1, 6.8). Keys the reference server knows
+    but Ferry does not apply are accepted and ignored; unknown ones are 4041."""
     given: dict = {}
     if not block:
         return given
@@ -400,6 +407,8 @@ def _vsr_topic_options(block: bytes) -> dict:
                 given["compression"] = value.as_str().lower()
                 if given["compression"] not in _COMPRESSION.values():
                     raise IggyStatus(IggyError.INVALID_COMMAND, f"compression {given['compression']!r}")
+            elif name not in _TOPIC_OPTIONS_IGNORED:
+                raise IggyStatus(IggyError.UNSUPPORTED_OPTION_KEY, f"option {key.to_text()!r}")
         except (ce.FerryError, TypeError, ValueError):
             raise IggyStatus(IggyError.INVALID_COMMAND, f"option {name!r}") from None
     return given

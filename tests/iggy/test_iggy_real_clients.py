@@ -169,6 +169,8 @@ def test_apache_iggy_0_9_0_rest_of_the_client_api(iggy_gateway):
         "after_logout": {"error": "Unauthenticated"},
         "old_password": {"error": "Invalid credentials"},
         "new_password": {"streams": ["s", "s2"]},
+        "unknown_option": {"error": "Unsupported option key: "},
+        "known_option": {"partitions": 1},
         "describe_options": {"options": {"compression_algorithm": ["string", 'HeaderValue.String("none")'],
                                          "message_expiry": ["uint64", never],
                                          "max_topic_size": ["uint64", never]},

@@ -111,6 +111,10 @@ async def main(port: int) -> None:
     out("new_password", streams=sorted(s.name for s in await fresh.get_streams()))
 
     # option descriptions (iggy-current.md 6.10)
+    await expect_error("unknown_option", root.create_topic("s", "opt", 1, options={"bogus_key": "1"}))
+    await root.create_topic("s", "opt", 1, options={"segment_size": "1048576"})  # known, not applied
+    out("known_option", partitions=(await root.get_topic("s", "opt")).partitions_count)
+
     specs = await root.describe_options("topic")
     out("describe_options", options={s.key: [s.kind, repr(s.default_value)] for s in specs},
         described=all(s.description for s in specs))
