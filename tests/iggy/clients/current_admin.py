@@ -10,14 +10,12 @@ import sys
 from apache_iggy import (
     AutoLogin, GlobalPermissions, IggyClient, Permissions, StreamPermissions, TcpConfig, UserStatus,
 )
-from scenario import expect_error, out
+from scenario import expect_error, logged_in, out
 
 
 async def main(port: int) -> None:
     addr = f"127.0.0.1:{port}"
-    root = IggyClient(addr)
-    await root.connect()
-    await root.login_user("iggy", "iggy")
+    root = await logged_in(IggyClient, addr)
     await root.create_stream("s1")
     await root.create_topic("s1", "t1", 1)
     stats = await root.get_stats()

@@ -13,7 +13,7 @@ from apache_iggy import (
     Consumer, GlobalPermissions, IggyClient, IggyExpiry, MaxTopicSize, Partitioning, Permissions,
     PollingStrategy, SendMessage, UserStatus,
 )
-from scenario import expect_error, out
+from scenario import expect_error, logged_in, out
 
 
 def setting(value):
@@ -33,9 +33,7 @@ async def payloads(c, stream, topic, partition=0):
 
 async def main(port: int) -> None:
     addr = f"127.0.0.1:{port}"
-    root = IggyClient(addr)
-    await root.connect()
-    await root.login_user("iggy", "iggy")
+    root = await logged_in(IggyClient, addr)
     await root.create_stream("s")
     await root.create_topic("s", "t", 3)
 

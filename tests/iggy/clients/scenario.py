@@ -31,3 +31,11 @@ async def expect_error(step, target, *args):
         out(step, error=str(exc))
     else:
         out(step, error=None)
+
+
+async def logged_in(client_class, address, username="iggy", password="iggy"):
+    """A connected client of ``client_class`` (each wheel's IggyClient), logged in."""
+    client = client_class(address)
+    await call(client.connect)
+    await call(client.login_user, username, password)
+    return client
