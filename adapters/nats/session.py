@@ -310,6 +310,7 @@ class NatsSession:
         last = None          # producers repeat subjects: look up a run of them once
         generation = -1
         topic = result = None
+        head_of = head = None  # "MSG <subject> " is the same for a run of one subject
         for subject, reply, arg, payload in batch:
             nbytes += len(payload)
             if subject != last or trie.generation != generation:
@@ -331,21 +332,22 @@ class NatsSession:
                     self._publish_parts(subject, reply, b"", bytes(payload))
                     break
             else:
-                if not self._fan_out(plain, arg, payload) and reply and self.conn.no_responders:
+                if subject != head_of:
+                    head, head_of = b"MSG " + arg[:arg.find(b" ") + 1], subject
+                tail = arg[len(head) - 5:] + CRLF        # " [reply ]<size>\r\n"
+                if not self._fan_out(plain, head, tail, payload) and reply and self.conn.no_responders:
                     self._no_responders(subject, reply)
         self.msgs_in += len(batch)
         self.bytes_in += nbytes
 
-    def _fan_out(self, sinks, arg, payload) -> int:
+    def _fan_out(self, sinks, head, tail, payload) -> int:
         """Queue one ``MSG`` per NATS subscription in ``sinks``; returns how many
         were accepted (as ``LiveHub.publish`` counts ``deliver``). This is
         :meth:`deliver` plus :meth:`_queued` inlined (the two calls per
         delivery cost about a third of a fan-out in a profile), and the MSG
-        line is left in fragments for the writer's one join: nothing is
-        concatenated per subscriber."""
-        sp = arg.find(b" ")
-        head = b"MSG " + arg[:sp + 1]                   # "MSG <subject> "
-        tail = arg[sp:] + CRLF                          # " [reply ]<size>\r\n"
+        line is left in fragments (``head`` "MSG <subject> ", the sid, ``tail``
+        " [reply ]<size>\r\n", payload, CRLF), so nothing is concatenated per
+        subscriber."""
         fixed = len(head) + len(tail) + len(payload) + 2
         delivered = 0
         for sink in sinks:
