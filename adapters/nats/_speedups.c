@@ -13,7 +13,8 @@
  * digits, a non-empty subject and reply, payload within max_payload), or
  * that refuse(subject, reply) claims; refuse is only asked when the subject
  * or reply starts with '_' or '$'. Appends (subject, reply, arg, payload) per
- * PUB: str, str ("" for none; UTF-8 with surrogateescape), bytearray, bytearray. */
+ * PUB: str, str ("" for none; UTF-8 with surrogateescape), bytearray, bytearray;
+ * arg is the argument with its CRLF (a MSG line reuses it whole). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
@@ -119,7 +120,7 @@ scan_pubs(PyObject *self, PyObject *args)
         }
         PyObject *item = Py_BuildValue("(NNNN)", decode(subj, slen),
                                        reply ? decode(reply, replen) : PyUnicode_FromString(""),
-                                       PyByteArray_FromStringAndSize(arg, alen),
+                                       PyByteArray_FromStringAndSize(arg, alen + 2),
                                        PyByteArray_FromStringAndSize(b + body, plen));
         if (item == NULL || PyList_Append(out, item) < 0) {
             Py_XDECREF(item);

@@ -256,8 +256,8 @@ class ServerCodec:
         (``PUB <subject> [reply] <size>\\r\\n``, single spaces, payload here),
         parsed in one loop without events (PERF-ANCHORS.md recommendations 1
         and 3). Appends ``(subject, reply, arg, payload)`` to ``out`` per PUB:
-        ``arg`` is the raw argument (a MSG line reuses it) and ``payload`` a
-        bytearray copy. Stops, without consuming it, at the first frame that
+        ``arg`` is the raw argument with its CRLF (a MSG line reuses it whole)
+        and ``payload`` a bytearray copy. Stops, without consuming it, at the first frame that
         is anything else, or for which ``refuse(subject, reply)`` (called only
         when either starts with ``_`` or ``$``) says the connection must
         answer it; :meth:`next_event` takes over from there, so both paths
@@ -306,7 +306,7 @@ class ServerCodec:
             if refuse is not None and (subject[0] in "_$" or (reply and reply[0] in "_$")) \
                     and refuse(subject, reply):
                 break
-            append((subject, reply, arg, buf[body:end]))
+            append((subject, reply, buf[start:nl + 1], buf[body:end]))
             pos = end + 2
         count = len(out) - before
         self._pos = pos

@@ -334,7 +334,7 @@ class NatsSession:
             else:
                 if subject != head_of:
                     head, head_of = b"MSG " + arg[:arg.find(b" ") + 1], subject
-                tail = arg[len(head) - 5:] + CRLF        # " [reply ]<size>\r\n"
+                tail = arg[len(head) - 5:]               # " [reply ]<size>\r\n": arg ends in CRLF
                 if not self._fan_out(plain, head, tail, payload) and reply and self.conn.no_responders:
                     self._no_responders(subject, reply)
         self.msgs_in += len(batch)

@@ -107,7 +107,7 @@ def test_scan_pubs_batches_a_whole_receive_and_keeps_the_rest():
     batch: list = []
     assert codec.scan_pubs(batch) == 2
     assert [(s, r, bytes(a), bytes(p)) for s, r, a, p in batch] == [
-        ("a", "", b"a 1", b"x"), ("b", "r", b"b r 2", b"yy")]
+        ("a", "", b"a 1\r\n", b"x"), ("b", "r", b"b r 2\r\n", b"yy")]  # arg keeps its CRLF for MSG
     assert codec.scan_pubs(batch) == 0            # two blanks: the general path's job
     assert codec.next_event() == Pub("c", "", b"")
     assert codec.scan_pubs(batch) == 0            # payload incomplete
