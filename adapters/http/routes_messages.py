@@ -22,7 +22,7 @@ from core.record import MAX_PAYLOAD
 
 from . import models
 from .app import Ctx, EventStream, HttpApp, Park, Route, empty, json_response
-from .errors import HttpError, Response, from_core, internal_error, not_found_entity
+from .errors import JSON_TYPE, HttpError, Response, from_core, internal_error, not_found_entity
 from .limits import MAX_POLL_BYTES, MAX_POLL_COUNT
 from .routes_streams import T, topic_of
 
@@ -81,12 +81,14 @@ def send_messages(app: HttpApp, ctx: Ctx):
     return Park(ack.subscribe, ack.outcome, None)
 
 
-def _records_json(batch) -> tuple[list[dict], int]:
-    """A read batch as message JSON dicts, and its payload byte count."""
+def _records_json(batch) -> tuple[list[tuple[int, bytes]], int]:
+    """A read batch as ``(offset, message JSON bytes)`` pairs, and its payload byte count."""
     messages, size = [], 0
-    for view in batch.records():
-        size += len(view.payload)
-        messages.append(models.record_json(view))
+    entry = models.record_json_entry
+    for raw in batch.raw_records():
+        offset, plen, body = entry(raw)
+        messages.append((offset, body))
+        size += plen
     return messages, size
 
 
@@ -131,7 +133,8 @@ def poll_messages(app: HttpApp, ctx: Ctx):
         messages, size = _records_json(result.batch)
         app.counters["messages_out"].inc(app.listener, amount=len(messages))
         app.counters["bytes_out"].inc(app.listener, amount=size)
-        return json_response(models.polled_json(result.partition_id, result.current_offset, messages))
+        body = models.polled_json_bytes(result.partition_id, result.current_offset, [m for _o, m in messages])
+        return Response(200, (JSON_TYPE,), body)
 
     return attempt()
 
@@ -162,7 +165,7 @@ def follow_messages(app: HttpApp, ctx: Ctx):
         messages, size = _records_json(result.batch)
         app.counters["messages_out"].inc(app.listener, amount=len(messages))
         app.counters["bytes_out"].inc(app.listener, amount=size)
-        return b"".join(b"id: %d\nevent: message\ndata: %s\n\n" % (m["offset"], models.dumps(m)) for m in messages)
+        return b"".join(b"id: %d\nevent: message\ndata: %s\n\n" % pair for pair in messages)
 
     return EventStream(
         headers=headers,

@@ -204,3 +204,27 @@ def test_core_error_table(exc, entity, status, iggy_id, field):
         assert body["reason"] == exc.message
     else:
         assert body["reason"] != exc.message  # server-side details are never echoed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_polled_json_bytes_are_what_dumps_of_the_dicts_gives(data):
+    """The poll path formats message JSON directly (models.record_json_entry); it
+    must be byte for byte ``dumps(record_json(...))`` and ``dumps(polled_json(...))``:
+    any id up to u128, any payload, with or without headers of any kind."""
+    from core.record import encode_record, parse_record
+
+    views, entries = [], []
+    for offset in range(data.draw(st.integers(0, 4))):
+        kinds = data.draw(st.lists(st.sampled_from(list(HeaderKind)), max_size=4))
+        headers = Headers([(f"k{i}é", _value(k, data)) for i, k in enumerate(kinds)])
+        raw = encode_record(data.draw(st.integers(0, (1 << 128) - 1)), offset, data.draw(st.integers(0, 1 << 63)),
+                            0, headers.encode() if kinds else b"", data.draw(st.binary(max_size=300)))
+        views.append(parse_record(raw))
+        entries.append(models.record_json_entry(memoryview(raw)))
+    records = [body for _o, _p, body in entries]
+    assert records == [models.dumps(models.record_json(v)) for v in views]
+    assert [(o, p) for o, p, _b in entries] == [(v.offset, len(v.payload)) for v in views]
+    pid, current = data.draw(st.integers(0, 1000)), data.draw(st.integers(-1, 1 << 63))
+    assert models.polled_json_bytes(pid, current, records) == models.dumps(
+        models.polled_json(pid, current, [models.record_json(v) for v in views]))
