@@ -368,7 +368,9 @@ def message_json(msg: Message) -> dict:
 
 def record_json(view) -> dict:
     """:func:`message_json` straight from a stored record (core.record.RecordView):
-    no Message object, and the header block is decoded only when there is one."""
+    no Message object, and the header block is decoded only when there is one.
+    The readable definition of the form: polls send :func:`record_json_entry`'s
+    bytes, which tests/http check equal ``dumps`` of this."""
     raw_headers = view.headers
     payload = view.payload
     return {
