@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from header_strategies import PROPS, any_value
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_helpers import FakeClock, open_part
 
@@ -177,3 +177,31 @@ def test_broker_append_records_reaches_append_listeners(tmp_path):
         with pytest.raises(ce.RecordTruncated):
             broker.append_records("s", "t", bytearray(os.urandom(10)), 1, partition=0)
         assert broker.partition("s", "t", 0).next_offset == 0
+
+
+@settings(max_examples=30, deadline=None)  # a broker per example
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=64), st.integers(0, (1 << 128) - 1),
+                          st.integers(0, 1 << 62), st.booleans()), min_size=1, max_size=6))
+def test_block_of_items_stores_what_append_stores(msgs):
+    """``encoded.block_of`` + ``append_records`` keep every field ``append`` keeps
+    (the HTTP send path): payload, header block, id (0 -> a UUIDv7), origin (0 -> the
+    append time)."""
+    from core.log.encoded import block_of
+
+    items = [AppendInput(payload=p, headers=Headers([("k", HeaderValue.string("v"))]).encode() if h else b"",
+                         id=i, origin_timestamp=o) for p, i, o, h in msgs]
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = Broker.open(Path(tmp) / "d")
+        try:
+            broker.create_stream("s")
+            broker.create_topic(0, "t", 2)
+            broker.append(0, 0, items, partition=0)
+            broker.append_records(0, 0, block_of(items), len(items), partition=1)
+            one, two = (broker.read_messages(0, 0, p, 0, 100) for p in (0, 1))
+        finally:
+            broker.close()
+    assert [(m.payload, m.headers, m.origin_timestamp) for m in two] == [
+        (m.payload, m.headers, m.origin_timestamp if it.origin_timestamp else n.timestamp)
+        for m, n, it in zip(one, two, items)]
+    assert [m.id for m in two][: len(items)] == [it.id or m.id for it, m in zip(items, two)]
+    assert all(m.id for m in two)
