@@ -37,6 +37,7 @@ import xxhash
 
 from core import errors as ce
 from core.consumers import Consumer, PollStrategy
+from core.log.encoded import block_of
 from core.message import Headers
 from core.permissions import Action
 
@@ -45,7 +46,7 @@ from . import replies as R
 from .connection import IggyServerConnection
 from .errors import IggyError, IggyStatus, status_for
 from .events import BadRequest, Evict, Reply, Request
-from .messages import MIDDLE_HEADER, StoredBatch
+from .messages import StoredBatch
 
 log = logging.getLogger("ferry.iggy")
 
@@ -234,15 +235,9 @@ class IggySession:
         """Wire messages with a seed-era header map (dialects 1, 4 and 5) -> the
         stored record layout, in one pass, validating each header block
         (a malformed block is the peer's fault: 3 / 4017 / 4018-4019 / 4040)."""
-        parts: list[bytes] = []
-        payload = 0
-        head, decode_legacy = MIDDLE_HEADER.pack, Headers.decode_legacy
-        for m in messages:
-            headers = decode_legacy(m.headers).encode() if m.headers else b""
-            parts += (head(0, m.id & _U64_MASK, m.id >> 64, 0, 0, m.origin_timestamp, len(headers),
-                           len(m.payload), 0), m.payload, headers)
-            payload += len(m.payload)
-        return StoredBatch(len(messages), bytearray().join(parts), payload)
+        decode_legacy = Headers.decode_legacy
+        canonical = [m._replace(headers=decode_legacy(m.headers).encode()) if m.headers else m for m in messages]
+        return StoredBatch(len(canonical), block_of(canonical), sum(len(m.payload) for m in canonical))
 
 
 def _entity_of(name: str) -> str:

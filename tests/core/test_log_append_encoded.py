@@ -205,3 +205,11 @@ def test_block_of_items_stores_what_append_stores(msgs):
         for m, n, it in zip(one, two, items)]
     assert [m.id for m in two][: len(items)] == [it.id or m.id for it, m in zip(items, two)]
     assert all(m.id for m in two)
+
+
+def test_block_of_refuses_a_field_that_does_not_fit_its_slot():
+    from core.log.encoded import block_of
+
+    for item in (AppendInput(payload=b"x", id=1 << 128), AppendInput(payload=b"x", origin_timestamp=-1)):
+        with pytest.raises(ce.InvalidArgument):
+            block_of([item])
