@@ -366,25 +366,7 @@ def message_json(msg: Message) -> dict:
     }
 
 
-def record_json(view) -> dict:
-    """:func:`message_json` straight from a stored record (core.record.RecordView):
-    no Message object, and the header block is decoded only when there is one.
-    The readable definition of the form: polls send :func:`record_json_entry`'s
-    bytes, which tests/http check equal ``dumps`` of this."""
-    raw_headers = view.headers
-    payload = view.payload
-    return {
-        "offset": view.offset,
-        "state": "available",
-        "timestamp": view.timestamp,
-        "id": view.id,
-        "checksum": zlib.crc32(payload),
-        "headers": headers_json(Headers.decode(bytes(raw_headers))) if len(raw_headers) else None,
-        "payload": binascii.b2a_base64(payload, newline=False).decode("ascii"),
-    }
-
-
-# record_json's keys, in its order, for %-formatting: dumps() of that dict gives
+# message_json's keys, in its order, for %-formatting: dumps() of that dict gives
 # exactly these bytes (compact separators; the payload is base64, pure ASCII), so
 # a poll skips a dict and an encoder pass per message (about 4.1 -> 1.3 us per
 # 128 B message in process; tests/http check the bytes are the same).
@@ -394,8 +376,8 @@ _POLLED_JSON = b'{"partition_id":%d,"current_offset":%d,"messages":[%s]}'
 
 
 def record_json_entry(raw) -> tuple[int, int, bytes]:
-    """``(offset, payload length, dumps(record_json(parse_record(raw))))``, built straight
-    from one stored record's bytes (a ReadBatch's ``raw_records``: its batch CRC was
+    """``(offset, payload length, dumps(message_json(...)))`` of one stored record, built
+    straight from its bytes (a ReadBatch's ``raw_records``: its batch CRC was
     checked on read)."""
     _c, lo, hi, offset, timestamp, _origin, hlen, plen, _r = RECORD_HEADER.unpack_from(raw, 0)
     payload = raw[RECORD_HEADER_SIZE : RECORD_HEADER_SIZE + plen]
@@ -409,13 +391,8 @@ def record_json_entry(raw) -> tuple[int, int, bytes]:
 
 
 def polled_json_bytes(partition_id: int, current_offset: int, records: list[bytes]) -> bytes:
-    """``dumps(polled_json(...))`` from the JSON of :func:`record_json_entry`."""
+    """PolledMessages (iggy.md 10.4) as JSON bytes, from the JSON of :func:`record_json_entry`."""
     return _POLLED_JSON % (wire_id(partition_id), max(current_offset, 0), b",".join(records))
-
-
-def polled_json(partition_id: int, current_offset: int, messages: list[dict]) -> dict:
-    """PolledMessages; ``messages`` are :func:`record_json` / :func:`message_json` dicts."""
-    return {"partition_id": wire_id(partition_id), "current_offset": max(current_offset, 0), "messages": messages}
 
 
 def parse_headers(f: Fields) -> tuple[Headers, int]:
@@ -539,7 +516,6 @@ __all__ = [
     "size_text",
     "permissions_from_json",
     "permissions_json",
-    "polled_json",
     "polled_json_bytes",
     "record_json_entry",
     "stream_json",

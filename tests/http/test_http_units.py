@@ -210,7 +210,7 @@ def test_core_error_table(exc, entity, status, iggy_id, field):
 @given(st.data())
 def test_polled_json_bytes_are_what_dumps_of_the_dicts_gives(data):
     """The poll path formats message JSON directly (models.record_json_entry); it
-    must be byte for byte ``dumps(record_json(...))`` and ``dumps(polled_json(...))``:
+    must be byte for byte ``dumps`` of message_json's dict and of the PolledMessages dict:
     any id up to u128, any payload, with or without headers of any kind."""
     from core.record import encode_record, parse_record
 
@@ -223,8 +223,9 @@ def test_polled_json_bytes_are_what_dumps_of_the_dicts_gives(data):
         views.append(parse_record(raw))
         entries.append(models.record_json_entry(memoryview(raw)))
     records = [body for _o, _p, body in entries]
-    assert records == [models.dumps(models.record_json(v)) for v in views]
+    assert records == [models.dumps(models.message_json(Message.from_record(v))) for v in views]
     assert [(o, p) for o, p, _b in entries] == [(v.offset, len(v.payload)) for v in views]
     pid, current = data.draw(st.integers(0, 1000)), data.draw(st.integers(-1, 1 << 63))
-    assert models.polled_json_bytes(pid, current, records) == models.dumps(
-        models.polled_json(pid, current, [models.record_json(v) for v in views]))
+    assert models.polled_json_bytes(pid, current, records) == models.dumps({
+        "partition_id": models.wire_id(pid), "current_offset": max(current, 0),
+        "messages": [models.message_json(Message.from_record(v)) for v in views]})
