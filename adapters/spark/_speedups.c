@@ -52,6 +52,23 @@ put(buf_t *b, const void *src, size_t n)
 
 static int put32(buf_t *b, int32_t v) { return put(b, &v, 4); }
 
+/* One `u8 kind, u32 length, bytes` item of a header block at *h, before hend:
+ * its kind, bytes and length, and *h moved past it; -1 if it does not fit. */
+static int
+tlv_item(const unsigned char *b, size_t *h, size_t hend, unsigned char *kind, const unsigned char **data,
+         uint32_t *len)
+{
+    if (hend - *h < 5)
+        return -1;
+    *kind = b[*h];
+    *len = rd32(b + *h + 1);
+    if ((size_t)*len > hend - *h - 5)
+        return -1;
+    *data = b + *h + 5;
+    *h += 5 + (size_t)*len;
+    return 0;
+}
+
 static PyObject *
 as_bytes(buf_t *b)
 {
@@ -105,11 +122,10 @@ columns(PyObject *self, PyObject *args)
             goto done;
         size_t h = p + plen, hend = stop;
         while (h < hend) {
-            if (hend - h < 5)
-                goto bad;
-            unsigned char kk = b[h];
-            uint32_t kl = rd32(b + h + 1);
-            if ((size_t)kl > hend - h - 5)
+            unsigned char kk, vk;
+            const unsigned char *kd, *vd;
+            uint32_t kl, vl;
+            if (tlv_item(b, &h, hend, &kk, &kd, &kl) < 0)
                 goto bad;
             if (kk != KIND_STRING) {
                 PyObject *t = Py_BuildValue("(ii)", (int)pairs, (int)kk);
@@ -119,18 +135,12 @@ columns(PyObject *self, PyObject *args)
                 }
                 Py_DECREF(t);
             }
-            if (put(&kdata, b + h + 5, kl) || put32(&koffs, (int32_t)kdata.len))
+            if (put(&kdata, kd, kl) || put32(&koffs, (int32_t)kdata.len))
                 goto done;
-            h += 5 + (size_t)kl;
-            if (hend - h < 5)
+            if (tlv_item(b, &h, hend, &vk, &vd, &vl) < 0)
                 goto bad;
-            unsigned char vk = b[h];
-            uint32_t vl = rd32(b + h + 1);
-            if ((size_t)vl > hend - h - 5)
-                goto bad;
-            if (put(&kinds, &vk, 1) || put(&vdata, b + h + 5, vl) || put32(&voffs, (int32_t)vdata.len))
+            if (put(&kinds, &vk, 1) || put(&vdata, vd, vl) || put32(&voffs, (int32_t)vdata.len))
                 goto done;
-            h += 5 + (size_t)vl;
             pairs++;
         }
         if (put32(&hstarts, pairs))
