@@ -35,11 +35,13 @@ import xxhash
 from .addressing import Addressing, Binding
 from .consumers import ConsumerOps
 from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
+from .kvtables import KvTables
 from .live import Delivery, LiveHub
 from .log import AppendInput, AppendResult, LogConfig, Partition
 from .log.encoded import records_of
 from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
 from .metadata import Ident, Metadata, StreamInfo, TopicInfo
+from .topicops import TopicOps, topic_sealed
 
 log = logging.getLogger("ferry.broker")
 
@@ -78,7 +80,7 @@ class BrokerTotals:
     consumer_groups: int
 
 
-class Broker(ConsumerOps):
+class Broker(ConsumerOps, TopicOps):
     """Synchronous facade over metadata, log, live delivery and addressing.
 
     Stream and topic arguments are an int id (canonical, 0-based) or a name.
@@ -88,6 +90,7 @@ class Broker(ConsumerOps):
         self.data_dir = data_dir
         self.cfg = cfg
         self.meta = meta
+        self.tables = KvTables(meta.db)  # key-value tables (Pravega table segments), same file
         self.live = LiveHub()
         self.addressing = Addressing(list(cfg.bindings))
         self.draining = False
@@ -136,6 +139,7 @@ class Broker(ConsumerOps):
                 for pid in range(topic.partitions_count):
                     wanted.add(self._open_partition(stream.id, topic.id, pid).path)
         self._remove_orphans(wanted)
+        self._apply_logical_starts()
 
     def _remove_orphans(self, wanted: set[Path]) -> None:
         """Remove stream, topic and partition directories that no metadata row
@@ -297,6 +301,7 @@ class Broker(ConsumerOps):
         for pid in range(info.partitions_count):
             self._partitions[(info.stream_id, info.id, pid)].purge()
         self.meta.delete_topic_offsets(info.stream_id, info.id)
+        self.meta.clear_logical_starts(info.stream_id, info.id)  # byte positions restart at 0
 
     def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
         self._subject_topics.clear()
@@ -377,6 +382,9 @@ class Broker(ConsumerOps):
         Returns at once (records are readable immediately); ``on_durable`` fires
         from the flusher once the records are durable under the fsync policy.
         Live subscribers of the topic's subject get the records now.
+        Raises ShuttingDown, InvalidArgument, HeadersTooLarge, StreamNotFound,
+        TopicNotFound, PartitionNotFound, TopicSealed (``seal_topic``), and what
+        ``Partition.append`` raises.
         """
         if self.draining or self.closed:
             raise ShuttingDown("the broker is shutting down")
@@ -389,6 +397,8 @@ class Broker(ConsumerOps):
             if len(item.headers) > MAX_HEADERS_SIZE:
                 raise HeadersTooLarge(f"header block of {len(item.headers)} bytes exceeds {MAX_HEADERS_SIZE}")
         info = self.meta.get_topic(stream, topic)
+        if info.sealed:
+            raise topic_sealed(info)
         pid = self.choose_partition(info, partition, key)
         part = self._partition(info, pid)
         result = part.append(items, producer=producer, on_durable=on_durable)
@@ -424,6 +434,8 @@ class Broker(ConsumerOps):
         if self.draining or self.closed:
             raise ShuttingDown("the broker is shutting down")
         info = self.meta.get_topic(stream, topic)
+        if info.sealed:
+            raise topic_sealed(info)
         pid = self.choose_partition(info, partition, key)
         part = self._partition(info, pid)
         result = part.append_encoded(block, count, producer=producer, on_durable=on_durable)

@@ -162,6 +162,12 @@ class TokenNotFound(NotFound):
     code = "personal_access_token_not_found"
 
 
+class TableNotFound(NotFound):
+    """A key-value table (``core.kvtables``) that does not exist. ``details["table"]``."""
+
+    code = "table_not_found"
+
+
 class AlreadyExists(FerryError):
     code = "already_exists"
 
@@ -227,6 +233,57 @@ class CannotChangePermissions(PermissionDenied):
     """The root user's permissions cannot be changed (Iggy code 49)."""
 
     code = "cannot_change_permissions"
+
+
+# -- state: a well-formed request the current state refuses -------------------
+class PreconditionFailed(FerryError):
+    """The request is well-formed, but the current state of what it names refuses
+    it (gRPC's FAILED_PRECONDITION): repeating it unchanged fails the same way
+    until that state changes. Not an InvalidArgument (the request itself is
+    fine) and not a NotFound (the target exists)."""
+
+    code = "precondition_failed"
+
+
+class TopicSealed(PreconditionFailed):
+    """An append to a sealed topic (``Broker.seal_topic``; Pravega's sealStream /
+    SealSegment, reply SegmentIsSealed). ``details``: stream_id, topic_id."""
+
+    code = "topic_sealed"
+
+
+class TableNotEmpty(PreconditionFailed):
+    """A delete with ``must_be_empty`` of a table that holds entries (Pravega
+    TableSegmentNotEmpty). ``details["table"]``."""
+
+    code = "table_not_empty"
+
+
+class TableKeyBadVersion(PreconditionFailed):
+    """A conditional table update or removal whose key has another version than
+    the one expected, or exists when it must not (Pravega TableKeyBadVersion).
+    ``details``: table, key (bytes), expected, actual (None: the key is missing)."""
+
+    code = "table_key_bad_version"
+
+
+class TableKeyDoesNotExist(TableKeyBadVersion):
+    """A specific version was expected but the key is missing (Pravega
+    TableKeyDoesNotExist). A subclass of TableKeyBadVersion on purpose: the
+    pravega 0.3.8 Rust client only treats TableKeyBadVersion as a conflict on
+    updates (protocols/pravega.md 4.5), so a mapping that names only the base
+    answers the form every client understands; one that wants the upstream reply
+    checks this class first."""
+
+    code = "table_key_does_not_exist"
+
+
+class TableLengthMismatch(PreconditionFailed):
+    """A table change conditioned on the table's length (Pravega's
+    ``tableSegmentOffset``) when the length is another. ``details``: table,
+    expected, actual."""
+
+    code = "table_length_mismatch"
 
 
 # -- storage -----------------------------------------------------------------

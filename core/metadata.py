@@ -33,6 +33,9 @@ The API is synchronous; the broker calls it from the trio thread.
 * **Consumer offsets** name the last consumed offset per (consumer kind,
   consumer id, partition). ``store_offset`` runs on every auto-commit poll:
   it is one cached prepared UPSERT, its own transaction.
+* **Topic state** (sealed flags, recorded partition starts, topic attributes)
+  is the mixin :class:`core.topicstate.TopicStateStore`; users and tokens are
+  :class:`core.auth.UserStore`.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from .errors import (
 from .message import now_us
 from .metadb import MAX_ID, MAX_INT64, Ident, MetaDb, check_ident, check_int, check_name, lowest_free_id
 from .permissions import Action, GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
+from .topicstate import TopicStateStore
 
 # Iggy's CreateTopic/CreatePartitions accept at most 1000 partitions
 # (MAX_PARTITIONS_COUNT, apache/iggy core/common/src/commands/topics/create_topic.rs;
@@ -77,7 +81,7 @@ _OFFSET_KEY = "stream_id = ? AND topic_id = ? AND partition_id = ? AND kind = ? 
 _TOPIC_COLUMNS = (
     "t.stream_id, t.id, t.name, t.created_at, "
     "(SELECT COUNT(*) FROM partitions p WHERE p.stream_id = t.stream_id AND p.topic_id = t.id), "
-    "t.message_expiry, t.max_topic_size, t.compression, t.replication_factor"
+    "t.message_expiry, t.max_topic_size, t.compression, t.replication_factor, t.sealed"
 )
 
 
@@ -100,6 +104,7 @@ class TopicInfo:
     max_topic_size: int  # bytes; 0 = unlimited
     compression_algorithm: str  # "none" | "gzip"
     replication_factor: int
+    sealed: bool = False  # no more appends (Broker.seal_topic); last, so older constructions still work
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +133,7 @@ class ConsumerOffsetInfo:
     offset: int  # the last consumed offset
 
 
-class Metadata(UserStore):
+class Metadata(UserStore, TopicStateStore):
     """The metadata store. ``clock`` returns µs since the epoch (tests inject one).
 
     ``fsync_offsets=False`` writes consumer offsets through a second
@@ -177,6 +182,11 @@ class Metadata(UserStore):
     @property
     def path(self) -> Path:
         return self._db.path
+
+    @property
+    def db(self) -> MetaDb:
+        """The connection (synchronous=FULL) that other stores share: ``core.kvtables``."""
+        return self._db
 
     def schema_version(self) -> int:
         return self._db.schema_version()
@@ -231,6 +241,7 @@ class Metadata(UserStore):
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM streams WHERE id = ?", (sid,))
             self._forget_grants(conn, sid)
+        self._forget_logical_starts(sid)
         info = self._streams.pop(sid)
         del self._stream_ids[info.name]
         for topic in self._topics.pop(sid).values():
@@ -323,6 +334,7 @@ class Metadata(UserStore):
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM topics WHERE stream_id = ? AND id = ?", (info.stream_id, info.id))
             self._forget_grants(conn, info.stream_id, info.id)
+        self._forget_logical_starts(info.stream_id, info.id)
         self._drop_topic(info)
 
     # -- partitions ----------------------------------------------------------------
@@ -351,6 +363,7 @@ class Metadata(UserStore):
                 "DELETE FROM partitions WHERE stream_id = ? AND topic_id = ? AND id >= ?",
                 (info.stream_id, info.id, removed[0]),
             )
+        self._forget_logical_starts(info.stream_id, info.id, removed[0])
         self._reload_topic(info.stream_id, info.id)
         return removed
 
@@ -495,7 +508,8 @@ class Metadata(UserStore):
             self._stream_ids[name] = sid
             self._topics[sid] = {}
         for row in self._db.all(f"SELECT {_TOPIC_COLUMNS} FROM topics t"):
-            self._cache_topic(TopicInfo(*row))
+            self._cache_topic(_topic_info(row))
+        self._load_topic_state()
 
     def _cache_topic(self, info: TopicInfo) -> TopicInfo:
         topics = self._topics[info.stream_id]
@@ -507,7 +521,7 @@ class Metadata(UserStore):
 
     def _reload_topic(self, sid: int, tid: int) -> TopicInfo:
         row = self._db.one(f"SELECT {_TOPIC_COLUMNS} FROM topics t WHERE t.stream_id = ? AND t.id = ?", (sid, tid))
-        return self._cache_topic(TopicInfo(*row))
+        return self._cache_topic(_topic_info(row))
 
     def _drop_topic(self, info: TopicInfo) -> None:
         topics = self._topics[info.stream_id]
@@ -544,6 +558,10 @@ class Metadata(UserStore):
     def _offset_row(self, kind, consumer_id, sid, tid, pid, offset) -> tuple:
         key = self._offset_key(kind, consumer_id, sid, tid, pid)
         return (*key, check_int(offset, "offset", 0, MAX_INT64))
+
+
+def _topic_info(row: Sequence) -> TopicInfo:
+    return TopicInfo(*row[:-1], sealed=bool(row[-1]))  # SQLite keeps the flag as 0/1
 
 
 # -- validation helpers ----------------------------------------------------------------

@@ -155,9 +155,56 @@ CREATE TABLE personal_access_tokens (
 ) WITHOUT ROWID;
 """
 
+# Step 2: what the Pravega adapter needs from the core, in generic form
+# (docs/internals.md "Topic state" and "Key-value tables"):
+# * topics.sealed: a sealed topic takes no appends (Pravega sealStream);
+# * partitions.logical_start: the byte position a Pravega truncateStream moved
+#   the partition's start to (0 = none recorded); the log only deletes whole
+#   segments below it, so the finer position lives here;
+# * topic_attrs: a small string key/value store per topic (stream tags,
+#   retention and scaling policies echoed back to Pravega clients);
+# * kv_tables / kv_entries: core.kvtables (Pravega table segments). Entries are
+#   a rowid table, not WITHOUT ROWID: values reach 1 MiB and SQLite advises
+#   WITHOUT ROWID only for rows well under a page (sqlite.org/withoutrowid.html,
+#   section 4). The version index serves delta reads in version order.
+_SCHEMA_V2 = """
+ALTER TABLE topics ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+
+ALTER TABLE partitions ADD COLUMN logical_start INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE topic_attrs (
+    stream_id INTEGER NOT NULL,
+    topic_id  INTEGER NOT NULL,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, key),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
+);
+
+CREATE TABLE kv_tables (
+    id         INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    length     INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL
+);
+
+CREATE TABLE kv_entries (
+    table_id INTEGER NOT NULL REFERENCES kv_tables(id) ON DELETE CASCADE,
+    key      BLOB NOT NULL,
+    value    BLOB NOT NULL,
+    version  INTEGER NOT NULL,
+    PRIMARY KEY (table_id, key)
+);
+
+CREATE UNIQUE INDEX kv_entries_by_version ON kv_entries (table_id, version);
+"""
+
 # Every schema step from an empty file, in order. Add a step; never edit one
 # that has shipped.
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _SCHEMA_V1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _SCHEMA_V1),
+    Migration(2, "sealed topics, logical partition starts, topic attributes, key-value tables", _SCHEMA_V2),
+)
 
 
 class MetaDb:

@@ -1,0 +1,1 @@
+"""Pravega segment-store adapter (protocols/pravega.md): wire codec, sessions, controller facade."""

@@ -1,0 +1,203 @@
+"""The trio drivers of the Pravega adapter: segment store (TCP) and controller (gRPC).
+
+Theory of operation
+-------------------
+Segment store: one connection, two tasks (STYLE.md section 3). The reader
+decodes frames (:class:`~adapters.pravega.codec.FrameDecoder`) and hands each
+command to the sans-I/O :class:`~adapters.pravega.session.SegmentStoreSession`,
+which answers through :class:`Outbox` -- replies may leave out of request
+order across requests (pravega.md section 1), acks from the core's flusher
+land there too. The writer task drains the outbox, one ``send_all`` per
+turn. Appends are pipelined: the reader never waits for an ack, only stops
+reading while more than ``MAX_UNACKED_BYTES`` are appended and not yet
+acknowledged, or while the outbox holds more than ``MAX_OUTBOX_BYTES``
+(TCP then pushes back on the client). A read at the tail parks in its own
+small task until the partition's next append or ``tail_park_s``.
+
+Controller: gRPC unary calls over h2c (:mod:`adapters.pravega.grpc`) served
+in the connection's task: every RPC is a quick synchronous call on the
+metadata (:mod:`adapters.pravega.controller`).
+
+A protocol violation closes the connection after the replies before it
+(upstream closes too; clients reconnect and re-run SetupAppend); a broken
+socket ends quietly; anything else is our bug: logged, connection closed,
+the listener keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import trio
+
+from .codec import NEED_DATA, FrameDecoder
+from .errors import PravegaProtocolError
+from .grpc import GrpcServerConnection
+from .session import Park, SegmentStoreSession
+from .state import state_of
+
+log = logging.getLogger("ferry.pravega")
+
+RECV_CHUNK = 256 * 1024  # bytes per receive
+# Appended, not yet acknowledged bytes per connection before the reader pauses:
+# two of the client's largest blocks (8 MiB each, pravega-client.md section 4),
+# so a Java-style streaming writer keeps one block in flight behind another.
+MAX_UNACKED_BYTES = 16 * 1024 * 1024
+# Reply bytes queued for a slow reader before we stop reading its requests:
+# a few maximal SegmentRead replies (2 MiB each, pravega.md section 7).
+MAX_OUTBOX_BYTES = 8 * 1024 * 1024
+# Parked tail reads per connection: the client keeps one per segment it reads,
+# so this is far above any real reader and bounds a misbehaving one.
+MAX_PARKED_READS = 1024
+DEFAULT_TAIL_PARK_S = 5.0  # answered well before the client's 30 s timeout (pravega.md section 7)
+
+
+class Outbox:
+    """Reply frames waiting for the writer task; ``put`` never blocks."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.nbytes = 0
+        self.ready = trio.Event()
+        self.progress = trio.Event()  # set when the writer drained, or an ack came back
+        self.closing = False
+
+    def put(self, frame: bytes) -> None:
+        self.frames.append(frame)
+        self.nbytes += len(frame)
+        self.ready.set()
+
+    def poke(self) -> None:
+        self.progress.set()
+        self.ready.set()
+
+    def take(self) -> bytes:
+        out = b"".join(self.frames)
+        self.frames.clear()
+        self.nbytes = 0
+        self.ready = trio.Event()
+        return out
+
+
+async def serve_segment_store(broker, host: str, port: int, conn_nursery, *, advertised_host: str,
+                              tail_park_s: float = DEFAULT_TAIL_PARK_S,
+                              task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind ``host:port`` and serve segment-store connections until cancelled;
+    ``started()`` returns the bound port, which the controller's getURI names."""
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()[1]
+    state_of(broker).segment_store = (advertised_host, bound)
+    task_status.started(bound)
+    handler = partial(segment_store_connection, broker, tail_park_s=tail_park_s)
+    await trio.serve_listeners(handler, listeners, handler_nursery=conn_nursery)
+
+
+async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park_s: float = DEFAULT_TAIL_PARK_S) -> None:
+    outbox = Outbox()
+    session = SegmentStoreSession(broker, outbox.put, on_ack=outbox.poke)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_write_loop, stream, outbox, session, nursery.cancel_scope)
+            await _read_loop(broker, stream, outbox, session, nursery, tail_park_s)
+            outbox.closing = True
+            outbox.poke()
+    except* (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the peer vanished: nobody to tell
+    except* Exception:
+        log.exception("pravega segment store connection failed")
+    finally:
+        session.close()
+        await trio.aclose_forcefully(stream)
+
+
+async def _read_loop(broker, stream, outbox: Outbox, session: SegmentStoreSession, nursery, park_s: float) -> None:
+    decoder = FrameDecoder()
+    parked = [0]
+    while True:
+        data = await stream.receive_some(RECV_CHUNK)
+        decoder.receive_data(data)
+        try:
+            while (cmd := decoder.next_event()) is not NEED_DATA:
+                park = session.handle(cmd)
+                if park is not None:
+                    if parked[0] >= MAX_PARKED_READS:
+                        session.read(park.cmd, parked=True)  # answer at once: empty, at tail
+                    else:
+                        parked[0] += 1
+                        nursery.start_soon(_park, broker, session, park, park_s, parked)
+        except PravegaProtocolError as exc:
+            log.info("pravega connection closed: protocol error", extra={"reason": str(exc)})
+            return
+        if not data or session.close_after_flush:
+            return
+        while session.unacked_bytes > MAX_UNACKED_BYTES or outbox.nbytes > MAX_OUTBOX_BYTES:
+            outbox.progress = trio.Event()
+            await outbox.progress.wait()
+            if session.close_after_flush:
+                return
+
+
+async def _park(broker, session: SegmentStoreSession, park: Park, park_s: float, parked: list) -> None:
+    try:
+        woken = trio.Event()
+        cancel = broker.wait_for_append(*park.key, woken.set)
+        try:
+            with trio.move_on_after(park_s):
+                while not broker.draining:
+                    await woken.wait()
+                    break
+        finally:
+            cancel()
+        if not session.closed:
+            session.read(park.cmd, parked=True)
+    finally:
+        parked[0] -= 1
+
+
+async def _write_loop(stream, outbox: Outbox, session: SegmentStoreSession, scope: trio.CancelScope) -> None:
+    while True:
+        await outbox.ready.wait()
+        if outbox.frames:
+            await stream.send_all(outbox.take())
+        else:
+            outbox.ready = trio.Event()
+        outbox.progress.set()
+        if (outbox.closing or session.close_after_flush) and not outbox.frames:
+            scope.cancel()  # the reader may be parked in receive_some; parked reads end too
+            return
+
+
+# -- controller ------------------------------------------------------------------------------
+async def serve_controller(broker, host: str, port: int, conn_nursery, *, service,
+                           task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind ``host:port`` and serve the controller's gRPC API until cancelled."""
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()[1]
+    task_status.started(bound)
+    await trio.serve_listeners(partial(controller_connection, service), listeners, handler_nursery=conn_nursery)
+
+
+async def controller_connection(service, stream: trio.abc.Stream) -> None:
+    conn = GrpcServerConnection()
+    try:
+        conn.initiate()
+        await stream.send_all(conn.data_to_send())
+        while not conn.closed:
+            data = await stream.receive_some(RECV_CHUNK)
+            if not data:
+                return
+            for call in conn.receive_data(data):
+                service.dispatch(conn, call)
+            out = conn.data_to_send()
+            if out:
+                await stream.send_all(out)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    except Exception:
+        log.exception("pravega controller connection failed")
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+__all__ = ["Outbox", "controller_connection", "segment_store_connection", "serve_controller", "serve_segment_store"]

@@ -1,0 +1,127 @@
+"""Reading a partition as a Pravega segment: a byte stream of event frames.
+
+Theory of operation
+-------------------
+A Pravega segment is bytes, and every offset a client holds (read
+positions, stream cuts, reader-group positions) is a byte offset into it
+(pravega.md section 6). Ferry stores messages, not frames, but the log keeps
+each record's position in that byte view: record *i* covers ``8 +
+payload_length`` bytes, the frame ``[type 0: i32][length: i32][payload]``
+(docs/storage.md "Byte positions"). So a read at any byte offset is:
+
+1. the record whose frame covers the offset (``offset_for_byte_pos``) and
+   where that frame starts (``byte_pos_of``);
+2. frames synthesised from the stored records from there (payload only: a
+   Pravega event has no headers), the first one cut where the offset falls
+   inside it -- a reply may cut an event anywhere and the client reassembles
+   (pravega.md section 6);
+3. at most ``MAX_READ`` bytes, the upstream server's clamp (section 7).
+
+The same arithmetic serves byte streams (``create_byte_stream``), whose
+writes are raw bytes with no frame: each write is stored as one record and
+the raw view drops the 8 bytes per record (:func:`read_raw`). Pure: core
+partition objects in, bytes out; no I/O besides the partition's own reads.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from core.log.partition import Partition
+
+MAX_READ = 2 * 1024 * 1024  # upstream clamps reads to 2 MiB (pravega.md section 7)
+MIN_READ = 8  # ... and to at least one frame header
+_RECORDS_PER_READ = 4096  # records fetched per core read while filling one reply
+_FRAME = struct.Struct(">ii")
+_LENGTHS = struct.Struct("<II")  # core.record: headers_length, payload_length at byte 48
+_PAYLOAD_AT = 64  # core.record: the payload follows the 64-byte header
+
+
+def clamp(suggested: int) -> int:
+    """The number of bytes one SegmentRead carries at most for ``suggested``."""
+    return min(max(suggested, MIN_READ), MAX_READ)
+
+
+def _payloads(part: Partition, offset: int, budget: int):
+    """Yield the payloads of records from ``offset`` on, about ``budget`` bytes of them."""
+    taken = 0
+    while taken < budget:
+        batch = part.read(offset, _RECORDS_PER_READ, max_bytes=budget - taken + _PAYLOAD_AT * 64)
+        if not batch.sizes:
+            return
+        for chunk, size_pos in _walk(batch):
+            view, pos = chunk, size_pos
+            _hlen, plen = _LENGTHS.unpack_from(view, pos + 48)
+            yield view[pos + _PAYLOAD_AT: pos + _PAYLOAD_AT + plen]
+            taken += 8 + plen
+            if taken >= budget:
+                return
+        offset = batch.next_offset
+
+
+def _walk(batch):
+    """``(chunk view, record start)`` for every record of a ReadBatch, in order."""
+    sizes = iter(batch.sizes)
+    for chunk in batch.chunks:
+        view = memoryview(chunk)
+        pos, end = 0, len(view)
+        while pos < end:
+            yield view, pos
+            pos += next(sizes)
+
+
+def read_events(part: Partition, pos: int, length: int) -> bytes:
+    """Up to ``length`` bytes of the event-frame view of ``part`` from byte ``pos``
+    (``byte_start <= pos <= byte_end``; fewer bytes at the tail)."""
+    offset = part.offset_for_byte_pos(pos)
+    skip = pos - part.byte_pos_of(offset)
+    out = bytearray()
+    frame = _FRAME.pack
+    for payload in _payloads(part, offset, skip + length):
+        out += frame(0, len(payload))
+        out += payload
+    return bytes(out[skip: skip + length])
+
+
+def raw_pos_of(part: Partition, offset: int) -> int:
+    """Byte-stream position where record ``offset`` starts: its frame position
+    minus 8 per record before it (records are dense from offset 0)."""
+    return part.byte_pos_of(offset) - 8 * offset
+
+
+def raw_end(part: Partition) -> int:
+    """Length of a byte stream stored as one record per write."""
+    return part.byte_end - 8 * part.next_offset
+
+
+def raw_start(part: Partition) -> int:
+    return part.byte_start - 8 * part.first_offset
+
+
+def raw_offset_for(part: Partition, pos: int) -> int:
+    """The record holding raw byte ``pos`` (``next_offset`` at the end)."""
+    lo, hi = part.first_offset, part.next_offset
+    while lo < hi:  # the last record whose raw start is <= pos
+        mid = (lo + hi + 1) // 2
+        if raw_pos_of(part, mid) <= pos:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def read_raw(part: Partition, pos: int, length: int) -> bytes:
+    """Up to ``length`` bytes of the raw (byte-stream) view from ``pos``."""
+    offset = raw_offset_for(part, pos)
+    if offset >= part.next_offset:
+        return b""
+    skip = pos - raw_pos_of(part, offset)
+    out = bytearray()
+    for payload in _payloads(part, offset, skip + length + 8):
+        out += payload
+        if len(out) >= skip + length:
+            break
+    return bytes(out[skip: skip + length])
+
+
+__all__ = ["MAX_READ", "clamp", "raw_end", "raw_offset_for", "raw_pos_of", "raw_start", "read_events", "read_raw"]

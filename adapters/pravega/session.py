@@ -1,0 +1,504 @@
+"""One segment-store connection: Pravega commands in, broker calls, replies out.
+
+Theory of operation
+-------------------
+The driver feeds decoded commands (:mod:`adapters.pravega.codec`) to
+:meth:`SegmentStoreSession.handle`; replies leave through ``emit(frame)``,
+a synchronous callback that queues bytes for the driver's writer. Nothing
+here awaits, sleeps or touches a socket (STYLE.md section 2).
+
+Appends (pravega.md sections 5 and 12):
+
+* ``SetupAppend`` names a (segment, writer). The writer's last *stored*
+  event number comes from the partition's producer table -- kept in the
+  same batches as the data and replayed on recovery (docs/storage.md) -- so
+  after a reconnect, or a restart after ``kill -9``, the client learns
+  exactly what survived and resends only the rest.
+* A block (Rust: standalone ``AppendBlockEnd``; Java: reassembled by the
+  codec) numbered ``f..l`` against stored ``s``: ``l <= s`` is a duplicate,
+  stored nothing and acknowledged; ``f > s`` (or an unknown writer) is
+  appended; a block straddling ``s`` is no client's behaviour and closes the
+  connection, as upstream does for event numbers going backwards.
+* ``DataAppended`` is emitted from the core's ``on_durable`` callback: only
+  once the block is durable under the fsync policy, and in order per writer
+  (the flusher fires callbacks in offset order). The session never waits for
+  an ack before handling the next command: the driver keeps reading, bounded
+  by ``unacked_bytes``.
+
+Reads return the event-frame byte view (:mod:`adapters.pravega.reads`); a
+read at the tail is *parked* (returned as :class:`Park`): the driver waits
+for the partition's next append or ``PARK_S`` and calls :meth:`read` again
+with ``parked=True``, which answers (empty, ``atTail``) rather than wait
+again -- before the client's 30 s request timeout (pravega.md section 7).
+
+Table segments (reader-group state of the 0.3.8 client) are the broker's
+key-value tables (``broker.tables``). Transactions are held in
+:mod:`adapters.pravega.state` until the controller commits them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+from core.errors import (
+    FerryError,
+    InvalidOffset,
+    NotFound,
+    PayloadTooLarge,
+    ShuttingDown,
+    StorageError,
+    TableKeyBadVersion,
+    TableKeyDoesNotExist,
+    TableLengthMismatch,
+    TableNotEmpty,
+    TableNotFound,
+    TopicSealed,
+)
+from core.log.partition import AppendInput
+
+from . import commands as C
+from .codec import Append, split_events
+from .errors import PravegaProtocolError
+from .names import SegmentName, is_table_segment, parse_segment
+from .reads import clamp, read_events
+from .state import TxnError, state_of
+from .tables import entries_in, entries_out, keys_in, keys_out
+
+log = logging.getLogger("ferry.pravega")
+
+# Wire versions (pravega.md section 2): the 0.3.8 client speaks 15 and accepts a
+# server iff low <= 15 <= high; 17 would make Java clients use LocateOffset,
+# which is not served, so 15 until it is. 5 is upstream's oldest compatible.
+WIRE_VERSION = 15
+OLDEST_COMPATIBLE_VERSION = 5
+NULL_EVENT_NUMBER = -(1 << 63)  # Long.MIN_VALUE: "this writer never wrote here"
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # the client's single-event limit (pravega-client.md section 4)
+MAX_TABLE_READ = 1000  # entries per table read reply, whatever the client suggests
+ORIGIN = "pravega"  # the publishing protocol recorded for live delivery
+
+
+@dataclass(slots=True)
+class Park:
+    """A read at the tail: wait for an append to ``key`` (``(stream_id,
+    topic_id, partition_id)``), then call ``session.read(cmd, parked=True)``."""
+
+    cmd: object
+    key: tuple[int, int, int]
+
+
+@dataclass(slots=True)
+class _Writer:
+    segment: str
+    stream_id: int
+    topic_id: int
+    partition: int
+    last_acked: int
+    producer: str  # the partition's producer-table key: the writer id
+    txn: uuid.UUID | None = None
+    inflight: int = 0
+    deferred: list | None = None  # error replies held until earlier blocks are acked
+
+
+class _Reply(Exception):
+    """Answer this command with ``reply`` (an error command) and carry on."""
+
+    def __init__(self, reply) -> None:
+        super().__init__(type(reply).__name__)
+        self.reply = reply
+
+
+class SegmentStoreSession:
+    """The per-connection state of the segment store; see the module docstring."""
+
+    def __init__(self, broker, emit: Callable[[bytes], None], *, clock_ms: Callable[[], int] | None = None,
+                 on_ack: Callable[[], None] | None = None) -> None:
+        self.broker = broker
+        self.state = state_of(broker)
+        self._emit = emit
+        self._on_ack = on_ack or (lambda: None)
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.writers: dict[uuid.UUID, _Writer] = {}
+        self.unacked_bytes = 0  # appended, not yet acknowledged (the driver's read gate)
+        self.close_after_flush = False  # set when the protocol says: reply, then close
+        self.closed = False
+        self._handlers = {
+            C.Hello: self._hello,
+            C.KeepAlive: self._keep_alive,
+            C.SetupAppend: self._setup_append,
+            Append: self._append,
+            C.ConditionalAppend: self._conditional_append,
+            C.ReadSegment: self.read,
+            C.GetStreamSegmentInfo: self._segment_info,
+            C.SealSegment: self._seal,
+            C.TruncateSegment: self._truncate,
+            C.GetSegmentAttribute: self._get_attribute,
+            C.CreateTableSegment: self._create_table,
+            C.DeleteTableSegment: self._delete_table,
+            C.UpdateTableEntries: self._update_table,
+            C.RemoveTableKeys: self._remove_keys,
+            C.ReadTable: self._read_table,
+            C.ReadTableEntries: self._read_entries,
+            C.ReadTableKeys: self._read_keys,
+            C.ReadTableEntriesDelta: self._read_delta,
+            C.GetTableSegmentInfo: self._table_info,
+        }
+
+    # -- dispatch --------------------------------------------------------------------
+    def handle(self, cmd) -> Park | None:
+        """Answer one command (through ``emit``); a tail read returns a Park.
+        Raises PravegaProtocolError when the connection must close."""
+        handler = self._handlers.get(type(cmd))
+        try:
+            if handler is None:
+                return self._unsupported(cmd)
+            return handler(cmd)
+        except _Reply as r:
+            self.send(r.reply)
+        except ShuttingDown as exc:
+            raise PravegaProtocolError(f"shutting down: {exc}") from None
+        return None
+
+    def send(self, reply) -> None:
+        self._emit(C.encode(reply))
+
+    def close(self) -> None:
+        self.closed = True
+        self.writers.clear()
+
+    def _unsupported(self, cmd) -> None:
+        rid = getattr(cmd, "request_id", None)
+        if rid is None:  # Event/Padding/... frames: the codec already refuses them
+            raise PravegaProtocolError(f"unexpected {type(cmd).__name__}")
+        self.send(C.OperationUnsupported(request_id=rid, operation_name=type(cmd).__name__, server_stack_trace=""))
+
+    # -- handshake -------------------------------------------------------------------
+    def _hello(self, cmd) -> None:
+        # Upstream: refuse when the ranges do not overlap, then close.
+        if cmd.low_version > WIRE_VERSION or cmd.high_version < OLDEST_COMPATIBLE_VERSION:
+            self.send(C.Hello(high_version=WIRE_VERSION, low_version=OLDEST_COMPATIBLE_VERSION))
+            raise PravegaProtocolError(
+                f"client wire versions {cmd.low_version}..{cmd.high_version} do not overlap "
+                f"{OLDEST_COMPATIBLE_VERSION}..{WIRE_VERSION}")
+        self.send(C.Hello(high_version=WIRE_VERSION, low_version=OLDEST_COMPATIBLE_VERSION))
+
+    def _keep_alive(self, cmd) -> None:
+        self.send(C.KeepAlive())
+
+    # -- addressing --------------------------------------------------------------------
+    def _target(self, rid: int, segment: str):
+        """``(SegmentName, TopicInfo)`` of a stream segment, or a NoSuchSegment reply."""
+        name = parse_segment(segment)
+        topic = None
+        if name is not None and name.epoch == 0:
+            names = self.broker.addressing.topic_for_pravega(name.scope, name.stream)
+            if names is not None:
+                try:
+                    topic = self.broker.get_topic(*names)
+                except NotFound:
+                    topic = None
+        if topic is None or name.number >= topic.partitions_count:
+            raise _Reply(C.NoSuchSegment(request_id=rid, segment=segment, server_stack_trace="", offset=-1))
+        return name, topic
+
+    def _partition(self, topic, number: int):
+        return self.broker.partition(topic.stream_id, topic.id, number)
+
+    # -- appends -------------------------------------------------------------------------
+    def _setup_append(self, cmd) -> None:
+        rid, seg = cmd.request_id, cmd.segment
+        name, topic = self._target(rid, seg)
+        txn = None
+        if name.txn is not None:
+            txn = uuid.UUID(name.txn)
+            held = self.state.get(txn)
+            if held is None or held.state.name != "OPEN":
+                raise _Reply(C.NoSuchSegment(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
+            last = held.writers.get((name.number, cmd.writer_id), NULL_EVENT_NUMBER)
+        elif name.transient is not None:
+            raise _Reply(C.OperationUnsupported(request_id=rid, operation_name="transient segments",
+                                                server_stack_trace=""))
+        else:
+            if topic.sealed:
+                raise _Reply(C.SegmentIsSealed(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
+            stored = self._partition(topic, name.number).producer_sequence(str(cmd.writer_id))
+            last = NULL_EVENT_NUMBER if stored is None else stored
+        old = self.writers.get(cmd.writer_id)
+        if old is not None and old.inflight:
+            raise PravegaProtocolError(f"writer {cmd.writer_id} set up again with blocks in flight")
+        self.writers[cmd.writer_id] = _Writer(seg, topic.stream_id, topic.id, name.number, last,
+                                              str(cmd.writer_id), txn)
+        self.send(C.AppendSetup(request_id=rid, segment=seg, writer_id=cmd.writer_id, last_event_number=last))
+
+    def _writer(self, writer_id: uuid.UUID) -> _Writer:
+        w = self.writers.get(writer_id)
+        if w is None:  # upstream: an append from a writer not set up is a protocol error
+            raise PravegaProtocolError(f"append from writer {writer_id} before SetupAppend")
+        return w
+
+    def _append(self, ev: Append) -> None:
+        w = self._writer(ev.writer_id)
+        if w.deferred is not None:
+            return  # the writer failed; later blocks get nothing until it sets up again
+        try:
+            payloads = split_events(ev.data)
+        except PravegaProtocolError:
+            self._fail(w, C.ErrorMessage(request_id=ev.request_id, segment=w.segment,
+                                         message="append data is not a sequence of event frames", error_code=0))
+            raise
+        if len(payloads) != ev.num_events or ev.num_events <= 0:
+            raise PravegaProtocolError(f"block says {ev.num_events} events, holds {len(payloads)}")
+        for p in payloads:
+            if len(p) > MAX_EVENT_BYTES:
+                raise PravegaProtocolError(f"event of {len(p)} bytes exceeds {MAX_EVENT_BYTES}")
+        if w.txn is not None:
+            return self._append_txn(w, ev, payloads)
+        self._store(w, ev.request_id, ev.last_event_number, ev.num_events, payloads, len(ev.data))
+
+    def _store(self, w: _Writer, rid: int, last: int, n: int, payloads, size: int) -> None:
+        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        stored = part.producer_sequence(w.producer)
+        first = last - n + 1
+        if stored is not None and first <= stored < last:
+            # Only a client that lost track of its numbers sends this (pravega.md section 12):
+            # close, so it re-runs SetupAppend, learns the stored number and resends the rest.
+            raise PravegaProtocolError(f"block {first}..{last} straddles stored event number {stored}")
+        items = [AppendInput(bytes(p)) for p in payloads]
+        w.inflight += 1
+        self.unacked_bytes += size
+        try:
+            self.broker.append(w.stream_id, w.topic_id, items, partition=w.partition, producer=(w.producer, last),
+                               on_durable=partial(self._acked, w, rid, last, size, part), origin=ORIGIN)
+        except TopicSealed:
+            self._settle(w, size)
+            self._fail(w, C.SegmentIsSealed(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
+        except NotFound:
+            self._settle(w, size)
+            self._fail(w, C.NoSuchSegment(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
+        except PayloadTooLarge as exc:
+            self._settle(w, size)
+            self._fail(w, C.ErrorMessage(request_id=rid, segment=w.segment, message=exc.message, error_code=0))
+            raise PravegaProtocolError(exc.message) from None
+        except StorageError as exc:
+            self._settle(w, size)
+            raise PravegaProtocolError(f"storage failed: {exc}") from None
+
+    def _settle(self, w: _Writer, size: int) -> None:
+        w.inflight -= 1
+        self.unacked_bytes -= size
+        self._on_ack()
+
+    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, outcome) -> None:
+        self._settle(w, size)
+        if self.closed:
+            return
+        if isinstance(outcome, BaseException):
+            # The write failed: the client must not be told it is stored; closing makes it
+            # reconnect and learn the truth from AppendSetup.
+            self.close_after_flush = True
+            self._on_ack()
+            return
+        prev, w.last_acked = w.last_acked, max(w.last_acked, last)
+        self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
+                                 request_id=rid, current_segment_write_offset=part.byte_end))
+        if w.inflight == 0 and w.deferred:
+            self._flush_deferred(w)
+
+    def _fail(self, w: _Writer, reply) -> None:
+        """An error for this writer: after the blocks ahead of it are acked (upstream
+        AppendProcessor), then the writer must set up again."""
+        w.deferred = (w.deferred or []) + [reply]
+        if w.inflight == 0:
+            self._flush_deferred(w)
+
+    def _flush_deferred(self, w: _Writer) -> None:
+        for reply in w.deferred or ():
+            self.send(reply)
+        w.deferred = []
+        if self.writers.get(uuid.UUID(w.producer)) is w:
+            del self.writers[uuid.UUID(w.producer)]
+
+    def _append_txn(self, w: _Writer, ev: Append, payloads) -> None:
+        txn = self.state.get(w.txn)
+        try:
+            if txn is None:
+                raise TxnError("transaction is gone")
+            self.state.add_events(txn, w.partition, ev.writer_id, ev.last_event_number, [bytes(p) for p in payloads])
+        except TxnError as exc:
+            self._fail(w, C.NoSuchSegment(request_id=ev.request_id, segment=w.segment,
+                                          server_stack_trace=str(exc), offset=ev.last_event_number))
+            return
+        prev, w.last_acked = w.last_acked, max(w.last_acked, ev.last_event_number)
+        self.send(C.DataAppended(writer_id=ev.writer_id, event_number=ev.last_event_number, previous_event_number=prev,
+                                 request_id=ev.request_id, current_segment_write_offset=-1))
+
+    def _conditional_append(self, cmd) -> None:
+        w = self._writer(cmd.writer_id)
+        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        if part.byte_end != cmd.expected_offset:
+            self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
+                                               request_id=cmd.request_id))
+            return
+        self._store(w, cmd.request_id, cmd.event_number, 1, [cmd.event], len(cmd.event) + 8)
+
+    # -- reads -------------------------------------------------------------------------------
+    def read(self, cmd, parked: bool = False) -> Park | None:
+        rid, seg = cmd.request_id, cmd.segment
+        try:
+            name, topic = self._target(rid, seg)
+        except _Reply as r:
+            self.send(r.reply)
+            return None
+        part = self._partition(topic, name.number)
+        start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+        end = part.byte_end
+        offset = cmd.offset
+        if offset < start:
+            self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
+                                           offset=offset))
+            return None
+        if offset >= end:
+            if topic.sealed or self.broker.get_topic(topic.stream_id, topic.id).sealed:
+                self.send(C.SegmentRead(segment=seg, offset=offset, at_tail=True, end_of_segment=True, data=b"",
+                                        request_id=rid))
+                return None
+            if not parked:
+                return Park(cmd, (topic.stream_id, topic.id, name.number))
+            self.send(C.SegmentRead(segment=seg, offset=offset, at_tail=True, end_of_segment=False, data=b"",
+                                    request_id=rid))
+            return None
+        try:
+            data = read_events(part, offset, clamp(cmd.suggested_length))
+        except InvalidOffset:  # retention moved the start between the check and the read
+            start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+            self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
+                                           offset=offset))
+            return None
+        at_tail = offset + len(data) >= part.byte_end
+        self.send(C.SegmentRead(segment=seg, offset=offset, at_tail=at_tail, end_of_segment=at_tail and topic.sealed,
+                                data=data, request_id=rid))
+        return None
+
+    def _segment_info(self, cmd) -> None:
+        rid, seg = cmd.request_id, cmd.segment_name
+        name, topic = self._target(rid, seg)
+        part = self._partition(topic, name.number)
+        if name.txn is not None:
+            txn = self.state.get(uuid.UUID(name.txn))
+            held = sum(8 + len(p) for p in txn.events.get(name.number, ())) if txn else 0
+            self.send(C.StreamSegmentInfo(request_id=rid, segment_name=seg, exists=txn is not None, is_sealed=False,
+                                          is_deleted=False, last_modified=self._clock_ms(), write_offset=held,
+                                          start_offset=0))
+            return
+        start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+        self.send(C.StreamSegmentInfo(request_id=rid, segment_name=seg, exists=True, is_sealed=topic.sealed,
+                                      is_deleted=False, last_modified=self._clock_ms(), write_offset=part.byte_end,
+                                      start_offset=start))
+
+    def _seal(self, cmd) -> None:
+        rid, seg = cmd.request_id, cmd.segment
+        name, topic = self._target(rid, seg)
+        if topic.partitions_count != 1:  # a Ferry topic seals whole; one segment of many cannot
+            raise _Reply(C.OperationUnsupported(request_id=rid, operation_name="SealSegment of one of several "
+                                                "segments (seal the stream)", server_stack_trace=""))
+        self.broker.seal_topic(topic.stream_id, topic.id)
+        self.send(C.SegmentSealed(request_id=rid, segment=seg))
+
+    def _truncate(self, cmd) -> None:
+        rid, seg = cmd.request_id, cmd.segment
+        name, topic = self._target(rid, seg)
+        try:
+            self.broker.truncate_partition(topic.stream_id, topic.id, name.number, cmd.truncation_offset)
+        except InvalidOffset as exc:
+            raise _Reply(C.ErrorMessage(request_id=rid, segment=seg, message=exc.message, error_code=0)) from None
+        self.send(C.SegmentTruncated(request_id=rid, segment=seg))
+
+    def _get_attribute(self, cmd) -> None:
+        # Java writers read their last event number as an attribute keyed by writer id.
+        name, topic = self._target(cmd.request_id, cmd.segment_name)
+        stored = self._partition(topic, name.number).producer_sequence(str(cmd.attribute_id))
+        self.send(C.SegmentAttribute(request_id=cmd.request_id, value=NULL_EVENT_NUMBER if stored is None else stored))
+
+    # -- table segments -----------------------------------------------------------------------
+    def _table_call(self, rid: int, segment: str, fn, *args):
+        if not is_table_segment(segment):
+            raise _Reply(C.NoSuchSegment(request_id=rid, segment=segment, server_stack_trace="", offset=-1))
+        try:
+            return fn(segment, *args)
+        except TableNotFound:
+            raise _Reply(C.NoSuchSegment(request_id=rid, segment=segment, server_stack_trace="", offset=-1)) from None
+        except TableKeyBadVersion:
+            raise _Reply(C.TableKeyBadVersion(request_id=rid, segment=segment, server_stack_trace="")) from None
+        except TableKeyDoesNotExist:
+            raise _Reply(C.TableKeyDoesNotExist(request_id=rid, segment=segment, server_stack_trace="")) from None
+        except TableNotEmpty:
+            raise _Reply(C.TableSegmentNotEmpty(request_id=rid, segment=segment, server_stack_trace="")) from None
+        except TableLengthMismatch as exc:
+            length = exc.details.get("length", -1)
+            raise _Reply(C.SegmentIsTruncated(request_id=rid, segment=segment, start_offset=length,
+                                              server_stack_trace="", offset=-1)) from None
+        except FerryError as exc:  # a key or value over its limit
+            raise _Reply(C.ErrorMessage(request_id=rid, segment=segment, message=exc.message, error_code=0)) from None
+
+    def _create_table(self, cmd) -> None:
+        rid, seg = cmd.request_id, cmd.segment
+        if self._table_call(rid, seg, self.broker.tables.create):
+            self.send(C.SegmentCreated(request_id=rid, segment=seg))
+        else:
+            self.send(C.SegmentAlreadyExists(request_id=rid, segment=seg, server_stack_trace=""))
+
+    def _delete_table(self, cmd) -> None:
+        self._table_call(cmd.request_id, cmd.segment, self.broker.tables.delete, cmd.must_be_empty)
+        self.send(C.SegmentDeleted(request_id=cmd.request_id, segment=cmd.segment))
+
+    def _update_table(self, cmd) -> None:
+        versions = self._table_call(cmd.request_id, cmd.segment, self.broker.tables.update,
+                                    entries_in(cmd.entries), cmd.table_segment_offset)
+        self.send(C.TableEntriesUpdated(request_id=cmd.request_id, updated_versions=tuple(versions)))
+
+    def _remove_keys(self, cmd) -> None:
+        self._table_call(cmd.request_id, cmd.segment, self.broker.tables.remove, keys_in(cmd.keys),
+                         cmd.table_segment_offset)
+        self.send(C.TableKeysRemoved(request_id=cmd.request_id, segment=cmd.segment))
+
+    def _read_table(self, cmd) -> None:
+        keys = [k for k, _v in keys_in(cmd.keys)]
+        found = self._table_call(cmd.request_id, cmd.segment, self.broker.tables.get, keys)
+        rows = [(k, b"", -1) if e is None else e for k, e in zip(keys, found)]  # -1: no such key (upstream)
+        self.send(C.TableRead(request_id=cmd.request_id, segment=cmd.segment, entries=entries_out(rows)))
+
+    def _page(self, cmd, count: int):
+        token = bytes(cmd.continuation_token or b"")
+        after = token or None
+        rows = self._table_call(cmd.request_id, cmd.segment, self.broker.tables.entries, after,
+                                max(1, min(count, MAX_TABLE_READ)))
+        return rows, (rows[-1][0] if rows else token)
+
+    def _read_entries(self, cmd) -> None:
+        rows, token = self._page(cmd, cmd.suggested_entry_count)
+        self.send(C.TableEntriesRead(request_id=cmd.request_id, segment=cmd.segment, entries=entries_out(rows),
+                                     continuation_token=token))
+
+    def _read_keys(self, cmd) -> None:
+        rows, token = self._page(cmd, cmd.suggested_key_count)
+        self.send(C.TableKeysRead(request_id=cmd.request_id, segment=cmd.segment,
+                                  keys=keys_out([(k, v) for k, _val, v in rows]), continuation_token=token))
+
+    def _read_delta(self, cmd) -> None:
+        rows, last, reached_end = self._table_call(cmd.request_id, cmd.segment, self.broker.tables.delta,
+                                                   cmd.from_position,
+                                                   max(1, min(cmd.suggested_entry_count, MAX_TABLE_READ)))
+        self.send(C.TableEntriesDeltaRead(request_id=cmd.request_id, segment=cmd.segment, entries=entries_out(rows),
+                                          should_clear=False, reached_end=reached_end, last_position=last))
+
+    def _table_info(self, cmd) -> None:
+        length, count = self._table_call(cmd.request_id, cmd.segment_name, self.broker.tables.info)
+        self.send(C.TableSegmentInfo(request_id=cmd.request_id, segment_name=cmd.segment_name, start_offset=0,
+                                     length=length, entry_count=count, key_length=0))
+
+
+__all__ = ["OLDEST_COMPATIBLE_VERSION", "Park", "SegmentStoreSession", "WIRE_VERSION"]

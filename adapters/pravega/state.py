@@ -1,0 +1,129 @@
+"""What the Pravega segment store and controller share, one per broker.
+
+Theory of operation
+-------------------
+The two Pravega listeners are separate sockets (12345 and 9090) but one
+service: the controller's ``getURI`` must name the segment store's bound
+address, and a transaction opened over gRPC is written through the segment
+store and committed over gRPC again. :func:`state_of` gives the one
+:class:`PravegaState` of a broker (kept in a weak map like the Iggy
+adapter's session registry, so the core never learns about Pravega).
+
+Transactions (pravega.md section 3, "not needed for the core flow"): events
+written to ``<segment>#transaction.<id>`` are held here, per partition, until
+the controller commits them -- then each partition's events are appended as
+one call, so a reader sees all of a partition's events of the transaction or
+none -- or aborts them. Open transactions live in memory: a gateway restart
+aborts them (docs/pravega.md says so); their total size is bounded.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+import weakref
+from dataclasses import dataclass, field
+
+# Bytes of uncommitted transaction events held per gateway: a client that
+# opens transactions and never commits must not grow memory without bound.
+MAX_TXN_BYTES = 256 * 1024 * 1024
+MAX_OPEN_TXNS = 10_000  # open transactions per gateway (each costs a dict entry)
+DEFAULT_LEASE_MS = 120_000  # the Rust client's default transaction lease (TxnWriter config)
+MAX_LEASE_MS = 24 * 3600 * 1000  # Pravega's default max lease is far below one day
+
+
+class TxnState(enum.IntEnum):
+    """Controller.proto TxnState.State values."""
+
+    UNKNOWN = 0
+    OPEN = 1
+    COMMITTING = 2
+    COMMITTED = 3
+    ABORTING = 4
+    ABORTED = 5
+
+
+@dataclass(slots=True)
+class Txn:
+    id: uuid.UUID
+    stream: str  # Ferry stream (Pravega scope)
+    topic: str  # Ferry topic (Pravega stream)
+    deadline_ms: int  # lease end; past it the transaction is aborted
+    state: TxnState = TxnState.OPEN
+    events: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> payloads
+    writers: dict[tuple[int, uuid.UUID], int] = field(default_factory=dict)  # last event number
+    nbytes: int = 0
+
+
+class TxnError(Exception):
+    """A transaction cannot take this operation (unknown, not open, full)."""
+
+
+class PravegaState:
+    """Shared by one broker's segment store and controller."""
+
+    def __init__(self) -> None:
+        self.segment_store: tuple[str, int] | None = None  # advertised (host, port) for getURI
+        self.txns: dict[uuid.UUID, Txn] = {}
+        self.txn_bytes = 0
+
+    # -- transactions -------------------------------------------------------------
+    def open_txn(self, stream: str, topic: str, now_ms: int, lease_ms: int) -> Txn:
+        self.expire(now_ms)
+        if len(self.txns) >= MAX_OPEN_TXNS:
+            raise TxnError(f"{MAX_OPEN_TXNS} transactions are open")
+        lease = min(max(lease_ms, 1), MAX_LEASE_MS) if lease_ms > 0 else DEFAULT_LEASE_MS
+        txn = Txn(uuid.uuid4(), stream, topic, now_ms + lease)
+        self.txns[txn.id] = txn
+        return txn
+
+    def get(self, txn_id: uuid.UUID) -> Txn | None:
+        return self.txns.get(txn_id)
+
+    def add_events(self, txn: Txn, partition: int, writer: uuid.UUID, last_event: int,
+                   payloads: list[bytes]) -> bool:
+        """Hold events of an open transaction; False for a duplicate block
+        (event numbers at or below the last held for this writer)."""
+        if txn.state is not TxnState.OPEN:
+            raise TxnError(f"transaction {txn.id} is {txn.state.name}")
+        key = (partition, writer)
+        if last_event <= txn.writers.get(key, -(1 << 63)):
+            return False
+        size = sum(map(len, payloads))
+        if self.txn_bytes + size > MAX_TXN_BYTES:
+            raise TxnError(f"open transactions hold more than {MAX_TXN_BYTES} bytes")
+        txn.events.setdefault(partition, []).extend(payloads)
+        txn.writers[key] = last_event
+        txn.nbytes += size
+        self.txn_bytes += size
+        return True
+
+    def finish(self, txn: Txn, state: TxnState) -> None:
+        """Mark COMMITTED or ABORTED and free the held events."""
+        txn.state = state
+        self.txn_bytes -= txn.nbytes
+        txn.nbytes = 0
+        txn.events = {}
+
+    def expire(self, now_ms: int) -> None:
+        """Abort open transactions whose lease ran out; forget finished ones
+        after a lease length (clients ask for their state for a while)."""
+        for txn in list(self.txns.values()):
+            if txn.state is TxnState.OPEN and now_ms > txn.deadline_ms:
+                self.finish(txn, TxnState.ABORTED)
+            elif txn.state in (TxnState.COMMITTED, TxnState.ABORTED) and now_ms > txn.deadline_ms + DEFAULT_LEASE_MS:
+                del self.txns[txn.id]
+
+
+_STATES: "weakref.WeakKeyDictionary[object, PravegaState]" = weakref.WeakKeyDictionary()
+
+
+def state_of(broker) -> PravegaState:
+    """The broker's Pravega state (created on first use)."""
+    st = _STATES.get(broker)
+    if st is None:
+        st = _STATES[broker] = PravegaState()
+    return st
+
+
+__all__ = ["PravegaState", "Txn", "TxnError", "TxnState", "state_of"]

@@ -1,0 +1,130 @@
+"""Sealed topics, logical truncation, byte bounds and topic attributes.
+
+Mixed into :class:`core.broker.Broker` (its own module keeps each file small,
+as :mod:`core.consumers` does). Generic core capabilities the Pravega adapter
+maps its stream and segment operations onto (protocols/pravega.md sections 4.3
+and 12); any adapter may use them.
+
+* **Sealing** (Pravega sealStream / SealSegment) marks a topic so that every
+  later ``append`` / ``append_records`` raises :class:`TopicSealed`. It waits
+  for nothing: appends accepted before it are pending in their partitions and
+  still become durable and acknowledged as usual.
+* **Logical truncation** (Pravega truncateStream / TruncateSegment) records a
+  byte position (the Pravega byte view, docs/storage.md "Byte positions") as
+  the partition's start in metadata, then deletes the whole sealed segments
+  that lie entirely below it (never the active one). Pravega reads see the
+  exact position (:meth:`TopicOps.partition_byte_start`); other protocols'
+  offset reads only notice the deleted segments, as after retention.
+* **Attributes**: a small string key/value store per topic
+  (``core.topicstate``), for what Pravega echoes back (tags, policies).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Mapping
+
+from .errors import InvalidArgument, InvalidOffset, TopicSealed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .log import Partition
+    from .metadata import Ident, TopicInfo
+
+log = logging.getLogger("ferry.broker")
+
+
+def topic_sealed(info: "TopicInfo") -> TopicSealed:
+    """The error an append to the sealed topic ``info`` raises."""
+    return TopicSealed(f"topic {info.name!r} is sealed: it takes no more appends",
+                       stream_id=info.stream_id, topic_id=info.id)
+
+
+class TopicOps:
+    """Sealing, truncation and attributes (a mixin over Broker's metadata and partitions)."""
+
+    # -- sealing ---------------------------------------------------------------
+    def seal_topic(self, stream: "Ident", topic: "Ident") -> "TopicInfo":
+        """Seal a topic (idempotent); returns its TopicInfo (``sealed`` True).
+        Appends already accepted still become durable. Raises StreamNotFound,
+        TopicNotFound."""
+        info = self.meta.seal_topic(stream, topic)
+        self._subject_topics.clear()  # cached TopicInfos would still say unsealed
+        return info
+
+    # -- byte bounds and truncation ---------------------------------------------------
+    def partition_byte_start(self, stream: "Ident", topic: "Ident", partition_id: int) -> int:
+        """The first byte position readable in the Pravega view: the larger of
+        the log's ``byte_start`` (moved by retention and segment deletion) and
+        the start a truncation recorded. Raises StreamNotFound, TopicNotFound,
+        PartitionNotFound."""
+        info = self.meta.get_topic(stream, topic)
+        part = self._partition(info, partition_id)
+        return max(part.byte_start, self.meta.logical_start(info.stream_id, info.id, partition_id))
+
+    def partition_byte_end(self, stream: "Ident", topic: "Ident", partition_id: int) -> int:
+        """The length of the partition's Pravega byte view (pending appends
+        included, as reads see them). Raises as :meth:`partition_byte_start`."""
+        return self.partition(stream, topic, partition_id).byte_end
+
+    def truncate_partition(self, stream: "Ident", topic: "Ident", partition_id: int, byte_pos: int) -> int:
+        """Move the partition's start to ``byte_pos`` and return the new start
+        (:meth:`partition_byte_start`). The position is recorded durably first;
+        then the whole sealed segments below it are deleted (never the active
+        one), so other protocols lose those records as after retention. A
+        position at or below the current start changes nothing (a truncation is
+        never undone). Raises StreamNotFound, TopicNotFound, PartitionNotFound,
+        InvalidArgument (not an int), InvalidOffset (negative, or past
+        ``byte_end``), StorageError."""
+        if isinstance(byte_pos, bool) or not isinstance(byte_pos, int):
+            raise InvalidArgument(f"a byte position is an int, got {type(byte_pos).__name__}")
+        info = self.meta.get_topic(stream, topic)
+        part = self._partition(info, partition_id)
+        if not 0 <= byte_pos <= part.byte_end:
+            raise InvalidOffset(f"byte position {byte_pos} is outside 0..{part.byte_end}", position=byte_pos)
+        start = max(part.byte_start, self.meta.logical_start(info.stream_id, info.id, partition_id))
+        if byte_pos <= start:
+            return start
+        self.meta.set_logical_start(info.stream_id, info.id, partition_id, byte_pos)
+        _drop_segments_below(part, byte_pos)
+        return byte_pos
+
+    def _apply_logical_starts(self) -> None:
+        """At open: finish truncations a crash cut short (segments not yet
+        deleted) and pull back a start past the log's end (the tail it was
+        recorded against was pending and lost; new appends must stay readable)."""
+        for (sid, tid, pid), start in self.meta.logical_starts().items():
+            part = self._partitions.get((sid, tid, pid))
+            if part is None:
+                continue
+            if start > part.byte_end:
+                log.warning("partition %d of topic %d/%d: recorded start %d is past the log's end %d after "
+                            "recovery; moving it back", pid, sid, tid, start, part.byte_end)
+                start = self.meta.set_logical_start(sid, tid, pid, part.byte_end, lower=True)
+            _drop_segments_below(part, start)
+
+    # -- attributes --------------------------------------------------------------------
+    def set_topic_attrs(self, stream: "Ident", topic: "Ident", mapping: Mapping[str, str]) -> None:
+        """Set the given attribute keys of a topic (other keys are kept), all or
+        nothing. Raises StreamNotFound, TopicNotFound, InvalidName (key),
+        InvalidArgument (value, or a limit of ``core.topicstate``)."""
+        self.meta.set_topic_attrs(stream, topic, mapping)
+
+    def topic_attrs(self, stream: "Ident", topic: "Ident") -> dict[str, str]:
+        """A topic's attributes. Raises StreamNotFound, TopicNotFound."""
+        return self.meta.topic_attrs(stream, topic)
+
+
+def _drop_segments_below(part: "Partition", byte_pos: int) -> int:
+    """Delete the partition's sealed segments whose records all end at or before
+    ``byte_pos``; returns how many. ``offset_for_byte_pos`` names the record
+    covering ``byte_pos`` (the first not entirely below it), so every record
+    before it may go: Partition.delete_oldest_segments stops at the first
+    segment holding that offset or a later one, and never takes the active one."""
+    if byte_pos <= part.byte_start:
+        return 0
+    keep_from = part.offset_for_byte_pos(byte_pos)
+    return part.delete_oldest_segments(sys.maxsize, keep_from - 1)
+
+
+__all__ = ["TopicOps", "topic_sealed"]

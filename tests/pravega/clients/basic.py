@@ -1,0 +1,83 @@
+"""Real pravega 0.3.8 client: scopes, streams, writers with routing keys, a reader group.
+
+Run by tests/pravega/test_pravega_real_client.py in the client's own venv:
+``basic.py CONTROLLER_PORT``. Prints one JSON line per step (the test compares
+them); a step that raises prints its exception type and text instead.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+import pravega_client
+
+PORT = int(sys.argv[1])
+STEP_TIMEOUT_S = 30  # per awaited step; the test also kills the whole script at its own limit
+
+
+def out(step, **kw):
+    print(json.dumps({"step": step, **kw}), flush=True)
+
+
+def attempt(step, fn, *args, **kw):
+    try:
+        value = fn(*args, **kw)
+    except Exception as exc:  # noqa: BLE001 - the test asserts on the error's type and text
+        out(step, error=type(exc).__name__, text=str(exc)[:300])
+        return None
+    out(step, value=value if isinstance(value, (bool, int, str, list, type(None))) else repr(value)[:80])
+    return value
+
+
+async def read_all(reader, want, limit_s=STEP_TIMEOUT_S):
+    got = []
+    deadline = time.monotonic() + limit_s
+    while len(got) < want and time.monotonic() < deadline:
+        slice_ = await asyncio.wait_for(reader.get_segment_slice_async(), timeout=limit_s)
+        for event in slice_:
+            got.append(bytes(event.data()).decode())
+        reader.release_segment(slice_)
+    return got
+
+
+async def main():
+    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    attempt("create_scope", m.create_scope, "sc1")
+    attempt("create_scope_again", m.create_scope, "sc1")
+    attempt("create_stream", m.create_stream, "sc1", "st1", 4)
+    attempt("create_stream_again", m.create_stream, "sc1", "st1", 4)
+    attempt("create_stream_missing_scope", m.create_stream, "nosuchscope", "st1", 1)
+    attempt("create_scope_bad_name", m.create_scope, "bad scope!")
+    attempt("create_stream_bad_name", m.create_stream, "sc1", "bad/stream", 1)
+
+    w = m.create_writer("sc1", "st1")
+    for i in range(40):
+        w.write_event(f"k{i % 5}:{i}", f"k{i % 5}")
+    futs = [w.write_event_async(f"k{i % 5}:{i}", f"k{i % 5}") for i in range(40, 60)]
+    for f in futs:
+        await asyncio.wait_for(f, STEP_TIMEOUT_S)
+    w.write_event_bytes(b"k9:60", "k9")
+    w.flush()
+    out("written", value=61)
+
+    rg = m.create_reader_group("rg1", "sc1", "st1")
+    r = rg.create_reader("r1")
+    got = await read_all(r, 61)
+    per_key = {}
+    for e in got:
+        k, i = e.split(":")
+        per_key.setdefault(k, []).append(int(i))
+    out("read", count=len(got), ordered=all(v == sorted(v) for v in per_key.values()),
+        keys=sorted(per_key), distinct=len(set(got)))
+    r.reader_offline()
+
+    out("list_scopes", value=sorted(s for s in m.list_scope() if not s.startswith("_")))
+    out("list_streams", value=sorted(str(s) for s in m.list_stream("sc1")))
+    attempt("delete_unsealed", m.delete_stream, "sc1", "st1")
+    attempt("seal", m.seal_stream, "sc1", "st1")
+    attempt("delete_sealed", m.delete_stream, "sc1", "st1")
+    attempt("delete_scope", m.delete_scope, "sc1")
+
+
+asyncio.run(main())
