@@ -294,8 +294,10 @@ class ControllerService:
             return P.UpdateStreamStatus(status=S.STREAM_SEALED)
         wanted = max(1, req.scaling_policy.min_num_segments if req.scaling_policy else 1)
         if wanted != topic.partitions_count:
-            log.info("updateStream refused: segment count changes are scaling", extra={"stream": topic.name})
-            return P.UpdateStreamStatus(status=S.FAILURE)
+            # FAILURE would make the client retry with backoff for minutes; the request can never
+            # succeed, so answer what the client treats as final (pravega-client.md section 4).
+            raise _Status(GrpcStatus.INVALID_ARGUMENT, f"changing the segment count ({topic.partitions_count} -> "
+                          f"{wanted}) is scaling, which Ferry streams do not do")
         expiry, max_size = _retention(req.retention_policy)
         self.broker.update_topic(topic.stream_id, topic.id, message_expiry=expiry, max_topic_size=max_size)
         self.broker.set_topic_attrs(topic.stream_id, topic.id, _attrs(req))
@@ -327,12 +329,12 @@ class ControllerService:
         for segment_id in cut:
             epoch, number = split_segment_id(segment_id)
             if epoch != 0 or number >= topic.partitions_count:
-                return P.UpdateStreamStatus(status=S.FAILURE)
+                raise _Status(GrpcStatus.INVALID_ARGUMENT, f"segment {segment_id} is not in this stream")
         try:
             for segment_id, offset in sorted(cut.items()):
                 self.broker.truncate_partition(topic.stream_id, topic.id, segment_id, offset)
-        except InvalidOffset:
-            return P.UpdateStreamStatus(status=S.FAILURE)
+        except InvalidOffset as exc:
+            raise _Status(GrpcStatus.INVALID_ARGUMENT, exc.message) from None
         return P.UpdateStreamStatus(status=S.SUCCESS)
 
     # -- segments ----------------------------------------------------------------------------

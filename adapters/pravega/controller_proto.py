@@ -24,6 +24,12 @@ enums are nested classes with the proto's names, so a status reads
 ``ScalingPolicy.ScalingPolicyType.FIXED_NUM_SEGMENTS`` (the same shape protoc's
 Python output has). Field attributes are the snake_case forms of the proto
 names (``streamInfo`` -> ``stream_info``, ``from`` -> ``from_``).
+
+Shorthand: every enum in this proto numbers its members 0, 1, 2, ... in order,
+so :func:`_enum` takes the names only; the sixteen messages that are nothing
+but one enum field (``CreateScopeStatus{Status status = 1}``) are one
+:func:`_enum_message` line each. Field numbers and enum values were checked
+against both proto copies when written; tests/pravega pins the golden bytes.
 """
 
 from __future__ import annotations
@@ -33,6 +39,19 @@ from enum import IntEnum
 from .protobuf import Field as F, Map, Message
 
 SERVICE = "io.pravega.controller.stream.api.grpc.v1.ControllerService"
+
+
+def _enum(name: str, members: str) -> type[IntEnum]:
+    """A proto enum whose values are 0, 1, 2, ... in the order named: true of
+    every enum in this proto (tests/pravega pins a few values)."""
+    return IntEnum(name, members.split(), start=0, module=__name__)
+
+
+def _enum_message(name: str, members: str, *, enum: str = "Status", field: str = "status") -> type[Message]:
+    """The many messages that are one enum field (number 1) and that enum,
+    nested under ``enum``: ``CreateScopeStatus{Status status = 1}``."""
+    nested = _enum(enum, members)
+    return type(name, (Message,), {enum: nested, "FIELDS": (F(1, field, nested),), "__module__": __name__})
 
 
 # -- names and identities -------------------------------------------------------
@@ -45,13 +64,7 @@ class ContinuationToken(Message):
 
 
 class StreamInfo(Message):
-    class AccessOperation(IntEnum):
-        UNSPECIFIED = 0
-        NONE = 1
-        ANY = 2
-        READ = 3
-        WRITE = 4
-        READ_WRITE = 5
+    AccessOperation = _enum("AccessOperation", "UNSPECIFIED NONE ANY READ WRITE READ_WRITE")
 
     FIELDS = (F(1, "scope", "string"), F(2, "stream", "string"),
               F(3, "accessOperation", AccessOperation, about="absent from old Java copies"))
@@ -93,20 +106,15 @@ class ExistsResponse(Message):
 
 # -- stream configuration -----------------------------------------------------------
 class ScalingPolicy(Message):
-    class ScalingPolicyType(IntEnum):
-        FIXED_NUM_SEGMENTS = 0
-        BY_RATE_IN_KBYTES_PER_SEC = 1
-        BY_RATE_IN_EVENTS_PER_SEC = 2
+    ScalingPolicyType = _enum("ScalingPolicyType",
+                              "FIXED_NUM_SEGMENTS BY_RATE_IN_KBYTES_PER_SEC BY_RATE_IN_EVENTS_PER_SEC")
 
     FIELDS = (F(1, "scaleType", ScalingPolicyType), F(2, "targetRate", "int32"),
               F(3, "scaleFactor", "int32"), F(4, "minNumSegments", "int32", about="the partition count"))
 
 
 class RetentionPolicy(Message):
-    class RetentionPolicyType(IntEnum):
-        UNKNOWN = 0
-        TIME = 1
-        SIZE = 2
+    RetentionPolicyType = _enum("RetentionPolicyType", "UNKNOWN TIME SIZE")
 
     FIELDS = (F(1, "retentionType", RetentionPolicyType), F(2, "retentionParam", "int64"),
               F(3, "retentionMax", "int64"))
@@ -145,56 +153,14 @@ class SegmentValidityResponse(Message):
 
 
 # -- status replies ---------------------------------------------------------------
-class CreateScopeStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        SCOPE_EXISTS = 2
-        INVALID_SCOPE_NAME = 3
-
-    FIELDS = (F(1, "status", Status),)
-
-
-class DeleteScopeStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        SCOPE_NOT_FOUND = 2
-        SCOPE_NOT_EMPTY = 3
-
-    FIELDS = (F(1, "status", Status),)
-
-
-class CreateStreamStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        STREAM_EXISTS = 2
-        SCOPE_NOT_FOUND = 3
-        INVALID_STREAM_NAME = 4
-
-    FIELDS = (F(1, "status", Status),)
-
-
-class UpdateStreamStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        STREAM_NOT_FOUND = 2
-        SCOPE_NOT_FOUND = 3
-        STREAM_SEALED = 4  # Java only: the Rust 0.3.7 client turns it into a generic error
-
-    FIELDS = (F(1, "status", Status),)
-
-
-class DeleteStreamStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        STREAM_NOT_FOUND = 2
-        STREAM_NOT_SEALED = 3
-
-    FIELDS = (F(1, "status", Status),)
+CreateScopeStatus = _enum_message("CreateScopeStatus", "SUCCESS FAILURE SCOPE_EXISTS INVALID_SCOPE_NAME")
+DeleteScopeStatus = _enum_message("DeleteScopeStatus", "SUCCESS FAILURE SCOPE_NOT_FOUND SCOPE_NOT_EMPTY")
+CreateStreamStatus = _enum_message("CreateStreamStatus",
+                                   "SUCCESS FAILURE STREAM_EXISTS SCOPE_NOT_FOUND INVALID_STREAM_NAME")
+# STREAM_SEALED is Java only: the Rust 0.3.7 client turns it into a generic error
+UpdateStreamStatus = _enum_message("UpdateStreamStatus",
+                                   "SUCCESS FAILURE STREAM_NOT_FOUND SCOPE_NOT_FOUND STREAM_SEALED")
+DeleteStreamStatus = _enum_message("DeleteStreamStatus", "SUCCESS FAILURE STREAM_NOT_FOUND STREAM_NOT_SEALED")
 
 
 # -- listing ------------------------------------------------------------------
@@ -215,10 +181,7 @@ class StreamsInScopeWithTagRequest(Message):
 
 
 class StreamsInScopeResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        SCOPE_NOT_FOUND = 2
+    Status = _enum("Status", "SUCCESS FAILURE SCOPE_NOT_FOUND")
 
     FIELDS = (F(1, "streams", StreamInfo, repeated=True), F(2, "continuationToken", ContinuationToken),
               F(3, "status", Status))
@@ -257,10 +220,7 @@ class ScaleRequest(Message):
 
 
 class ScaleResponse(Message):
-    class ScaleStreamStatus(IntEnum):
-        STARTED = 0
-        FAILURE = 1
-        PRECONDITION_FAILED = 2
+    ScaleStreamStatus = _enum("ScaleStreamStatus", "STARTED FAILURE PRECONDITION_FAILED")
 
     FIELDS = (F(1, "status", ScaleStreamStatus), F(2, "segments", SegmentRange, repeated=True),
               F(3, "epoch", "int32"))
@@ -270,14 +230,8 @@ class ScaleStatusRequest(Message):
     FIELDS = (F(1, "streamInfo", StreamInfo), F(2, "epoch", "int32"))
 
 
-class ScaleStatusResponse(Message):
-    class ScaleStatus(IntEnum):
-        IN_PROGRESS = 0
-        SUCCESS = 1
-        INVALID_INPUT = 2
-        INTERNAL_ERROR = 3
-
-    FIELDS = (F(1, "status", ScaleStatus),)
+ScaleStatusResponse = _enum_message("ScaleStatusResponse", "IN_PROGRESS SUCCESS INVALID_INPUT INTERNAL_ERROR",
+                                    enum="ScaleStatus")
 
 
 # -- transactions -------------------------------------------------------------
@@ -304,40 +258,12 @@ class PingTxnRequest(Message):
     FIELDS = (F(1, "streamInfo", StreamInfo), F(2, "txnId", TxnId), F(3, "lease", "int64"))
 
 
-class TxnStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        STREAM_NOT_FOUND = 2
-        TRANSACTION_NOT_FOUND = 3
-
-    FIELDS = (F(1, "status", Status),)
-
-
-class PingTxnStatus(Message):
-    class Status(IntEnum):
-        OK = 0
-        LEASE_TOO_LARGE = 1
-        MAX_EXECUTION_TIME_EXCEEDED = 2
-        SCALE_GRACE_TIME_EXCEEDED = 3  # deprecated in the proto
-        DISCONNECTED = 4
-        COMMITTED = 5
-        ABORTED = 6
-        UNKNOWN = 7
-
-    FIELDS = (F(1, "status", Status),)
-
-
-class TxnState(Message):
-    class State(IntEnum):
-        UNKNOWN = 0
-        OPEN = 1
-        COMMITTING = 2
-        COMMITTED = 3
-        ABORTING = 4
-        ABORTED = 5
-
-    FIELDS = (F(1, "state", State),)
+TxnStatus = _enum_message("TxnStatus", "SUCCESS FAILURE STREAM_NOT_FOUND TRANSACTION_NOT_FOUND")
+# SCALE_GRACE_TIME_EXCEEDED is deprecated in the proto
+PingTxnStatus = _enum_message("PingTxnStatus", "OK LEASE_TOO_LARGE MAX_EXECUTION_TIME_EXCEEDED"
+                                               " SCALE_GRACE_TIME_EXCEEDED DISCONNECTED COMMITTED ABORTED UNKNOWN")
+TxnState = _enum_message("TxnState", "UNKNOWN OPEN COMMITTING COMMITTED ABORTING ABORTED",
+                         enum="State", field="state")
 
 
 class ListCompletedTxnRequest(Message):  # Java only
@@ -345,9 +271,7 @@ class ListCompletedTxnRequest(Message):  # Java only
 
 
 class TxnResponse(Message):  # Java only
-    class Status(IntEnum):
-        COMMITTED = 0
-        ABORTED = 1
+    Status = _enum("Status", "COMMITTED ABORTED")
 
     FIELDS = (F(1, "txnId", TxnId), F(2, "status", Status))
 
@@ -361,28 +285,16 @@ class RemoveWriterRequest(Message):
     FIELDS = (F(1, "writer", "string"), F(2, "stream", StreamInfo))
 
 
-class RemoveWriterResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        UNKNOWN_WRITER = 1
-        STREAM_DOES_NOT_EXIST = 2
-        INTERNAL_ERROR = 3
-
-    FIELDS = (F(1, "result", Status),)
+RemoveWriterResponse = _enum_message("RemoveWriterResponse",
+                                     "SUCCESS UNKNOWN_WRITER STREAM_DOES_NOT_EXIST INTERNAL_ERROR", field="result")
 
 
 class TimestampFromWriter(Message):
     FIELDS = (F(1, "writer", "string"), F(2, "position", StreamCut), F(3, "timestamp", "int64"))
 
 
-class TimestampResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        INVALID_TIME = 1
-        INVALID_POSITION = 2
-        INTERNAL_ERROR = 3
-
-    FIELDS = (F(1, "result", Status),)
+TimestampResponse = _enum_message("TimestampResponse", "SUCCESS INVALID_TIME INVALID_POSITION INTERNAL_ERROR",
+                                  field="result")
 
 
 # -- key-value tables ---------------------------------------------------------------
@@ -397,22 +309,13 @@ class KeyValueTableInfo(Message):
     FIELDS = (F(1, "scope", "string"), F(2, "kvtName", "string"))
 
 
-class CreateKeyValueTableStatus(Message):
-    class Status(IntEnum):  # numbered as in both current copies (older Java copies differ)
-        SUCCESS = 0
-        FAILURE = 1
-        TABLE_EXISTS = 2
-        SCOPE_NOT_FOUND = 3
-        INVALID_TABLE_NAME = 4
-
-    FIELDS = (F(1, "status", Status),)
+# numbered as in both current copies (older Java copies put STREAM_EXISTS at 3)
+CreateKeyValueTableStatus = _enum_message("CreateKeyValueTableStatus",
+                                          "SUCCESS FAILURE TABLE_EXISTS SCOPE_NOT_FOUND INVALID_TABLE_NAME")
 
 
 class KeyValueTableConfigResponse(Message):  # Java only
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        TABLE_NOT_FOUND = 2
+    Status = _enum("Status", "SUCCESS FAILURE TABLE_NOT_FOUND")
 
     FIELDS = (F(1, "config", KeyValueTableConfig), F(2, "status", Status))
 
@@ -422,22 +325,13 @@ class KVTablesInScopeRequest(Message):
 
 
 class KVTablesInScopeResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        SCOPE_NOT_FOUND = 2
+    Status = _enum("Status", "SUCCESS FAILURE SCOPE_NOT_FOUND")
 
     FIELDS = (F(1, "kvtables", KeyValueTableInfo, repeated=True),
               F(2, "continuationToken", ContinuationToken), F(3, "status", Status))
 
 
-class DeleteKVTableStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        TABLE_NOT_FOUND = 2
-
-    FIELDS = (F(1, "status", Status),)
+DeleteKVTableStatus = _enum_message("DeleteKVTableStatus", "SUCCESS FAILURE TABLE_NOT_FOUND")
 
 
 # -- subscribers --------------------------------------------------------------------
@@ -452,32 +346,19 @@ class SubscriberStreamCut(Message):
 
 
 class SubscribersResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        STREAM_NOT_FOUND = 2
+    Status = _enum("Status", "SUCCESS FAILURE STREAM_NOT_FOUND")
 
     FIELDS = (F(1, "subscribers", "string", repeated=True), F(2, "status", Status))
 
 
-class UpdateSubscriberStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        STREAM_NOT_FOUND = 2
-        SUBSCRIBER_NOT_FOUND = 3
-        STREAM_CUT_NOT_VALID = 4
-        GENERATION_MISMATCH = 5
-
-    FIELDS = (F(1, "status", Status),)
+UpdateSubscriberStatus = _enum_message("UpdateSubscriberStatus", "SUCCESS FAILURE STREAM_NOT_FOUND SUBSCRIBER_NOT_FOUND"
+                                                                 " STREAM_CUT_NOT_VALID GENERATION_MISMATCH")
 
 
 # -- reader groups (the Rust client keeps them in a table segment instead) ---------
 class ReaderGroupConfiguration(Message):
-    class RetentionType(IntEnum):  # the values of retentionType, which the proto types int32
-        NONE = 0
-        MANUAL = 1
-        AUTOMATIC = 2
+    # the values of the retentionType field, which the proto types int32
+    RetentionType = _enum("RetentionType", "NONE MANUAL AUTOMATIC")
 
     FIELDS = (F(1, "scope", "string"), F(2, "readerGroupName", "string"),
               F(3, "groupRefreshTimeMillis", "int64"), F(4, "automaticCheckpointIntervalMillis", "int64"),
@@ -495,50 +376,30 @@ class ReaderGroupInfo(Message):
 
 
 class ReaderGroupConfigResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        RG_NOT_FOUND = 2
+    Status = _enum("Status", "SUCCESS FAILURE RG_NOT_FOUND")
 
     FIELDS = (F(1, "config", ReaderGroupConfiguration), F(2, "status", Status))
 
 
 class CreateReaderGroupResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        SCOPE_NOT_FOUND = 2
-        INVALID_RG_NAME = 3
+    Status = _enum("Status", "SUCCESS FAILURE SCOPE_NOT_FOUND INVALID_RG_NAME")
 
     FIELDS = (F(1, "status", Status), F(2, "config", ReaderGroupConfiguration))
 
 
-class DeleteReaderGroupStatus(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        RG_NOT_FOUND = 2
-
-    FIELDS = (F(1, "status", Status),)
+DeleteReaderGroupStatus = _enum_message("DeleteReaderGroupStatus", "SUCCESS FAILURE RG_NOT_FOUND")
 
 
 class UpdateReaderGroupResponse(Message):
-    class Status(IntEnum):
-        SUCCESS = 0
-        FAILURE = 1
-        RG_NOT_FOUND = 2
-        INVALID_CONFIG = 3
+    Status = _enum("Status", "SUCCESS FAILURE RG_NOT_FOUND INVALID_CONFIG")
 
     FIELDS = (F(1, "status", Status), F(2, "generation", "int64"))
 
 
 # -- controller buckets (Java only) -----------------------------------------------
-class ControllerToBucketMappingRequest(Message):
-    class BucketType(IntEnum):
-        RetentionService = 0
-        WatermarkingService = 1
-
-    FIELDS = (F(1, "serviceType", BucketType),)
+ControllerToBucketMappingRequest = _enum_message("ControllerToBucketMappingRequest",
+                                                 "RetentionService WatermarkingService",
+                                                 enum="BucketType", field="serviceType")
 
 
 class BucketIds(Message):
@@ -618,3 +479,8 @@ def _declared(namespace: dict) -> list[type[Message]]:
 
 # Every message class of this module, nested ones included: derived, never listed by hand.
 MESSAGES: tuple[type[Message], ...] = tuple(dict.fromkeys(_declared(dict(globals()))))
+for _cls in MESSAGES:  # qualify nested enums' names as protoc does: "CreateScopeStatus.Status"
+    for _name, _value in vars(_cls).items():
+        if isinstance(_value, type) and issubclass(_value, IntEnum):
+            _value.__qualname__ = f"{_cls.__qualname__}.{_name}"
+del _cls, _name, _value

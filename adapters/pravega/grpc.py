@@ -136,10 +136,31 @@ _REFUSALS = {
 }
 
 
+def send_within_window(conn: h2.connection.H2Connection, stream_id: int, data: bytearray) -> bool:
+    """Send the head of ``data`` as DATA frames as far as the stream's and the
+    connection's flow-control windows and the peer's frame size allow (RFC 9113
+    section 5.2), removing what went out; True once ``data`` is empty. h2's
+    StreamClosedError/ProtocolError pass through to the caller."""
+    while data:
+        size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size, len(data))
+        if size <= 0:
+            return False
+        conn.send_data(stream_id, bytes(memoryview(data)[:size]))
+        del data[:size]  # a bytearray drops a prefix without moving the rest
+    return True
+
+
 def percent_encode(text: str) -> bytes:
-    """grpc-message encoding: UTF-8, then every byte outside 0x20-0x7E, and '%', as %XX."""
-    return b"".join(bytes((b,)) if 0x20 <= b <= 0x7E and b != 0x25 else b"%%%02X" % b
-                    for b in text.encode("utf-8"))
+    """grpc-message encoding: UTF-8, then every byte outside 0x20-0x7E, and '%',
+    as %XX. A space at either end is encoded too: a header value must not start
+    or end with whitespace (RFC 9110 section 5.5), and h2 strips it."""
+    out = b"".join(bytes((b,)) if 0x20 <= b <= 0x7E and b != 0x25 else b"%%%02X" % b
+                   for b in text.encode("utf-8"))
+    if out.startswith(b" "):
+        out = b"%20" + out[1:]
+    if out.endswith(b" "):
+        out = out[:-1] + b"%20"
+    return out
 
 
 @dataclass(slots=True)
@@ -207,7 +228,9 @@ class GrpcServerConnection:
             return []
         try:
             events = self._h2.receive_data(data)
-        except h2.exceptions.ProtocolError as exc:  # incl. too many streams: RFC 9113 5.4 allows a connection error
+        except h2.exceptions.ProtocolError as exc:
+            # Includes a stream over our limit: h2 makes that a connection
+            # error, which RFC 9113 section 5.4 allows for any stream error.
             self._protocol_error(exc)
             return []
         self._ending = frozenset(ev.stream_id for ev in events if isinstance(ev, h2.events.StreamEnded))
@@ -368,14 +391,7 @@ class GrpcServerConnection:
         for sid in list(self._pending):
             out = self._pending[sid]
             try:
-                while out.data:
-                    size = min(self._h2.local_flow_control_window(sid), self._h2.max_outbound_frame_size,
-                               len(out.data))
-                    if size <= 0:
-                        break
-                    self._h2.send_data(sid, bytes(out.data[:size]))
-                    del out.data[:size]
-                if not out.data:
+                if send_within_window(self._h2, sid, out.data):
                     del self._pending[sid]
                     self._h2.send_headers(sid, out.trailers, end_stream=True)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
@@ -412,4 +428,4 @@ class GrpcServerConnection:
 
 
 __all__ = ["MAX_CONCURRENT_STREAMS", "MAX_MESSAGE", "GrpcServerConnection", "GrpcStatus", "UnaryCall",
-           "percent_encode"]
+           "percent_encode", "send_within_window"]

@@ -429,6 +429,7 @@ class Message:
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
     _BY_NUMBER: ClassVar[dict[int, Field]] = {}
+    _BY_ATTR: ClassVar[dict[str, Field]] = {}
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -438,6 +439,7 @@ class Message:
         if len(by_number) != len(fields) or len(attrs) != len(fields):
             raise SpecError(f"{cls.__qualname__}: duplicate field numbers or names")
         cls._BY_NUMBER = by_number
+        cls._BY_ATTR = {f.attr: f for f in fields}
         cls.__annotations__ = {f.attr: f._annotation() for f in fields}
         for f in fields:
             setattr(cls, f.attr, f._default())
@@ -466,7 +468,7 @@ class Message:
                 pos = _skip(buf, pos, end, wire)
             else:
                 pos = field.read(buf, pos, end, wire, values)
-        by_attr = {f.attr: f for f in cls.FIELDS}
+        by_attr = cls._BY_ATTR
         return cls(**{attr: by_attr[attr].finish(raw) for attr, raw in values.items()})
 
 

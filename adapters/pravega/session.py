@@ -65,7 +65,7 @@ from . import commands as C
 from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .names import SegmentName, is_table_segment, parse_segment
-from .reads import clamp, read_events
+from .reads import clamp, raw_end, raw_offset_for, raw_pos_of, read_events, read_raw
 from .state import TxnError, state_of
 from .tables import entries_in, entries_out, keys_in, keys_out
 
@@ -80,6 +80,9 @@ NULL_EVENT_NUMBER = -(1 << 63)  # Long.MIN_VALUE: "this writer never wrote here"
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # the client's single-event limit (pravega-client.md section 4)
 MAX_TABLE_READ = 1000  # entries per table read reply, whatever the client suggests
 ORIGIN = "pravega"  # the publishing protocol recorded for live delivery
+ATTR_KIND = "pravega.kind"  # topic attribute: "bytes" once a byte stream wrote it
+BYTES = "bytes"
+MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before the merge (core MAX_PAYLOAD)
 
 
 @dataclass(slots=True)
@@ -100,6 +103,8 @@ class _Writer:
     last_acked: int
     producer: str  # the partition's producer-table key: the writer id
     txn: uuid.UUID | None = None
+    transient: str | None = None  # a large event's part: the full transient segment name
+    raw: bool = False  # a byte stream: offsets count payload bytes only
     inflight: int = 0
     deferred: list | None = None  # error replies held until earlier blocks are acked
 
@@ -132,6 +137,9 @@ class SegmentStoreSession:
             C.SetupAppend: self._setup_append,
             Append: self._append,
             C.ConditionalAppend: self._conditional_append,
+            C.ConditionalBlockEnd: self._conditional_block,
+            C.CreateTransientSegment: self._create_transient,
+            C.MergeSegments: self._merge,
             C.ReadSegment: self.read,
             C.GetStreamSegmentInfo: self._segment_info,
             C.SealSegment: self._seal,
@@ -158,6 +166,8 @@ class SegmentStoreSession:
                 return self._unsupported(cmd)
             return handler(cmd)
         except _Reply as r:
+            log.debug("pravega request refused", extra={"command": type(cmd).__name__,
+                                                       "reply": type(r.reply).__name__, "detail": repr(cmd)[:300]})
             self.send(r.reply)
         except ShuttingDown as exc:
             raise PravegaProtocolError(f"shutting down: {exc}") from None
@@ -220,8 +230,9 @@ class SegmentStoreSession:
                 raise _Reply(C.NoSuchSegment(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
             last = held.writers.get((name.number, cmd.writer_id), NULL_EVENT_NUMBER)
         elif name.transient is not None:
-            raise _Reply(C.OperationUnsupported(request_id=rid, operation_name="transient segments",
-                                                server_stack_trace=""))
+            if seg not in self.state.transients:
+                raise _Reply(C.NoSuchSegment(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
+            last = NULL_EVENT_NUMBER
         else:
             if topic.sealed:
                 raise _Reply(C.SegmentIsSealed(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
@@ -231,7 +242,8 @@ class SegmentStoreSession:
         if old is not None and old.inflight:
             raise PravegaProtocolError(f"writer {cmd.writer_id} set up again with blocks in flight")
         self.writers[cmd.writer_id] = _Writer(seg, topic.stream_id, topic.id, name.number, last,
-                                              str(cmd.writer_id), txn)
+                                              str(cmd.writer_id), txn, seg if name.transient else None,
+                                              self.is_bytes(topic))
         self.send(C.AppendSetup(request_id=rid, segment=seg, writer_id=cmd.writer_id, last_event_number=last))
 
     def _writer(self, writer_id: uuid.UUID) -> _Writer:
@@ -303,8 +315,9 @@ class SegmentStoreSession:
             self._on_ack()
             return
         prev, w.last_acked = w.last_acked, max(w.last_acked, last)
+        offset = raw_end(part) if w.raw else part.byte_end
         self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
-                                 request_id=rid, current_segment_write_offset=part.byte_end))
+                                 request_id=rid, current_segment_write_offset=offset))
         if w.inflight == 0 and w.deferred:
             self._flush_deferred(w)
 
@@ -345,6 +358,120 @@ class SegmentStoreSession:
             return
         self._store(w, cmd.request_id, cmd.event_number, 1, [cmd.event], len(cmd.event) + 8)
 
+    def _conditional_block(self, cmd) -> None:
+        """Raw bytes at an expected offset (pravega.md section 5.5): a byte stream's
+        write, or one part of a large event on a transient segment."""
+        w = self._writer(cmd.writer_id)
+        if w.transient is not None:
+            return self._transient_part(w, cmd)
+        topic = self.broker.get_topic(w.stream_id, w.topic_id)
+        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        if not w.raw:
+            if part.next_offset != 0 or not self._mark_bytes(topic):
+                # An event stream with events in it cannot become a byte stream.
+                self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
+                                                   request_id=cmd.request_id))
+                return
+            w.raw = True
+        if raw_end(part) != cmd.expected_offset:
+            self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
+                                               request_id=cmd.request_id))
+            return
+        if cmd.data:
+            self._store(w, cmd.request_id, cmd.event_number, 1, [cmd.data], len(cmd.data))
+        else:  # nothing to store; acknowledge in order behind what is in flight
+            self._store_nothing(w, cmd.request_id, cmd.event_number)
+
+    def _store_nothing(self, w: _Writer, rid: int, last: int) -> None:
+        prev, w.last_acked = w.last_acked, max(w.last_acked, last)
+        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
+                                 request_id=rid, current_segment_write_offset=raw_end(part) if w.raw else part.byte_end))
+
+    # -- byte streams ----------------------------------------------------------------------------
+    def is_bytes(self, topic) -> bool:
+        """True when the topic is a byte stream (its Pravega view is raw bytes)."""
+        key = (topic.stream_id, topic.id, topic.created_at)
+        kind = self.state.kinds.get(key)
+        if kind is None:
+            kind = self.broker.topic_attrs(topic.stream_id, topic.id).get(ATTR_KIND, "events")
+            self.state.kinds[key] = kind
+        return kind == BYTES
+
+    def _mark_bytes(self, topic) -> bool:
+        if topic.partitions_count != 1:
+            return False  # byte streams are single-segment streams (Pravega's ByteStreamWriter)
+        self.broker.set_topic_attrs(topic.stream_id, topic.id, {ATTR_KIND: BYTES})
+        self.state.kinds[(topic.stream_id, topic.id, topic.created_at)] = BYTES
+        return True
+
+    def _raw_start(self, topic, part) -> int:
+        """A byte stream's first readable raw offset (the recorded start is kept in the
+        event view, where the core's whole-segment deletion can use it)."""
+        start = self.broker.partition_byte_start(topic.stream_id, topic.id, 0)
+        off = part.offset_for_byte_pos(start)
+        if off >= part.next_offset:
+            return raw_end(part)
+        return raw_pos_of(part, off) + (start - part.byte_pos_of(off))
+
+    def _event_pos_of_raw(self, part, raw: int) -> int:
+        off = raw_offset_for(part, raw)
+        if off >= part.next_offset:
+            return part.byte_end
+        return part.byte_pos_of(off) + (raw - raw_pos_of(part, off))
+
+    # -- large events: transient segments merged into their parent -------------------------
+    def _create_transient(self, cmd) -> None:
+        rid = cmd.request_id
+        name, topic = self._target(rid, cmd.parent_segment)
+        if name.txn is not None or name.transient is not None:
+            raise _Reply(C.OperationUnsupported(request_id=rid, operation_name="transient of a transient",
+                                                server_stack_trace=""))
+        seg = f"{cmd.parent_segment}#transient.{cmd.writer_id.hex}.{uuid.uuid4().hex}"
+        self.state.transients[seg] = bytearray()
+        self.send(C.SegmentCreated(request_id=rid, segment=seg))
+
+    def _transient_part(self, w: _Writer, cmd) -> None:
+        held = self.state.transients.get(w.transient)
+        if held is None or len(held) != cmd.expected_offset or len(held) + len(cmd.data) > MAX_TRANSIENT_BYTES:
+            self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
+                                               request_id=cmd.request_id))
+            return
+        held += cmd.data
+        prev, w.last_acked = w.last_acked, max(w.last_acked, cmd.event_number)
+        self.send(C.DataAppended(writer_id=cmd.writer_id, event_number=cmd.event_number, previous_event_number=prev,
+                                 request_id=cmd.request_id, current_segment_write_offset=len(held)))
+
+    def _merge(self, cmd) -> None:
+        rid = cmd.request_id
+        name, topic = self._target(rid, cmd.target)
+        held = self.state.transients.pop(cmd.source, None)
+        if held is None:
+            raise _Reply(C.NoSuchSegment(request_id=rid, segment=cmd.source, server_stack_trace="", offset=-1))
+        try:
+            payloads = split_events(bytes(held))
+        except PravegaProtocolError:
+            raise _Reply(C.ErrorMessage(request_id=rid, segment=cmd.source, message="merged bytes are not event "
+                                        "frames", error_code=0)) from None
+        part = self._partition(topic, name.number)
+        try:
+            self.broker.append(topic.stream_id, topic.id, [AppendInput(bytes(p)) for p in payloads],
+                               partition=name.number, on_durable=partial(self._merged, rid, cmd, part),
+                               origin=ORIGIN)
+        except TopicSealed:
+            raise _Reply(C.SegmentIsSealed(request_id=rid, segment=cmd.target, server_stack_trace="",
+                                           offset=-1)) from None
+
+    def _merged(self, rid: int, cmd, part, outcome) -> None:
+        if self.closed:
+            return
+        if isinstance(outcome, BaseException):
+            self.close_after_flush = True
+            self._on_ack()
+            return
+        self.send(C.SegmentsMerged(request_id=rid, target=cmd.target, source=cmd.source,
+                                   new_target_write_offset=part.byte_end))
+
     # -- reads -------------------------------------------------------------------------------
     def read(self, cmd, parked: bool = False) -> Park | None:
         rid, seg = cmd.request_id, cmd.segment
@@ -354,8 +481,12 @@ class SegmentStoreSession:
             self.send(r.reply)
             return None
         part = self._partition(topic, name.number)
-        start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
-        end = part.byte_end
+        raw = self.is_bytes(topic)
+        if raw:
+            start, end = self._raw_start(topic, part), raw_end(part)
+        else:
+            start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+            end = part.byte_end
         offset = cmd.offset
         if offset < start:
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
@@ -372,13 +503,13 @@ class SegmentStoreSession:
                                     request_id=rid))
             return None
         try:
-            data = read_events(part, offset, clamp(cmd.suggested_length))
+            data = (read_raw if raw else read_events)(part, offset, clamp(cmd.suggested_length))
         except InvalidOffset:  # retention moved the start between the check and the read
             start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
                                            offset=offset))
             return None
-        at_tail = offset + len(data) >= part.byte_end
+        at_tail = offset + len(data) >= (raw_end(part) if raw else part.byte_end)
         self.send(C.SegmentRead(segment=seg, offset=offset, at_tail=at_tail, end_of_segment=at_tail and topic.sealed,
                                 data=data, request_id=rid))
         return None
@@ -394,9 +525,13 @@ class SegmentStoreSession:
                                           is_deleted=False, last_modified=self._clock_ms(), write_offset=held,
                                           start_offset=0))
             return
-        start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+        if self.is_bytes(topic):
+            start, end = self._raw_start(topic, part), raw_end(part)
+        else:
+            start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+            end = part.byte_end
         self.send(C.StreamSegmentInfo(request_id=rid, segment_name=seg, exists=True, is_sealed=topic.sealed,
-                                      is_deleted=False, last_modified=self._clock_ms(), write_offset=part.byte_end,
+                                      is_deleted=False, last_modified=self._clock_ms(), write_offset=end,
                                       start_offset=start))
 
     def _seal(self, cmd) -> None:
@@ -411,8 +546,15 @@ class SegmentStoreSession:
     def _truncate(self, cmd) -> None:
         rid, seg = cmd.request_id, cmd.segment
         name, topic = self._target(rid, seg)
+        offset = cmd.truncation_offset
+        if self.is_bytes(topic):
+            part = self._partition(topic, name.number)
+            if not 0 <= offset <= raw_end(part):
+                raise _Reply(C.ErrorMessage(request_id=rid, segment=seg, message=f"offset {offset} is past the end",
+                                            error_code=0))
+            offset = self._event_pos_of_raw(part, offset)
         try:
-            self.broker.truncate_partition(topic.stream_id, topic.id, name.number, cmd.truncation_offset)
+            self.broker.truncate_partition(topic.stream_id, topic.id, name.number, offset)
         except InvalidOffset as exc:
             raise _Reply(C.ErrorMessage(request_id=rid, segment=seg, message=exc.message, error_code=0)) from None
         self.send(C.SegmentTruncated(request_id=rid, segment=seg))

@@ -55,6 +55,17 @@ class Txn:
     nbytes: int = 0
 
 
+def new_txn_id() -> uuid.UUID:
+    """A random transaction id whose low 64 bits read as a non-negative i64.
+
+    The 0.3.8 client rebuilds its u128 id from the two i64 halves of TxnId
+    with a sign-extending cast, so a negative low half would turn the high
+    half into all ones: its segment names and commit requests would then name
+    another id (seen with the real client: ``#transaction.ffffffffffffffff…``).
+    Ids from this function survive that cast unchanged (127 random bits)."""
+    return uuid.UUID(int=uuid.uuid4().int & ~(1 << 63))
+
+
 class TxnError(Exception):
     """A transaction cannot take this operation (unknown, not open, full)."""
 
@@ -66,6 +77,10 @@ class PravegaState:
         self.segment_store: tuple[str, int] | None = None  # advertised (host, port) for getURI
         self.txns: dict[uuid.UUID, Txn] = {}
         self.txn_bytes = 0
+        # (stream_id, topic_id, created_at) -> "events" | "bytes" (topic attribute pravega.kind)
+        self.kinds: dict[tuple[int, int, int], str] = {}
+        # transient segment name -> the large event's bytes so far (until MergeSegments)
+        self.transients: dict[str, bytearray] = {}
 
     # -- transactions -------------------------------------------------------------
     def open_txn(self, stream: str, topic: str, now_ms: int, lease_ms: int) -> Txn:
@@ -73,7 +88,7 @@ class PravegaState:
         if len(self.txns) >= MAX_OPEN_TXNS:
             raise TxnError(f"{MAX_OPEN_TXNS} transactions are open")
         lease = min(max(lease_ms, 1), MAX_LEASE_MS) if lease_ms > 0 else DEFAULT_LEASE_MS
-        txn = Txn(uuid.uuid4(), stream, topic, now_ms + lease)
+        txn = Txn(new_txn_id(), stream, topic, now_ms + lease)
         self.txns[txn.id] = txn
         return txn
 

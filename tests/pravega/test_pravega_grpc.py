@@ -9,10 +9,12 @@ import h2.connection
 import h2.errors
 import h2.events
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.pravega import controller_proto as cp
-from adapters.pravega.grpc import (MAX_HEADER_LIST, MAX_MESSAGE, PREFIX, GrpcServerConnection, GrpcStatus, UnaryCall,
-                                   percent_encode)
+from adapters.pravega.grpc import (MAX_HEADER_LIST, MAX_MESSAGE, PREFIX, GrpcServerConnection, GrpcStatus,
+                                   UnaryCall, percent_encode)
 
 PATH = f"/{cp.SERVICE}/createScope".encode()
 
@@ -150,6 +152,22 @@ def test_bytes_fed_one_at_a_time_give_the_same_calls():
         pair.exchange()
         assert all(pair.responses[sid].trailers == {b"grpc-status": b"0"} for sid in (1, 3))
     assert calls[True] == calls[False] and [c.method for c in calls[True]] == ["createScope", "getCurrentSegments"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=8))
+def test_splitting_the_byte_stream_anywhere_gives_the_same_calls(cuts):
+    pair = Pair(handshake=False)
+    pair.request(1, cp.ScopeInfo("sc1").encode())
+    pair.request(3, b"x" * 300, path=f"/{cp.SERVICE}/getURI".encode())
+    data = pair.client.data_to_send()
+    calls, last = [], 0
+    for cut in sorted({min(c, len(data)) for c in cuts} | {len(data)}):  # never b"": that is EOF
+        calls += pair.server.receive_data(data[last:cut])
+        last = cut
+    assert not pair.server.closed
+    assert [(c.stream_id, c.method, c.body) for c in calls] == [
+        (1, "createScope", cp.ScopeInfo("sc1").encode()), (3, "getURI", b"x" * 300)]
 
 
 def test_two_concurrent_calls_answered_out_of_order():
@@ -384,6 +402,7 @@ def test_answers_to_unknown_or_answered_streams_are_ignored():
 def test_percent_encode():
     assert percent_encode("ok ~") == b"ok ~"
     assert percent_encode("a%b\né\x7f") == b"a%25b%0A%C3%A9%7F"
+    assert percent_encode(" padded ") == b"%20padded%20" and percent_encode(" ") == b"%20"
 
 
 # -- resets and connection ends -----------------------------------------------------------

@@ -122,11 +122,24 @@ GOLDEN = [
 ]
 
 
-@pytest.mark.parametrize("value,hex_", GOLDEN, ids=lambda v: type(v).__qualname__ if isinstance(v, Message) else "")
+@pytest.mark.parametrize("value,hex_", GOLDEN, ids=[type(v).__qualname__ for v, _ in GOLDEN])
 def test_golden_bytes(value, hex_):
     wire = bytes.fromhex(hex_)
     assert value.encode() == wire
     assert type(value).decode(wire) == value
+
+
+def test_enum_values_follow_the_proto():
+    # values are positional in controller_proto._enum: pin the ends of the longer ones
+    assert cp.PingTxnStatus.Status.UNKNOWN == 7 and cp.PingTxnStatus.Status.DISCONNECTED == 4
+    assert cp.UpdateSubscriberStatus.Status.GENERATION_MISMATCH == 5
+    assert cp.StreamInfo.AccessOperation.READ_WRITE == 5 and cp.TxnState.State.ABORTED == 5
+    assert cp.ScalingPolicy.ScalingPolicyType.BY_RATE_IN_EVENTS_PER_SEC == 2
+    assert cp.RetentionPolicy.RetentionPolicyType.SIZE == 2
+    assert cp.ScaleStatusResponse.ScaleStatus.INTERNAL_ERROR == 3
+    assert cp.CreateKeyValueTableStatus.Status.INVALID_TABLE_NAME == 4
+    assert cp.ControllerToBucketMappingRequest.BucketType.WatermarkingService == 1
+    assert cp.CreateScopeStatus.Status.__qualname__ == "CreateScopeStatus.Status"
 
 
 def test_attribute_names_are_snake_case_of_the_proto_names():

@@ -1,0 +1,151 @@
+"""Real pravega 0.3.8 client: shared reader groups, read from tail, transactions,
+byte streams, stream policies. ``extras.py CONTROLLER_PORT``; one JSON line per step."""
+
+import asyncio
+import json
+import sys
+import time
+
+import pravega_client
+
+PORT = int(sys.argv[1])
+STEP_TIMEOUT_S = 30
+
+
+def out(step, **kw):
+    print(json.dumps({"step": step, **kw}), flush=True)
+
+
+def attempt(step, fn, *args):
+    try:
+        value = fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the test asserts on the error
+        out(step, error=type(exc).__name__, text=str(exc)[:300])
+        return None
+    out(step, value=value if isinstance(value, (bool, int, str, list, type(None))) else repr(value)[:80])
+    return value
+
+
+async def take(reader, want, limit_s=STEP_TIMEOUT_S, release=True):
+    """Read until ``want`` events or the time limit; the events' texts."""
+    got = []
+    deadline = time.monotonic() + limit_s
+    while len(got) < want and time.monotonic() < deadline:
+        try:
+            slice_ = await asyncio.wait_for(reader.get_segment_slice_async(), timeout=max(0.1, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            break
+        for event in slice_:
+            got.append(bytes(event.data()).decode())
+            if len(got) >= want:
+                break
+        if release:
+            reader.release_segment(slice_)
+    return got
+
+
+async def shared_group(m):
+    m.create_scope("grp")
+    m.create_stream("grp", "orders", 4)
+    w = m.create_writer("grp", "orders")
+    for i in range(200):
+        w.write_event(f"e{i}", f"key{i % 16}")
+    w.flush()
+    rg = m.create_reader_group("shared", "grp", "orders")
+    r1 = rg.create_reader("r1")
+    r2 = rg.create_reader("r2")
+    first, second = await asyncio.gather(take(r1, 60, limit_s=10), take(r2, 60, limit_s=10))
+    r2.reader_offline()  # its segments go back to the group
+    rest = await take(r1, 400, limit_s=15)
+    seen = first + second + rest
+    out("shared", r1_first=len(first) > 0, r2_first=len(second) > 0, distinct=len(set(seen)),
+        all=set(seen) >= {f"e{i}" for i in range(200)})
+    r1.reader_offline()
+
+
+async def from_tail(m):
+    m.create_stream("grp", "tail", 2)
+    w = m.create_writer("grp", "tail")
+    for i in range(10):
+        w.write_event(f"old{i}")
+    w.flush()
+    rg = m.create_reader_group("tailgrp", "grp", "tail", True)
+    r = rg.create_reader("t1")
+    for i in range(5):
+        w.write_event(f"new{i}")
+    w.flush()
+    got = await take(r, 5)
+    out("from_tail", got=sorted(got))
+    r.reader_offline()
+
+
+async def transactions(m):
+    m.create_stream("grp", "txn", 2)
+    tw = m.create_transaction_writer("grp", "txn", 7)
+    t1 = tw.begin_txn()
+    out("txn_open", value=t1.is_open())
+    for i in range(6):
+        t1.write_event(f"c{i}", f"k{i}")
+    t1.commit()
+    out("txn_committed", open=t1.is_open())
+    t2 = tw.begin_txn()
+    t2.write_event("aborted", "k1")
+    t2.abort()
+    out("txn_aborted", open=t2.is_open())
+    rg = m.create_reader_group("txngrp", "grp", "txn")
+    r = rg.create_reader("x1")
+    got = await take(r, 7, limit_s=6)
+    out("txn_read", got=sorted(got))
+    r.reader_offline()
+
+
+def byte_stream(m):
+    m.create_stream("grp", "bytes", 1)
+    bs = m.create_byte_stream("grp", "bytes")
+    n = bs.write(b"hello, ")
+    n += bs.write(b"byte stream")
+    bs.flush()
+    out("bytes_written", value=n, tail=bs.current_tail_offset(), head=bs.current_head_offset())
+    bs.seek(7, 0)
+    buf = bytearray(11)
+    got = bs.readinto(buf)
+    out("bytes_read", n=got, data=bytes(buf[:got]).decode())
+    bs.truncate(7)
+    out("bytes_truncated", head=bs.current_head_offset(), tail=bs.current_tail_offset())
+    bs.seek(7, 0)
+    buf = bytearray(4)
+    got = bs.readinto(buf)
+    out("bytes_after_truncate", data=bytes(buf[:got]).decode())
+
+
+def policies(m):
+    fixed = pravega_client.StreamScalingPolicy.fixed_scaling_policy(3)
+    by_time = pravega_client.StreamRetentionPolicy.by_time(3_600_000)
+    attempt("create_with_policy", m.create_stream_with_policy, "grp", "pol", fixed, by_time, ["a", "b"])
+    attempt("tags", m.get_stream_tags, "grp", "pol")
+    attempt("update_policy", m.update_stream_with_policy, "grp", "pol", fixed,
+            pravega_client.StreamRetentionPolicy.by_size(1 << 30), ["c"])
+    attempt("tags_after", m.get_stream_tags, "grp", "pol")
+    attempt("scale_refused", m.update_stream_with_policy, "grp", "pol",
+            pravega_client.StreamScalingPolicy.fixed_scaling_policy(5), pravega_client.StreamRetentionPolicy.none(), [])
+
+
+async def main():
+    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    parts = sys.argv[2].split(",") if len(sys.argv) > 2 else ["shared", "tail", "txn", "bytes", "policies"]
+    if "shared" in parts:
+        await shared_group(m)
+    else:
+        m.create_scope("grp")
+    if "tail" in parts:
+        await from_tail(m)
+    if "txn" in parts:
+        await transactions(m)
+    if "bytes" in parts:
+        byte_stream(m)
+    if "policies" in parts:
+        policies(m)
+    out("done")
+
+
+asyncio.run(main())
