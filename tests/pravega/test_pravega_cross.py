@@ -10,6 +10,7 @@ visible to Pravega readers (docs/headers.md)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -74,8 +75,9 @@ def test_pravega_events_reach_iggy_and_nats_and_back(tmp_path):
         base = f"http://127.0.0.1:{gw.ports['http']}"
         with httpx.Client(base_url=base, timeout=10) as http:
             token = http.post("/users/login", json={"username": "iggy", "password": "iggy"}).json()["access_token"]
-            body = {"partitioning": {"kind": "partition_id", "value": 2},
-                    "messages": [{"payload": "ZnJvbS1odHRw", "headers": {"k": {"kind": "string", "value": "v"}}}]}
+            two = base64.b64encode((2).to_bytes(4, "little")).decode()  # Iggy HTTP: u32 LE, base64
+            body = {"partitioning": {"kind": "partition_id", "value": two},
+                    "messages": [{"payload": "ZnJvbS1odHRw", "headers": {"k": {"kind": "string", "value": "dg=="}}}]}
             r = http.post("/streams/x/topics/events/messages", json=body,
                           headers={"authorization": f"Bearer {token['token']}"})
             assert r.status_code in (200, 201), r.text
