@@ -1,7 +1,8 @@
-"""Real pravega 0.3.8 half of the cross-protocol tests: ``cross.py CONTROLLER_PORT MODE [N]``.
+"""Real pravega 0.3.8 half of the cross-protocol tests: ``cross.py CONTROLLER_PORT MODE [ARG]``.
 
-MODE ``write``: scope "x", stream "events" with 4 segments, 20 events "p<i>" with
-routing keys. MODE ``read N``: a new reader group reads N events; prints them."""
+MODE ``write [SCOPE]``: scope SCOPE (default "x"), stream "events" with 4 segments,
+20 events "p<i>" with routing keys. MODE ``read N``: a new reader group on x/events
+reads N events; prints them."""
 
 import asyncio
 import json
@@ -22,9 +23,10 @@ def out(step, **kw):
 async def main():
     m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
     if MODE == "write":
-        m.create_scope("x")
-        m.create_stream("x", "events", 4)
-        w = m.create_writer("x", "events")
+        scope = sys.argv[3] if len(sys.argv) > 3 else "x"
+        m.create_scope(scope)
+        m.create_stream(scope, "events", 4)
+        w = m.create_writer(scope, "events")
         for i in range(20):
             w.write_event(f"p{i}", f"key{i}")
         w.flush()
