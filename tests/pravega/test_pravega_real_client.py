@@ -83,3 +83,11 @@ def test_stream_policies_tags_and_refused_scaling(pravega_gateway):
     assert got["tags_after"] == {"value": ["c"]}
     assert got["scale_refused"]["error"] == "ValueError"
     assert "scaling" in got["scale_refused"]["text"]
+
+
+def test_large_events_and_a_sealed_stream(pravega_gateway):
+    got = run_scenario("extras.py", str(pravega_gateway.ports["pravega_controller"]), "big")
+    mib = 1024 * 1024
+    assert got["big_read"] == {"got": [[mib, True], [8 * mib - 64, True], [9 * mib, True]]}
+    # A sealed stream has no current segments: the client's write fails (as against Pravega).
+    assert got["sealed_write"]["error"] == "ValueError"

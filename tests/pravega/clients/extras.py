@@ -152,6 +152,31 @@ def policies(m):
             pravega_client.StreamScalingPolicy.fixed_scaling_policy(5), pravega_client.StreamRetentionPolicy.none(), [])
 
 
+async def big_events(m):
+    """Events up to the client's 8 MiB block limit go as one append; larger ones take the
+    large-event path (CreateTransientSegment, ConditionalBlockEnd parts, MergeSegments).
+    Then the stream is sealed and a new writer's write fails."""
+    m.create_stream("grp", "big", 1)
+    w = m.create_writer("grp", "big")
+    sizes = [1 << 20, 8 * 1024 * 1024 - 64, 9 * 1024 * 1024]
+    for n in sizes:
+        w.write_event_bytes(bytes([n % 251]) * n)
+    w.flush()
+    rg = m.create_reader_group("bigrg", "grp", "big")
+    r = rg.create_reader("b1")
+    got = []
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while len(got) < len(sizes) and time.monotonic() < deadline:
+        slice_ = await asyncio.wait_for(r.get_segment_slice_async(), STEP_TIMEOUT_S)
+        got += [(len(bytes(e.data())), bytes(e.data())[:1] == bytes([len(bytes(e.data())) % 251])) for e in slice_]
+        r.release_segment(slice_)
+    out("big_read", got=got)
+    r.reader_offline()
+    m.seal_stream("grp", "big")
+    w2 = m.create_writer("grp", "big")
+    attempt("sealed_write", w2.write_event, "after seal")
+
+
 async def main():
     m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
     parts = sys.argv[2].split(",") if len(sys.argv) > 2 else ["shared", "tail", "txn", "bytes", "policies"]
@@ -167,6 +192,8 @@ async def main():
         byte_stream(m)
     if "policies" in parts:
         policies(m)
+    if "big" in parts:
+        await big_events(m)
     out("done")
 
 
