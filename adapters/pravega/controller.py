@@ -40,6 +40,7 @@ from core.errors import (
     TopicSealed,
 )
 from core.log.partition import AppendInput
+from core.metrics import metrics_for
 
 from . import controller_proto as P
 from .grpc import GrpcStatus
@@ -83,6 +84,9 @@ class ControllerService:
         self.broker = broker
         self.state = state_of(broker)
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.requests = metrics_for(broker).counter(
+            "ferry_pravega_controller_requests_total", "Controller RPCs answered, by method and gRPC status.",
+            ("method", "code"))
         self.handlers = {
             "createScope": self.create_scope,
             "checkScopeExists": self.check_scope_exists,
@@ -118,6 +122,10 @@ class ControllerService:
 
     # -- dispatch ---------------------------------------------------------------------------
     def dispatch(self, conn, call) -> None:
+        counted = _Counted(conn, self.requests, call.method if call.method in P.RPCS else "other")
+        self._dispatch(counted, call)
+
+    def _dispatch(self, conn, call) -> None:
         method = call.method
         rpc = P.RPCS.get(method) if call.service == P.SERVICE else None
         handler = self.handlers.get(method) if rpc is not None else None
@@ -500,6 +508,23 @@ class ControllerService:
         txn = self._txn(req)
         state = TxnState.UNKNOWN if txn is None else txn.state
         return P.TxnState(state=P.TxnState.State(int(state)))
+
+
+class _Counted:
+    """Wraps the gRPC connection to count each answer by method and status."""
+
+    __slots__ = ("conn", "counter", "method")
+
+    def __init__(self, conn, counter, method: str) -> None:
+        self.conn, self.counter, self.method = conn, counter, method
+
+    def reply(self, stream_id: int, body: bytes) -> None:
+        self.counter.inc(self.method, "OK")
+        self.conn.reply(stream_id, body)
+
+    def fail(self, stream_id: int, code, message: str = "") -> None:
+        self.counter.inc(self.method, GrpcStatus(code).name)
+        self.conn.fail(stream_id, code, message)
 
 
 def _retention(policy) -> tuple[int, int]:

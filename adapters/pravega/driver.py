@@ -31,6 +31,8 @@ from functools import partial
 
 import trio
 
+from core.metrics import listener_metrics, metrics_for
+
 from .codec import NEED_DATA, FrameDecoder
 from .errors import PravegaProtocolError
 from .grpc import GrpcServerConnection
@@ -96,6 +98,9 @@ async def serve_segment_store(broker, host: str, port: int, conn_nursery, *, adv
 async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park_s: float = DEFAULT_TAIL_PARK_S) -> None:
     outbox = Outbox()
     session = SegmentStoreSession(broker, outbox.put, on_ack=outbox.poke)
+    counters = session.counters
+    counters["connections_total"].inc("pravega")
+    counters["connections_open"].inc("pravega")
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write_loop, stream, outbox, session, nursery.cancel_scope)
@@ -107,6 +112,7 @@ async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park
     except* Exception:
         log.exception("pravega segment store connection failed")
     finally:
+        counters["connections_open"].dec("pravega")
         session.close()
         await trio.aclose_forcefully(stream)
 
@@ -180,6 +186,9 @@ async def serve_controller(broker, host: str, port: int, conn_nursery, *, servic
 
 async def controller_connection(service, stream: trio.abc.Stream) -> None:
     conn = GrpcServerConnection()
+    counters = listener_metrics(metrics_for(service.broker))
+    counters["connections_total"].inc("pravega_controller")
+    counters["connections_open"].inc("pravega_controller")
     try:
         conn.initiate()
         await stream.send_all(conn.data_to_send())
@@ -197,6 +206,7 @@ async def controller_connection(service, stream: trio.abc.Stream) -> None:
     except Exception:
         log.exception("pravega controller connection failed")
     finally:
+        counters["connections_open"].dec("pravega_controller")
         await trio.aclose_forcefully(stream)
 
 

@@ -60,6 +60,7 @@ from core.errors import (
     TopicSealed,
 )
 from core.log.partition import AppendInput
+from core.metrics import listener_metrics, metrics_for
 
 from . import commands as C
 from .codec import Append, split_events
@@ -80,6 +81,7 @@ NULL_EVENT_NUMBER = -(1 << 63)  # Long.MIN_VALUE: "this writer never wrote here"
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # the client's single-event limit (pravega-client.md section 4)
 MAX_TABLE_READ = 1000  # entries per table read reply, whatever the client suggests
 ORIGIN = "pravega"  # the publishing protocol recorded for live delivery
+LISTENER = "pravega"  # the ``listener`` label of this adapter's metrics
 ATTR_KIND = "pravega.kind"  # topic attribute: "bytes" once a byte stream wrote it
 BYTES = "bytes"
 MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before the merge (core MAX_PAYLOAD)
@@ -128,6 +130,7 @@ class SegmentStoreSession:
         self._on_ack = on_ack or (lambda: None)
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.writers: dict[uuid.UUID, _Writer] = {}
+        self.counters = listener_metrics(metrics_for(broker))
         self.unacked_bytes = 0  # appended, not yet acknowledged (the driver's read gate)
         self.close_after_flush = False  # set when the protocol says: reply, then close
         self.closed = False
@@ -285,6 +288,8 @@ class SegmentStoreSession:
         try:
             self.broker.append(w.stream_id, w.topic_id, items, partition=w.partition, producer=(w.producer, last),
                                on_durable=partial(self._acked, w, rid, last, size, part), origin=ORIGIN)
+            self.counters["messages_in"].inc(LISTENER, amount=len(items))
+            self.counters["bytes_in"].inc(LISTENER, amount=size - 8 * len(items) if not w.raw else size)
         except TopicSealed:
             self._settle(w, size)
             self._fail(w, C.SegmentIsSealed(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
@@ -510,6 +515,7 @@ class SegmentStoreSession:
                                            offset=offset))
             return None
         at_tail = offset + len(data) >= (raw_end(part) if raw else part.byte_end)
+        self.counters["bytes_out"].inc(LISTENER, amount=len(data))  # the byte view: frames included
         self.send(C.SegmentRead(segment=seg, offset=offset, at_tail=at_tail, end_of_segment=at_tail and topic.sealed,
                                 data=data, request_id=rid))
         return None

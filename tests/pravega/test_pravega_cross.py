@@ -83,3 +83,6 @@ def test_pravega_events_reach_iggy_and_nats_and_back(tmp_path):
             assert r.status_code in (200, 201), r.text
         got = run_scenario("cross.py", controller, "read", "23")
         assert got["read"] == {"got": sorted(want | {"from-iggy", "from-nats", "from-http"})}
+        metrics = httpx.get(f"{base}/metrics", timeout=10).text
+        assert 'ferry_messages_in_total{listener="pravega"} 20' in metrics
+        assert 'ferry_pravega_controller_requests_total{method="createStream",code="OK"} 1' in metrics
