@@ -41,8 +41,10 @@ from core.errors import (
 )
 from core.log.partition import AppendInput
 from core.metrics import metrics_for
+from core.permissions import Action
 
 from . import controller_proto as P
+from .auth import READ, WRITE, AuthError, Authenticator
 from .grpc import GrpcStatus
 from .names import parse_segment, split_segment_id
 from .protobuf import ProtobufError
@@ -80,8 +82,10 @@ def uuid_of(t: P.TxnId | None) -> uuid.UUID:
 class ControllerService:
     """See the module docstring. ``dispatch(conn, call)`` answers through ``conn``."""
 
-    def __init__(self, broker, *, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, broker, *, clock_ms: Callable[[], int] | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.broker = broker
+        self.auth = auth  # None: no credentials asked (the client's default, auth_enabled=False)
         self.state = state_of(broker)
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.requests = metrics_for(broker).counter(
@@ -119,6 +123,7 @@ class ControllerService:
             "pingTransaction": self.ping_txn,
             "checkTransactionState": self.txn_state,
         }
+        self.user = None  # the caller of the RPC being answered (auth on)
 
     # -- dispatch ---------------------------------------------------------------------------
     def dispatch(self, conn, call) -> None:
@@ -138,7 +143,16 @@ class ControllerService:
             conn.fail(call.stream_id, GrpcStatus.INVALID_ARGUMENT, f"malformed {rpc[0].__name__}: {exc}")
             return
         try:
+            if self.auth is not None:
+                self.user = self.auth.user(call.metadata)
+                self._permit(method, request)
             reply = handler(request)
+        except AuthError as exc:
+            # Missing or wrong credentials get PERMISSION_DENIED, not UNAUTHENTICATED: the 0.3.8
+            # client retries UNAUTHENTICATED with backoff for minutes, PERMISSION_DENIED is final
+            # (pravega-client.md section 4), and a retry cannot fix a wrong password.
+            conn.fail(call.stream_id, GrpcStatus.PERMISSION_DENIED, exc.message)
+            return
         except _Status as s:
             conn.fail(call.stream_id, s.code, s.message)
             return
@@ -152,6 +166,58 @@ class ControllerService:
             conn.fail(call.stream_id, GrpcStatus.UNAVAILABLE, exc.message)
             return
         conn.reply(call.stream_id, reply.encode())
+
+    # -- permissions (auth on) ---------------------------------------------------------------
+    def _permit(self, method: str, request) -> None:
+        """Check the caller may make this RPC, with Ferry's permission rules
+        (core.permissions): scopes are streams, streams are topics."""
+        need = _NEEDS.get(method)
+        if need is None:  # getDelegationToken decides in its handler; the rest answer UNIMPLEMENTED
+            return
+        scope, stream = _addressed(request)
+        if need in _GLOBAL_ACTIONS:
+            self.auth.require(self.user, need)
+            return
+        try:
+            sid = self.broker.get_stream(scope).id
+        except (NotFound, InvalidArgument):
+            return  # the handler answers "no such scope"; nothing to protect
+        if need in _STREAM_ACTIONS or stream is None:
+            self.auth.require(self.user, need if need in _STREAM_ACTIONS else Action.READ_STREAM, sid)
+            return
+        names = self._names(P.StreamInfo(scope=scope, stream=stream))
+        try:
+            topic = self.broker.get_topic(*names) if names else None
+        except NotFound:
+            topic = None
+        if topic is None:
+            self.auth.require(self.user, Action.READ_STREAM, sid)
+            return
+        self.auth.require(self.user, need, sid, topic.id)
+
+    def delegation_token(self, req: P.StreamInfo) -> P.DelegationToken:
+        if self.auth is None:
+            return P.DelegationToken(delegation_token="")  # auth is off: segment stores take ""
+        meta, user = self.broker.meta, self.user
+        try:
+            sid = self.broker.get_stream(req.scope).id
+        except (NotFound, InvalidArgument):
+            raise _Status(GrpcStatus.NOT_FOUND, f"no scope {req.scope!r}") from None
+        names = self._names(req)
+        try:
+            topic = self.broker.get_topic(*names) if names else None
+        except NotFound:
+            topic = None
+        if topic is not None:  # a stream: what the user may do with its messages
+            ops = {op for op, action in ((READ, Action.POLL_MESSAGES), (WRITE, Action.SEND_MESSAGES))
+                   if meta.can(user, action, sid, topic.id)}
+        else:  # a reader group's table (scope/<group>_kvtable): anyone who may read the scope
+            ops = {READ, WRITE} if meta.can(user, Action.READ_STREAM, sid) else set()
+        if not ops:
+            raise _Status(GrpcStatus.PERMISSION_DENIED, f"user {user.username!r} may not read or write "
+                          f"{req.scope}/{req.stream}")
+        token = self.auth.issuer.issue(user.id, req.scope, req.stream, frozenset(ops))
+        return P.DelegationToken(delegation_token=token)
 
     # -- names -------------------------------------------------------------------------------
     def _names(self, info) -> tuple[str, str] | None:
@@ -226,7 +292,11 @@ class ControllerService:
         segments = max(1, req.scaling_policy.min_num_segments if req.scaling_policy else 1)
         expiry, max_size = _retention(req.retention_policy)
         self.broker.create_topic(names[0], names[1], segments, message_expiry=expiry, max_topic_size=max_size)
-        self.broker.set_topic_attrs(names[0], names[1], _attrs(req))
+        try:
+            self.broker.set_topic_attrs(names[0], names[1], _attrs(req))
+        except FerryError:  # e.g. tags over the attribute limit: refuse the whole create, leave no stream
+            self.broker.delete_topic(names[0], names[1])
+            raise
         return P.CreateStreamStatus(status=S.SUCCESS)
 
     def check_stream_exists(self, req: P.StreamInfo) -> P.ExistsResponse:
@@ -419,9 +489,6 @@ class ControllerService:
             ok = ok and (offset == -1 or start <= offset <= part.byte_end)
         return P.StreamCutValidityResponse(response=ok)
 
-    def delegation_token(self, req: P.StreamInfo) -> P.DelegationToken:
-        return P.DelegationToken(delegation_token="")  # auth is off: segment stores take ""
-
     def scale(self, req: P.ScaleRequest) -> P.ScaleResponse:
         return P.ScaleResponse(status=P.ScaleResponse.ScaleStreamStatus.FAILURE)  # fixed segment counts
 
@@ -508,6 +575,39 @@ class ControllerService:
         txn = self._txn(req)
         state = TxnState.UNKNOWN if txn is None else txn.state
         return P.TxnState(state=P.TxnState.State(int(state)))
+
+
+# What each RPC needs (auth on). Scope-level actions take the Ferry stream id,
+# stream-level ones the topic id too; reads of a missing topic fall back to READ_STREAM.
+_NEEDS: dict[str, Action] = {
+    "createScope": Action.CREATE_STREAM, "listScopes": Action.READ_STREAMS, "checkScopeExists": Action.READ_STREAMS,
+    "deleteScope": Action.MANAGE_STREAM, "createStream": Action.CREATE_TOPIC,
+    "listStreamsInScope": Action.READ_TOPICS, "listStreamsInScopeForTag": Action.READ_TOPICS,
+    **dict.fromkeys(("checkStreamExists", "getStreamConfiguration", "getCurrentSegments", "getEpochSegments",
+                     "getSegments", "getSegmentsImmediatelyFollowing", "getSegmentsImmediatlyFollowing",
+                     "getSegmentsBetween", "getURI", "isSegmentValid", "isStreamCutValid"), Action.READ_TOPIC),
+    **dict.fromkeys(("updateStream", "sealStream", "deleteStream", "truncateStream", "scale", "checkScale"),
+                    Action.MANAGE_TOPIC),
+    **dict.fromkeys(("createTransaction", "commitTransaction", "abortTransaction", "pingTransaction",
+                     "checkTransactionState"), Action.SEND_MESSAGES),
+}
+_GLOBAL_ACTIONS = frozenset({Action.CREATE_STREAM, Action.READ_STREAMS})
+_STREAM_ACTIONS = frozenset({Action.MANAGE_STREAM, Action.CREATE_TOPIC, Action.READ_TOPICS})
+
+
+def _addressed(request) -> tuple[str, str | None]:
+    """(scope, stream or None) a request names, whatever its message type."""
+    info = getattr(request, "stream_info", None)
+    if info is not None:
+        return info.scope, info.stream
+    if isinstance(request, P.StreamInfo):
+        return request.scope, request.stream
+    if isinstance(request, P.ScopeInfo):
+        return request.scope, None
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, P.ScopeInfo):
+        return scope.scope, None
+    return "", None
 
 
 class _Counted:

@@ -75,6 +75,7 @@ class PravegaState:
 
     def __init__(self) -> None:
         self.segment_store: tuple[str, int] | None = None  # advertised (host, port) for getURI
+        self.issuer = None  # an auth.TokenIssuer when the controller has auth on: tokens are checked
         self.txns: dict[uuid.UUID, Txn] = {}
         self.txn_bytes = 0
         # (stream_id, topic_id, created_at) -> "events" | "bytes" (topic attribute pravega.kind)

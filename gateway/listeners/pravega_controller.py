@@ -5,20 +5,43 @@ Scopes, streams, segments and transactions for real Pravega clients
 trio + h2 stack (adapters/pravega/grpc.py), no second event loop. Segment
 addresses it hands out are the ``pravega`` listener's (its
 ``advertised_host``); docs/pravega.md.
+
+Options of ``[listeners.pravega_controller]`` (also ``FERRY_PRAVEGA_CONTROLLER_<KEY>``):
+
+====  =======  ================================================================
+key   default  meaning
+====  =======  ================================================================
+auth  false    require Basic credentials of a Ferry user on every RPC and a
+               delegation token (from ``getDelegationToken``) on every
+               segment-store request, as a Pravega cluster with auth enabled
+               (clients: ``auth_enabled=True``, ``pravega_client_auth_method=Basic``)
+====  =======  ================================================================
 """
 
 from __future__ import annotations
 
+import trio
+
+from adapters.pravega.auth import Authenticator, TokenIssuer, load_secret
 from adapters.pravega.controller import ControllerService
 from adapters.pravega.driver import serve_controller
+from adapters.pravega.state import state_of
 
 from ..registry import ListenerSpec
 
+OPTIONS = {"auth": False}
+
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
-    await serve_controller(broker, cfg.host, cfg.port, conn_nursery, service=ControllerService(broker),
+    opts = {**OPTIONS, **dict(cfg.options)}
+    auth = None
+    if opts["auth"]:
+        issuer = TokenIssuer(await trio.to_thread.run_sync(load_secret, broker.data_dir))
+        state_of(broker).issuer = issuer  # the segment store checks tokens from now on
+        auth = Authenticator(broker, issuer)
+    await serve_controller(broker, cfg.host, cfg.port, conn_nursery, service=ControllerService(broker, auth=auth),
                            task_status=task_status)
 
 
-LISTENER = ListenerSpec(name="pravega_controller", default_port=9090, transport="tcp", serve=serve,
+LISTENER = ListenerSpec(name="pravega_controller", default_port=9090, transport="tcp", serve=serve, options=OPTIONS,
                         description="Pravega controller gRPC API (h2c): scopes, streams, segments, transactions")

@@ -58,11 +58,12 @@ def client_python() -> Path:
     return python
 
 
-def start_scenario(script: str, *args: str, rust_log: str = "info") -> subprocess.Popen:
+def start_scenario(script: str, *args: str, rust_log: str = "info", env: dict | None = None) -> subprocess.Popen:
     """Start ``clients/<script> ARGS`` (for tests that act while it runs)."""
     return subprocess.Popen([str(client_python()), "-u", str(SCRIPTS / script), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": "", "RUST_LOG": rust_log, "RUST_BACKTRACE": "1"})
+                            env={**os.environ, "PYTHONPATH": "", "RUST_LOG": rust_log, "RUST_BACKTRACE": "1",
+                                 **(env or {})})
 
 
 def finish(proc: subprocess.Popen, script: str, timeout: float = SCENARIO_TIMEOUT_S) -> list[dict]:
@@ -79,7 +80,7 @@ def finish(proc: subprocess.Popen, script: str, timeout: float = SCENARIO_TIMEOU
     return lines
 
 
-def run_scenario(script: str, *args: str, timeout: float = SCENARIO_TIMEOUT_S) -> dict[str, dict]:
-    """Run a scenario to the end; ``{step: fields}``."""
-    lines = finish(start_scenario(script, *args), script, timeout)
+def run_scenario(script: str, *args: str, timeout: float = SCENARIO_TIMEOUT_S, env: dict | None = None) -> dict[str, dict]:
+    """Run a scenario to the end; ``{step: fields}`` (``env``: extra environment, e.g. credentials)."""
+    lines = finish(start_scenario(script, *args, env=env), script, timeout)
     return {line.pop("step"): line for line in lines}
