@@ -63,6 +63,7 @@ from core.log.partition import AppendInput
 from core.metrics import listener_metrics, metrics_for
 
 from . import commands as C
+from .auth import READ, WRITE, AuthError
 from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .names import SegmentName, is_table_segment, parse_segment
@@ -80,11 +81,27 @@ OLDEST_COMPATIBLE_VERSION = 5
 NULL_EVENT_NUMBER = -(1 << 63)  # Long.MIN_VALUE: "this writer never wrote here"
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # the client's single-event limit (pravega-client.md section 4)
 MAX_TABLE_READ = 1000  # entries per table read reply, whatever the client suggests
+# ... and bytes of keys and values in it: entries hold up to 1 MiB, a frame at most 16 MiB
+MAX_TABLE_READ_BYTES = 8 * 1024 * 1024
 ORIGIN = "pravega"  # the publishing protocol recorded for live delivery
 LISTENER = "pravega"  # the ``listener`` label of this adapter's metrics
 ATTR_KIND = "pravega.kind"  # topic attribute: "bytes" once a byte stream wrote it
 BYTES = "bytes"
 MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before the merge (core MAX_PAYLOAD)
+
+
+# Requests that carry a delegation token: the field naming the segment and what
+# the token must allow (checked only with auth on). Reader-group tables need READ:
+# a reader keeps its group's state there (adapters/pravega/auth.py).
+_AUTH = {
+    C.SetupAppend: ("segment", WRITE), C.ReadSegment: ("segment", READ),
+    C.GetStreamSegmentInfo: ("segment_name", READ), C.SealSegment: ("segment", WRITE),
+    C.TruncateSegment: ("segment", WRITE), C.GetSegmentAttribute: ("segment_name", READ),
+    C.CreateTransientSegment: ("parent_segment", WRITE), C.MergeSegments: ("target", WRITE),
+    C.GetTableSegmentInfo: ("segment_name", READ),
+    **dict.fromkeys((C.CreateTableSegment, C.DeleteTableSegment, C.UpdateTableEntries, C.RemoveTableKeys,
+                     C.ReadTable, C.ReadTableEntries, C.ReadTableKeys, C.ReadTableEntriesDelta), ("segment", READ)),
+}
 
 
 @dataclass(slots=True)
@@ -130,6 +147,7 @@ class SegmentStoreSession:
         self._on_ack = on_ack or (lambda: None)
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.writers: dict[uuid.UUID, _Writer] = {}
+        self.transients: set[str] = set()  # transient segments made here and not merged yet
         self.counters = listener_metrics(metrics_for(broker))
         self.unacked_bytes = 0  # appended, not yet acknowledged (the driver's read gate)
         self.close_after_flush = False  # set when the protocol says: reply, then close
@@ -165,6 +183,9 @@ class SegmentStoreSession:
         Raises PravegaProtocolError when the connection must close."""
         handler = self._handlers.get(type(cmd))
         try:
+            rule = _AUTH.get(type(cmd))
+            if rule is not None and self.state.issuer is not None:
+                self._authorize(cmd, *rule)
             if handler is None:
                 return self._unsupported(cmd)
             return handler(cmd)
@@ -179,9 +200,23 @@ class SegmentStoreSession:
     def send(self, reply) -> None:
         self._emit(C.encode(reply))
 
+    def _authorize(self, cmd, field: str, op: str) -> None:
+        """Check the request's delegation token (auth on: adapters/pravega/auth.py)."""
+        segment = getattr(cmd, field)
+        parts = segment.split("/")
+        scope, stream = (parts[0], parts[1]) if len(parts) >= 2 else (segment, "")
+        try:
+            self.state.issuer.check(cmd.delegation_token, scope, stream, op)
+        except AuthError as exc:
+            raise _Reply(C.AuthTokenCheckFailed(request_id=cmd.request_id, server_stack_trace=exc.message,
+                                                error_code=exc.code)) from None
+
     def close(self) -> None:
         self.closed = True
         self.writers.clear()
+        for seg in self.transients:  # a large event the client never merged: nobody else can finish it
+            self.state.transients.pop(seg, None)
+        self.transients.clear()
 
     def _unsupported(self, cmd) -> None:
         rid = getattr(cmd, "request_id", None)
@@ -274,8 +309,19 @@ class SegmentStoreSession:
             return self._append_txn(w, ev, payloads)
         self._store(w, ev.request_id, ev.last_event_number, ev.num_events, payloads, len(ev.data))
 
+    def _writer_part(self, w: _Writer, rid: int, last: int):
+        """The writer's partition, or None after answering NoSuchSegment: its topic (or partition)
+        was deleted since SetupAppend, by another protocol (Pravega deletes only sealed streams)."""
+        try:
+            return self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        except NotFound:
+            self._fail(w, C.NoSuchSegment(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
+            return None
+
     def _store(self, w: _Writer, rid: int, last: int, n: int, payloads, size: int) -> None:
-        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        part = self._writer_part(w, rid, last)
+        if part is None:
+            return
         stored = part.producer_sequence(w.producer)
         first = last - n + 1
         if stored is not None and first <= stored < last:
@@ -285,9 +331,11 @@ class SegmentStoreSession:
         items = [AppendInput(bytes(p)) for p in payloads]
         w.inflight += 1
         self.unacked_bytes += size
+        end: list[int] = []  # the segment's length right after this block, for its DataAppended
         try:
             self.broker.append(w.stream_id, w.topic_id, items, partition=w.partition, producer=(w.producer, last),
-                               on_durable=partial(self._acked, w, rid, last, size, part), origin=ORIGIN)
+                               on_durable=partial(self._acked, w, rid, last, size, part, end), origin=ORIGIN)
+            end.append(raw_end(part) if w.raw else part.byte_end)
             self.counters["messages_in"].inc(LISTENER, amount=len(items))
             self.counters["bytes_in"].inc(LISTENER, amount=size - 8 * len(items) if not w.raw else size)
         except TopicSealed:
@@ -309,7 +357,7 @@ class SegmentStoreSession:
         self.unacked_bytes -= size
         self._on_ack()
 
-    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, outcome) -> None:
+    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, end: list[int], outcome) -> None:
         self._settle(w, size)
         if self.closed:
             return
@@ -320,7 +368,8 @@ class SegmentStoreSession:
             self._on_ack()
             return
         prev, w.last_acked = w.last_acked, max(w.last_acked, last)
-        offset = raw_end(part) if w.raw else part.byte_end
+        # Upstream: the length after *this* append, not after later blocks already accepted.
+        offset = end[0] if end else (raw_end(part) if w.raw else part.byte_end)
         self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
                                  request_id=rid, current_segment_write_offset=offset))
         if w.inflight == 0 and w.deferred:
@@ -356,7 +405,9 @@ class SegmentStoreSession:
 
     def _conditional_append(self, cmd) -> None:
         w = self._writer(cmd.writer_id)
-        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        part = self._writer_part(w, cmd.request_id, cmd.event_number)
+        if part is None:
+            return
         if part.byte_end != cmd.expected_offset:
             self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
                                                request_id=cmd.request_id))
@@ -369,8 +420,10 @@ class SegmentStoreSession:
         w = self._writer(cmd.writer_id)
         if w.transient is not None:
             return self._transient_part(w, cmd)
+        part = self._writer_part(w, cmd.request_id, cmd.event_number)
+        if part is None:
+            return
         topic = self.broker.get_topic(w.stream_id, w.topic_id)
-        part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
         if not w.raw:
             if part.next_offset != 0 or not self._mark_bytes(topic):
                 # An event stream with events in it cannot become a byte stream.
@@ -434,6 +487,7 @@ class SegmentStoreSession:
                                                 server_stack_trace=""))
         seg = f"{cmd.parent_segment}#transient.{cmd.writer_id.hex}.{uuid.uuid4().hex}"
         self.state.transients[seg] = bytearray()
+        self.transients.add(seg)
         self.send(C.SegmentCreated(request_id=rid, segment=seg))
 
     def _transient_part(self, w: _Writer, cmd) -> None:
@@ -451,6 +505,7 @@ class SegmentStoreSession:
         rid = cmd.request_id
         name, topic = self._target(rid, cmd.target)
         held = self.state.transients.pop(cmd.source, None)
+        self.transients.discard(cmd.source)
         if held is None:
             raise _Reply(C.NoSuchSegment(request_id=rid, segment=cmd.source, server_stack_trace="", offset=-1))
         try:
@@ -622,7 +677,8 @@ class SegmentStoreSession:
     def _page(self, cmd, count: int):
         token = bytes(cmd.continuation_token or b"")
         after = token or None
-        rows = self._table_call(cmd.request_id, cmd.segment, self.broker.tables.entries, after,
+        rows = self._table_call(cmd.request_id, cmd.segment,
+                                partial(self.broker.tables.entries, max_bytes=MAX_TABLE_READ_BYTES), after,
                                 max(1, min(count, MAX_TABLE_READ)))
         return rows, (rows[-1][0] if rows else token)
 
@@ -637,7 +693,8 @@ class SegmentStoreSession:
                                   keys=keys_out([(k, v) for k, _val, v in rows]), continuation_token=token))
 
     def _read_delta(self, cmd) -> None:
-        rows, last, reached_end = self._table_call(cmd.request_id, cmd.segment, self.broker.tables.delta,
+        rows, last, reached_end = self._table_call(cmd.request_id, cmd.segment,
+                                                   partial(self.broker.tables.delta, max_bytes=MAX_TABLE_READ_BYTES),
                                                    cmd.from_position,
                                                    max(1, min(cmd.suggested_entry_count, MAX_TABLE_READ)))
         self.send(C.TableEntriesDeltaRead(request_id=cmd.request_id, segment=cmd.segment, entries=entries_out(rows),
