@@ -317,17 +317,18 @@ def _statements(script: str) -> list[str]:
 
 
 # -- input checks shared by the store's modules -------------------------------------
-def check_name(name: object, what: str, error: type[InvalidName] = InvalidName,
-               lo: int = MIN_NAME_BYTES, hi: int = MAX_NAME_BYTES) -> str:
-    """``name`` as given if it is a str of ``lo..hi`` UTF-8 bytes, else ``error``."""
+def check_name(name: object, what: str, error: type[InvalidArgument] = InvalidName,
+               lo: int = MIN_NAME_BYTES, hi: int = MAX_NAME_BYTES, *, noun: str = "name") -> str:
+    """``name`` as given if it is a str of ``lo..hi`` UTF-8 bytes, else ``error``
+    (``noun`` words the message for other strings: "value")."""
     if not isinstance(name, str):
-        raise error(f"{what} name must be a string, got {type(name).__name__}")
+        raise error(f"{what} {noun} must be a string, got {type(name).__name__}")
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:
-        raise error(f"{what} name is not valid UTF-8") from None
+        raise error(f"{what} {noun} is not valid UTF-8") from None
     if not lo <= size <= hi:
-        raise error(f"{what} name must be {lo}..{hi} bytes of UTF-8, got {size}", size=size)
+        raise error(f"{what} {noun} must be {lo}..{hi} bytes of UTF-8, got {size}", size=size)
     return name
 
 

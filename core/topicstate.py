@@ -165,15 +165,7 @@ class TopicStateStore:
 
 
 def _attr_value(key: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgument(f"topic attribute {key!r}: values are strings, got {type(value).__name__}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"topic attribute {key!r}: value is not valid UTF-8") from None
-    if size > MAX_ATTR_VALUE_BYTES:
-        raise InvalidArgument(f"topic attribute {key!r}: value of {size} bytes exceeds {MAX_ATTR_VALUE_BYTES}")
-    return value
+    return check_name(value, f"topic attribute {key!r}", InvalidArgument, 0, MAX_ATTR_VALUE_BYTES, noun="value")
 
 
 __all__ = ["MAX_ATTRS_PER_TOPIC", "MAX_ATTR_KEY_BYTES", "MAX_ATTR_VALUE_BYTES", "TopicStateStore"]

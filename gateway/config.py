@@ -37,11 +37,13 @@ from core.errors import InvalidArgument
 from core.log.config import (
     DEFAULT_FSYNC_INTERVAL_MS,
     DEFAULT_MAX_PENDING_BYTES,
+    DEFAULT_PRODUCER_TTL_MS,
     DEFAULT_SEGMENT_BYTES,
     FSYNC_BATCH,
     FSYNC_NEVER,
     FSYNC_POLICIES,
     MAX_FSYNC_INTERVAL_MS,
+    MAX_PRODUCER_TTL_MS,
     MAX_SEGMENT_BYTES,
     LogConfig,
 )
@@ -90,6 +92,9 @@ SECTIONS: Mapping[str, Mapping[str, Key]] = MappingProxyType({
                              lo=1, hi=MAX_SEGMENT_BYTES),
         "max_pending_bytes": Key("size", DEFAULT_MAX_PENDING_BYTES,
                                  "unwritten bytes per partition before producers are slowed", lo=1),
+        "producer_ttl_ms": Key("int", DEFAULT_PRODUCER_TTL_MS,
+                               "a producer's dedup state is forgotten after this long idle (0 = never)",
+                               lo=0, hi=MAX_PRODUCER_TTL_MS),
         "retention_interval_seconds": Key("float", DEFAULT_RETENTION_INTERVAL_S,
                                           "how often message expiry and size caps are enforced",
                                           lo=0.01, hi=86400),

@@ -237,6 +237,7 @@ CORE_ERRORS: dict[type, int] = {
     ce.PayloadTooLarge: 4022,
     ce.InvalidOffset: 4100,
     ce.InvalidArgument: 3,
+    ce.TopicSealed: 5,  # feature_unavailable, 400: the number the Iggy binary table gives it
     ce.InvalidToken: 53,
     ce.TokenExpired: 54,
     ce.UserInactive: 47,

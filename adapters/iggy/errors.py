@@ -147,6 +147,11 @@ _TABLE: tuple[tuple[type[ce.FerryError], IggyError, IggyError], ...] = (
     (ce.RecordReservedField, IggyError.INVALID_RESERVED_FIELD, IggyError.INVALID_RESERVED_FIELD),
     (ce.MalformedRecords, IggyError.INVALID_MESSAGES_SIZE, IggyError.INVALID_MESSAGES_SIZE),
     (ce.InvalidOffset, IggyError.INVALID_OFFSET, IggyError.INVALID_OFFSET),
+    # Iggy has no sealed topics. SendMessages to one is refused on purpose, for good:
+    # not the client's malformed request (3 InvalidCommand) nor its permissions
+    # (41 Unauthorized, which HTTP would answer 403), but an operation this topic no
+    # longer offers; 5 FeatureUnavailable is also what a command with no handler gets.
+    (ce.TopicSealed, IggyError.FEATURE_UNAVAILABLE, IggyError.FEATURE_UNAVAILABLE),
     (ce.ShuttingDown, IggyError.ERROR, IggyError.ERROR),
 )
 

@@ -61,7 +61,11 @@ ORIGIN = "nats"
 MAX_PENDING = 64 * 1024 * 1024
 # JetStream API error codes nats-py understands (APIError): 503 while the
 # broker shuts down, 400 for a message Ferry cannot store, 500 otherwise.
-_STORE_ERROR_CODE = {"ShuttingDown": 503}
+_STORE_ERROR_CODE = {"ShuttingDown": 503, "TopicSealed": 400}
+# Where JetStream has the same refusal, its err_code and text, so a client's
+# APIError matches the one nats-server sends (server/errors.json:
+# JSStreamSealedErr 10109, "invalid operation on sealed stream", code 400).
+_STORE_ERROR_JS = {"TopicSealed": (10109, "invalid operation on sealed stream")}
 _UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
 
 
@@ -410,8 +414,12 @@ class NatsSession:
 
     def _ack(self, reply: str, stream: str, result, code: int | None = None) -> None:
         if isinstance(result, BaseException):
-            code = code or _STORE_ERROR_CODE.get(type(result).__name__, 500)
-            body = {"error": {"code": code, "description": str(result) or type(result).__name__}}
+            name = type(result).__name__
+            code = code or _STORE_ERROR_CODE.get(name, 500)
+            js = _STORE_ERROR_JS.get(name)
+            error = {"code": code, "description": str(result) or name} if js is None else \
+                {"code": code, "err_code": js[0], "description": js[1]}
+            body = {"error": error}
         else:
             body = {"stream": stream, "seq": result.base_offset + 1,
                     "partition": result.partition_id, "offset": result.base_offset}

@@ -13,7 +13,8 @@ batch header sits *between* runs of records and is simply skipped.
          4    4 length           u32, whole batch, header included
          8    4 crc              CRC-32 (zlib, IEEE 802.3) of bytes 12..length
         12    2 version          1
-        14    2 flags            bit 0 = SNAPSHOT: the entries are the full dedup table
+        14    2 flags            bit 0 = SNAPSHOT: the entries are the full dedup table;
+                                 bit 1 = PRODUCER_TIMES: each entry ends with its write time
         16    8 base_offset      offset of the first record
         24    8 base_byte_pos    Pravega byte position of the first record
         32    8 max_timestamp    append time (µs) of the last record
@@ -21,8 +22,13 @@ batch header sits *between* runs of records and is simply skipped.
         44    4 header_length    56 + size of the producer entries = where records start
         48    4 producer_count
         52    4 reserved         0
-        56    .. producer entries: u8 id_len, id (UTF-8), i64 last sequence
+        56    .. producer entries: u8 id_len, id (UTF-8), i64 last sequence,
+                 and with PRODUCER_TIMES an i64 last write (µs)
     header_length .. records
+
+Producer write times (``core/log/producers.py``: idle producers expire) are
+written by every batch that has entries; a batch without the flag (written
+before the times existed) gives each entry its own ``max_timestamp``.
 
 The CRC covers everything after its own field, like Kafka's record-batch CRC
 (KIP-98), so a torn write, a zeroed page or a flipped bit anywhere in the batch
@@ -47,6 +53,7 @@ from .index import INDEX_ENTRY, TIME_ENTRY
 BATCH_MAGIC = b"FRB1"
 BATCH_VERSION = 1
 FLAG_SNAPSHOT = 0x1
+FLAG_PRODUCER_TIMES = 0x2
 
 BATCH_HEADER = struct.Struct("<4sIIHHQQQIIII")
 BATCH_HEADER_SIZE = BATCH_HEADER.size  # 56
@@ -54,6 +61,7 @@ _CRC_FROM = 12  # the CRC covers bytes 12..length (everything after the CRC fiel
 _U32 = struct.Struct("<I")
 _ID_LEN = struct.Struct("<B")
 _SEQ = struct.Struct("<q")
+_SEQ_TS = struct.Struct("<qq")
 
 # A producer id is a short opaque string (a Pravega writer UUID is 36 chars, a
 # NATS client name is rarely longer); one length byte keeps entries compact.
@@ -97,15 +105,16 @@ def check_producer_id(pid: object) -> bytes:
     return raw
 
 
-def encode_producers(entries: Iterable[tuple[str, int]]) -> tuple[bytes, int]:
-    """The producer-entry block for ``(id, last_sequence)`` pairs and its entry count."""
+def encode_producers(entries: Iterable[tuple[str, int, int]]) -> tuple[bytes, int]:
+    """The producer-entry block for ``(id, last_sequence, last_write_us)``
+    entries (the layout of FLAG_PRODUCER_TIMES) and its entry count."""
     parts: list[bytes] = []
     n = 0
-    for pid, seq in entries:
+    for pid, seq, ts in entries:
         raw = pid.encode("utf-8", "surrogatepass")
         parts.append(_ID_LEN.pack(len(raw)))
         parts.append(raw)
-        parts.append(_SEQ.pack(seq))
+        parts.append(_SEQ_TS.pack(seq, ts))
         n += 1
     return b"".join(parts), n
 
@@ -165,25 +174,30 @@ def batch_crc_ok(buf: bytes | memoryview, at: int, info: BatchInfo) -> bool:
         return zlib.crc32(body) == info.crc
 
 
-def decode_producers(buf: bytes | memoryview, at: int, info: BatchInfo) -> list[tuple[str, int]]:
-    """The ``(producer id, last sequence)`` entries of the batch whose header is
-    at ``buf[at:]``. Raises CorruptSegment when they overrun the header."""
-    out: list[tuple[str, int]] = []
+def decode_producers(buf: bytes | memoryview, at: int, info: BatchInfo) -> list[tuple[str, int, int]]:
+    """The ``(producer id, last sequence, last write µs)`` entries of the batch
+    whose header is at ``buf[at:]`` (without FLAG_PRODUCER_TIMES the write time
+    is the batch's ``max_timestamp``). Raises CorruptSegment when they overrun
+    the header."""
+    out: list[tuple[str, int, int]] = []
     pos = at + BATCH_HEADER_SIZE
     end = at + info.header_length
+    timed = info.flags & FLAG_PRODUCER_TIMES
+    tail = _SEQ_TS.size if timed else _SEQ.size
     for _ in range(info.producer_count):
         if pos >= end:
             raise CorruptSegment("producer entries overrun the batch header", position=info.position)
         n = buf[pos]
         stop = pos + 1 + n
-        if n == 0 or stop + _SEQ.size > end:
+        if n == 0 or stop + tail > end:
             raise CorruptSegment("bad producer entry", position=info.position)
         try:
             pid = bytes(buf[pos + 1 : stop]).decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
             raise CorruptSegment("producer id is not UTF-8", position=info.position) from None
-        out.append((pid, _SEQ.unpack_from(buf, stop)[0]))
-        pos = stop + _SEQ.size
+        seq, ts = _SEQ_TS.unpack_from(buf, stop) if timed else (_SEQ.unpack_from(buf, stop)[0], info.max_timestamp)
+        out.append((pid, seq, ts))
+        pos = stop + tail
     return out
 
 

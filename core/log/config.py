@@ -57,6 +57,16 @@ MAX_APPEND_BYTES = MAX_BATCH_BYTES // 2
 # each segment roll (at most ~2.6 MiB with 255-byte ids).
 DEFAULT_MAX_PRODUCERS = 10_000
 
+# A producer idle this long is forgotten too, whatever the table's size: Pravega
+# writer ids are random per writer instance (a UUID each), so without an idle
+# expiry every writer ever started would hold an entry until max_producers
+# pushed it out (protocols/pravega.md 12: "Expire idle writers after a
+# configurable TTL (default 7 days)"; Kafka's producer.id.expiration.ms is one
+# day). 0 keeps producers until max_producers evicts them.
+DEFAULT_PRODUCER_TTL_MS = 7 * 24 * 3600 * 1000
+# Past ten years a TTL is surely a unit mistake (seconds vs ms, or µs).
+MAX_PRODUCER_TTL_MS = 10 * 365 * 24 * 3600 * 1000
+
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
@@ -66,7 +76,8 @@ class LogConfig:
     past this. ``fsync``: one of :data:`FSYNC_POLICIES`. ``fsync_interval_ms``:
     the group-commit window of the ``batch`` policy. ``max_pending_bytes``: the
     backpressure threshold (``Partition.over_limit``). ``max_producers``: dedup
-    table size per partition.
+    table size per partition. ``producer_ttl_ms``: a producer not written for
+    this long is forgotten (0 = never; ``core/log/producers.py``).
     """
 
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
@@ -74,6 +85,7 @@ class LogConfig:
     fsync_interval_ms: float = DEFAULT_FSYNC_INTERVAL_MS
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES
     max_producers: int = DEFAULT_MAX_PRODUCERS
+    producer_ttl_ms: int = DEFAULT_PRODUCER_TTL_MS
 
     def __post_init__(self) -> None:
         if not isinstance(self.segment_bytes, int) or not 1 <= self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -92,6 +104,9 @@ class LogConfig:
             raise InvalidArgument(f"log.max_pending_bytes must be a positive integer, got {self.max_pending_bytes!r}")
         if not isinstance(self.max_producers, int) or self.max_producers < 1:
             raise InvalidArgument(f"log.max_producers must be a positive integer, got {self.max_producers!r}")
+        ttl = self.producer_ttl_ms
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= MAX_PRODUCER_TTL_MS:
+            raise InvalidArgument(f"log.producer_ttl_ms must be an integer in 0..{MAX_PRODUCER_TTL_MS}, got {ttl!r}")
 
     @property
     def fsyncs(self) -> bool:

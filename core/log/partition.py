@@ -32,11 +32,14 @@ from typing import Callable, Sequence
 from ..errors import CorruptSegment, InvalidArgument, PartitionNotFound, PayloadTooLarge, StorageError
 from ..message import now_us, uuid7
 from ..record import encode_record
-from .batch import BATCH_HEADER_SIZE, FLAG_SNAPSHOT, batch_head, check_producer_id, encode_producers
+from .batch import (
+    BATCH_HEADER_SIZE, FLAG_PRODUCER_TIMES, FLAG_SNAPSHOT, batch_head, check_producer_id, encode_producers,
+)  # fmt: skip
 from .encoded import stamp_records
 from .config import MAX_APPEND_BYTES, MAX_BATCH_BYTES, LogConfig
 from .index import T_MAXTS, TIME_ENTRY
 from .pending import FlushJob, PendingCall, index_entries, written_producers
+from .producers import Table, expire_idle, is_expired, remember
 from .reads import PartitionReads
 from .recovery import open_sealed, recover_active
 from .salvage import TEMP_SUFFIX as SALVAGE_TEMP
@@ -95,14 +98,6 @@ def _nothing() -> None:
     return None
 
 
-def _remember(table: dict[str, int], pid: str, seq: int, limit: int) -> None:
-    """Record ``pid -> seq``, most recent last; forget the least recent past ``limit``."""
-    table.pop(pid, None)
-    table[pid] = seq
-    if len(table) > limit:
-        del table[next(iter(table))]
-
-
 def _fire(callback: Callable[[object], None], arg: object) -> None:
     try:
         callback(arg)
@@ -127,8 +122,9 @@ class Partition(PartitionReads):
         self._last_ts = 0
         self._pending_bytes = 0
         self._pending_records = 0
-        self._producers: dict[str, int] = {}  # includes pending appends
-        self._durable_producers: dict[str, int] = {}  # as of the last batch written
+        self._producers: Table = {}  # id -> (seq, write µs), write order; includes pending appends
+        self._durable_producers: Table = {}  # as of the last batch written
+        self._ttl_us = cfg.producer_ttl_ms * 1000  # idle producers expire (core/log/producers.py)
         self._wake: Callable[[], None] = _nothing
         self._signalled = False
         self._failed: StorageError | None = None
@@ -191,10 +187,11 @@ class Partition(PartitionReads):
         self._next_offset = active.next_offset
         self._byte_end = active.end_byte
         self._last_ts = max((s.times.last()[T_MAXTS] for s in self._segments if s.times.count), default=0)
+        expire_idle(producers, self._clock(), self._ttl_us)  # idle past the TTL while we were down, too
         self._durable_producers = producers
         self._producers = dict(producers)
 
-    def _recover_active(self, bases: list[int]) -> tuple[Segment, dict[str, int], list[Segment]]:
+    def _recover_active(self, bases: list[int]) -> tuple[Segment, Table, list[Segment]]:
         """Recover the last segment; one left empty by a crashed roll is removed
         and the one before it becomes active again. One damaged in the middle
         is salvaged: its last good run becomes the active segment, the runs
@@ -237,9 +234,9 @@ class Partition(PartitionReads):
         # The dedup snapshot sat in the segment's first batch, which may be the
         # damaged one: keep every entry the good batches still carry, and have
         # the next write carry a full snapshot so the next restart sees them too.
-        producers: dict[str, int] = {}
-        for pid, seq in entries:
-            _remember(producers, pid, seq, self.cfg.max_producers)
+        producers: Table = {}
+        for pid, seq, ts in entries:
+            remember(producers, pid, seq, ts, self.cfg.max_producers)
         self._snapshot_due = True
         return active, producers, kept
 
@@ -303,8 +300,10 @@ class Partition(PartitionReads):
         return len(self._segments)
 
     def producer_sequence(self, producer_id: str) -> int | None:
-        """The last sequence stored (or pending) for a producer, None if unknown."""
-        return self._producers.get(producer_id)
+        """The last sequence stored (or pending) for a producer, None if unknown
+        or idle past ``cfg.producer_ttl_ms``."""
+        entry = self._producers.get(producer_id)
+        return None if entry is None or is_expired(entry, self._clock(), self._ttl_us) else entry[0]
 
     # -- append --------------------------------------------------------------------
     def append(
@@ -396,7 +395,7 @@ class Partition(PartitionReads):
         self._pending_bytes += nbytes
         self._pending_records += n
         if producer is not None:
-            _remember(self._producers, producer[0], producer[1], self.cfg.max_producers)
+            remember(self._producers, producer[0], producer[1], ts, self.cfg.max_producers)
         if not self._signalled:
             self._signalled = True
             self._wake()
@@ -414,7 +413,12 @@ class Partition(PartitionReads):
         if isinstance(seq, bool) or not isinstance(seq, int) or not _SEQ_MIN <= seq <= _SEQ_MAX:
             raise InvalidArgument(f"producer sequence must be an i64, got {seq!r}")
         last = self._producers.get(pid)
-        return last is not None and seq <= last
+        if last is None or seq > last[0]:
+            return False
+        # Refused unless the producer was idle past its TTL: then it starts over.
+        # The clock is read only here, on the rare would-be duplicate (is_expired, inlined).
+        ttl = self._ttl_us
+        return not ttl or last[1] >= self._clock() - ttl
 
     def _duplicate(self, on_durable: OnDurable | None) -> AppendResult:
         result = AppendResult(self.partition_id, self._next_offset, 0, self._last_ts, duplicate=True)
@@ -466,19 +470,22 @@ class Partition(PartitionReads):
         job.ncalls, job.records_len, job.fsync = n, total, fsync
         job.producers = written_producers(taken)
         flags, entries = 0, job.producers
+        last_ts = taken[-1].timestamp
         if roll or self._snapshot_due:
             # The first batch of a segment carries the whole table, so recovery only
             # ever replays the active segment (docs/storage.md, "Producer dedup").
             table = dict(self._durable_producers)
-            for pid, seq in job.producers:
-                _remember(table, pid, seq, self.cfg.max_producers)
-            flags, entries = FLAG_SNAPSHOT, list(table.items())
+            for pid, seq, ts in job.producers:
+                remember(table, pid, seq, ts, self.cfg.max_producers)
+            expire_idle(table, last_ts, self._ttl_us)
+            flags, entries = FLAG_SNAPSHOT, [(pid, seq, ts) for pid, (seq, ts) in table.items()]
         blob, nprod = encode_producers(entries)
+        if nprod:
+            flags |= FLAG_PRODUCER_TIMES
         job.index_data = index_entries(taken, seg_size + BATCH_HEADER_SIZE + len(blob))
         job.end_byte = taken[-1].byte_end
         seg_base = first.base_offset if roll else active.base_offset
         job.nrecords = count = sum(c.count for c in taken)
-        last_ts = taken[-1].timestamp
         job.time_data = TIME_ENTRY.pack(last_ts, seg_size, first.base_offset - seg_base, count)
         job.head = batch_head(
             base_offset=first.base_offset, base_byte_pos=first.byte_pos, max_timestamp=last_ts, count=count,
@@ -520,8 +527,12 @@ class Partition(PartitionReads):
             self._segments.append(job.new_segment)
         job.target.commit(job.batch_len, job.index_data, job.time_data, job.end_byte)
         self._snapshot_due = False
-        for pid, seq in job.producers:
-            _remember(self._durable_producers, pid, seq, self.cfg.max_producers)
+        for pid, seq, ts in job.producers:
+            remember(self._durable_producers, pid, seq, ts, self.cfg.max_producers)
+        if self._ttl_us:  # off the append path: once per batch, "now" = its newest append time
+            now = taken[-1].timestamp
+            expire_idle(self._durable_producers, now, self._ttl_us)
+            expire_idle(self._producers, now, self._ttl_us)
         self.write_count += 1
         self.fsync_count += job.fsync
         for call in taken:

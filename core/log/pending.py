@@ -107,7 +107,7 @@ class FlushJob:
         self.index_data = b""
         self.time_data = b""
         self.end_byte = 0
-        self.producers: list[tuple[str, int]] = []
+        self.producers: list[tuple[str, int, int]] = []  # (id, last sequence, write µs)
         self.fsync = True
         self.error: BaseException | None = None
         # Held until run() ends: a sync flush waits by acquiring it (a Lock is far
@@ -157,15 +157,16 @@ class FlushJob:
             fsync_dir(self.directory)
 
 
-def written_producers(taken: list[PendingCall]) -> list[tuple[str, int]]:
-    """``(producer id, last sequence)`` of the producers among ``taken``, in write order."""
-    written: dict[str, int] = {}
+def written_producers(taken: list[PendingCall]) -> list[tuple[str, int, int]]:
+    """``(producer id, last sequence, its append time)`` of the producers among
+    ``taken``, in write order."""
+    written: dict[str, tuple[str, int, int]] = {}
     for call in taken:
         if call.producer is not None:
             pid, seq = call.producer
             written.pop(pid, None)
-            written[pid] = seq
-    return list(written.items())
+            written[pid] = (pid, seq, call.timestamp)
+    return list(written.values())
 
 
 _ENTRY_STRUCTS: dict[int, struct.Struct] = {}

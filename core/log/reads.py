@@ -227,7 +227,7 @@ class PartitionReads:
 
     def _salvage(
         self, seg: Segment, exc: BaseException, seg_next: int
-    ) -> tuple[list[Segment], list[tuple[str, int]]]:
+    ) -> tuple[list[Segment], list[tuple[str, int, int]]]:
         """Quarantine ``seg``; return the segments its good runs became (maybe
         none) and the dedup entries those carry, in file order. Logs what was
         lost; a disk error leaves the segment out of service."""

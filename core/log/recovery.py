@@ -186,15 +186,16 @@ def _covered(seg: Segment, k: int, rel: int, idx: bytes, tim: bytes) -> bool:
     return seg.times.buf[k * tsz : (k + 1) * tsz] == tim and seg.index.buf[rel * isz : rel * isz + len(idx)] == idx
 
 
-def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, int], int]:
+def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, tuple[int, int]], int]:
     """Open the active segment: walk its batches, truncate a torn tail, bring
     its indexes in line. Returns the producer-dedup table replayed from the batch
-    headers and the number of bytes cut off the tail. Raises CorruptSegment,
+    headers (id -> (last sequence, last write µs), in write order) and the
+    number of bytes cut off the tail. Raises CorruptSegment,
     changing nothing on disk, when a bad batch is followed by good ones (the
     partition then salvages the segment, ``core/log/salvage.py``)."""
     seg.open_files(writable=True)
     seg.load_tables(mapped=False)
-    producers: dict[str, int] = {}
+    producers: dict[str, tuple[int, int]] = {}
     scan = BatchScan(seg.fd, seg.size)
     k = rel = 0
     trusting, changed = True, False
@@ -215,9 +216,9 @@ def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, int], in
                 trusting, changed = False, True
             seg.index.extend(idx)
             seg.times.extend(tim)
-        for pid, seq in entries:
+        for pid, seq, ts in entries:
             producers.pop(pid, None)
-            producers[pid] = seq
+            producers[pid] = (seq, ts)
         k += 1
         rel += info.count
     tables_exact = len(seg.index.buf) == seg.index.nbytes and len(seg.times.buf) == seg.times.nbytes

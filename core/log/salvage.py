@@ -64,7 +64,7 @@ class Survey:
 
     runs: list[Run]
     damaged: list[tuple[int, int]]  # byte ranges [start, end) of the file that are lost
-    producers: list[tuple[str, int]]  # dedup entries of the good batches, in file order
+    producers: list[tuple[str, int, int]]  # dedup entries (id, seq, write µs) of the good batches, in file order
 
 
 def survey(fd: int, size: int, base_offset: int) -> Survey:

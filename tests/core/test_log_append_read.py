@@ -256,6 +256,10 @@ def test_log_config_validation():
         {"fsync_interval_ms": True},
         {"max_pending_bytes": 0},
         {"max_producers": 0},
+        {"producer_ttl_ms": -1},
+        {"producer_ttl_ms": 1.5},
+        {"producer_ttl_ms": True},
+        {"producer_ttl_ms": 11 * 365 * 24 * 3600 * 1000},
     ):
         with pytest.raises(InvalidArgument):
             LogConfig(**bad)

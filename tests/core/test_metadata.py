@@ -468,19 +468,20 @@ def test_reopen_restores_everything(db_path, clock):
 def test_migration_hook_runs_new_steps_once(db_path, clock, monkeypatch):
     open_meta(db_path, clock).close()
     calls = []
+    last = metadb.MIGRATIONS[-1].version  # the steps below come after every shipped one
 
-    def v3(conn):
+    def seed(conn):
         calls.append(1)
         conn.execute("INSERT INTO settings (key, value) VALUES ('migrated', 'yes')")
 
     steps = metadb.MIGRATIONS + (
-        metadb.Migration(2, "audit table", "CREATE TABLE audit (id INTEGER PRIMARY KEY, what TEXT)"),
-        metadb.Migration(3, "seed a setting", v3),
+        metadb.Migration(last + 1, "audit table", "CREATE TABLE audit (id INTEGER PRIMARY KEY, what TEXT)"),
+        metadb.Migration(last + 2, "seed a setting", seed),
     )
     monkeypatch.setattr(metadb, "MIGRATIONS", steps)
-    for _ in range(2):  # the second open finds version 3 and runs nothing
+    for _ in range(2):  # the second open finds the last version and runs nothing
         with open_meta(db_path, clock) as m:
-            assert m.schema_version() == 3
+            assert m.schema_version() == last + 2
             assert m.get_setting("migrated") == "yes"
     assert calls == [1]
     assert raw_rows(db_path, "SELECT name FROM sqlite_master WHERE name = 'audit'") == [("audit",)]
@@ -488,11 +489,13 @@ def test_migration_hook_runs_new_steps_once(db_path, clock, monkeypatch):
 
 def test_failed_migration_rolls_back(db_path, clock, monkeypatch):
     open_meta(db_path, clock).close()
-    bad = metadb.MIGRATIONS + (metadb.Migration(2, "broken", "CREATE TABLE half (x); SELECT * FROM missing"),)
+    last = metadb.MIGRATIONS[-1].version
+    bad = metadb.MIGRATIONS + (
+        metadb.Migration(last + 1, "broken", "CREATE TABLE half (x); SELECT * FROM missing"),)
     monkeypatch.setattr(metadb, "MIGRATIONS", bad)
-    with pytest.raises(StorageError, match="migration 2"):
+    with pytest.raises(StorageError, match=f"migration {last + 1}"):
         open_meta(db_path, clock)
-    assert raw_rows(db_path, "SELECT version FROM schema_version") == [(1,)]
+    assert raw_rows(db_path, "SELECT version FROM schema_version") == [(last,)]
     assert raw_rows(db_path, "SELECT name FROM sqlite_master WHERE name = 'half'") == []
 
 

@@ -69,6 +69,7 @@ fsync = "always"
 fsync_interval_ms = 1
 segment_bytes = "64 MiB"
 max_pending_bytes = 1048576
+producer_ttl_ms = 3600000
 retention_interval_seconds = 10
 
 [auth]
@@ -98,6 +99,7 @@ def test_toml_file_sets_every_section(tmp_path):
     assert (cfg.log.fsync, cfg.log.fsync_interval_ms) == ("always", 1.0)
     assert cfg.log.segment_bytes == 64 * 1024 * 1024
     assert cfg.log.max_pending_bytes == 1048576
+    assert cfg.log.producer_ttl_ms == 3_600_000
     assert cfg.retention_interval_s == 10
     assert cfg.auth.root_username == "admin" and not cfg.auth.uses_default_password
     nats = cfg.listener("nats")

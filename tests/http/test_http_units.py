@@ -188,6 +188,7 @@ CORE_CASES = [
     (ce.InvalidHeaderKind("x"), None, 400, 209, None),
     (ce.InvalidOffset("x"), None, 400, 4100, "offset"),
     (ce.TooManyPartitions("x"), None, 400, 2015, None),
+    (ce.TopicSealed("x"), None, 400, 5, None),
     (ce.ShuttingDown("x"), None, 503, 503, None),
     (ce.CorruptSegment("x"), None, 500, 500, None),
     (ce.FerryError("x"), None, 400, 1, None),

@@ -347,6 +347,21 @@ def test_consumer_offsets(broker):
     assert c.call("consumer_offset.delete", **key)[0] == E.CONSUMER_OFFSET_NOT_FOUND
 
 
+@pytest.mark.parametrize("dialect", [1, 2, 3])
+def test_send_to_a_sealed_topic_is_feature_unavailable(broker, dialect):
+    """core TopicSealed -> 5 FeatureUnavailable (adapters/iggy/errors.py); nothing is stored."""
+    c = logged_in(broker, dialect)
+    broker.create_stream("s")
+    broker.create_topic("s", "t", 1)
+    broker.seal_topic("s", "t")
+    first = 1 if dialect in ONE_BASED else 0
+    status, _ = c.call("message.send", stream_id=first, topic_id=first,
+                       partitioning=PartitioningValue(2, struct.pack("<I", first)),
+                       messages=(WireMessage(0, b"x", b"", 1),))
+    assert status == E.FEATURE_UNAVAILABLE
+    assert broker.read_messages("s", "t", 0, 0, 10) == []
+
+
 def test_vsr_topic_options_are_applied(broker):
     """iggy-current.md 6.8: the 0.9.0 client sends topic settings as a TLV options block."""
     c = logged_in(broker, 3)

@@ -99,3 +99,19 @@ def test_partition_key_header_picks_the_partition_case_insensitively(broker):
     want = xxhash.xxh32_intdigest(b"user-42") % 4  # Iggy's messages_key rule, first value wins
     stored = {pid: len(broker.read_messages("orders", "keyed", pid, 0, 10)) for pid in range(4)}
     assert stored == {pid: (2 if pid == want else 0) for pid in range(4)}
+
+
+def test_publish_to_a_sealed_topic_is_answered_like_jetstream_and_not_stored(broker):
+    """A sealed topic (core Broker.seal_topic) refuses appends; the request's reply
+    gets nats-server's JSStreamSealedErr (400, 10109), not a 500."""
+    import json
+
+    broker.seal_topic("orders", "eu")
+    requester = client(broker, b"SUB _INBOX.r 9\r\n")
+    requester.outbox.take()
+    out = feed(requester, b"PUB orders.eu.new _INBOX.r 2\r\nhi\r\n")
+    head, payload, _ = out.split(b"\r\n", 2)
+    assert head.startswith(b"MSG _INBOX.r 9 ")
+    assert json.loads(payload) == {"error": {"code": 400, "err_code": 10109,
+                                             "description": "invalid operation on sealed stream"}}
+    assert broker.read_messages("orders", "eu", 0, 0, 10) == []
