@@ -641,7 +641,7 @@ class SegmentStoreSession:
         except TableNotEmpty:
             raise _Reply(C.TableSegmentNotEmpty(request_id=rid, segment=segment, server_stack_trace="")) from None
         except TableLengthMismatch as exc:
-            length = exc.details.get("length", -1)
+            length = exc.details.get("actual", -1)  # the table's current length
             raise _Reply(C.SegmentIsTruncated(request_id=rid, segment=segment, start_offset=length,
                                               server_stack_trace="", offset=-1)) from None
         except FerryError as exc:  # a key or value over its limit
