@@ -178,6 +178,40 @@ class _Outgoing:
     trailers: list[tuple[bytes, bytes]]
 
 
+class _FrameSizeGuard:
+    """Follows the HTTP/2 frame boundaries of the inbound bytes (a 24-byte client
+    preface, then 9-byte headers: a 24-bit length first, RFC 9113 section 4.1) and
+    reports a frame longer than the maximum we advertise (the default 16 384, never
+    changed: section 6.5.2) as soon as its header arrives."""
+
+    __slots__ = ("skip", "head")
+
+    MAX_FRAME = 16_384  # SETTINGS_MAX_FRAME_SIZE initial value; we never raise it
+    PREFACE = 24  # b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+    def __init__(self) -> None:
+        self.skip = self.PREFACE  # bytes to pass before the next frame header
+        self.head = b""  # a frame header split across reads
+
+    def feed(self, data: bytes) -> bool:
+        pos, end = 0, len(data)
+        while pos < end:
+            if self.skip:
+                step = min(self.skip, end - pos)
+                self.skip -= step
+                pos += step
+                continue
+            take = min(9 - len(self.head), end - pos)
+            self.head += data[pos:pos + take]
+            pos += take
+            if len(self.head) == 9:
+                length = int.from_bytes(self.head[:3], "big")
+                if length > self.MAX_FRAME:
+                    return False
+                self.skip, self.head = length, b""
+        return True
+
+
 class GrpcServerConnection:
     """Server side of one HTTP/2 connection carrying unary gRPC calls (module docstring)."""
 
@@ -193,6 +227,7 @@ class GrpcServerConnection:
         self._awaiting: set[int] = set()  # calls handed out, not answered yet
         self._buffered = 0  # bytes in all _incoming buffers
         self._ending: frozenset[int] = frozenset()  # streams the client ended in this read
+        self._frames = _FrameSizeGuard()
         self.closed = False
         self._dispatch = {
             h2.events.RequestReceived: self._on_request,
@@ -225,6 +260,11 @@ class GrpcServerConnection:
             return []
         if not data:
             self._close()
+            return []
+        if not self._frames.feed(data):
+            # h2 would buffer a frame's whole declared body (up to 16 MiB) before checking
+            # its length against our SETTINGS_MAX_FRAME_SIZE; refuse it from the header.
+            self._protocol_error(h2.exceptions.FrameTooLargeError("frame larger than SETTINGS_MAX_FRAME_SIZE"))
             return []
         try:
             events = self._h2.receive_data(data)

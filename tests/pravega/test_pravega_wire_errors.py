@@ -277,8 +277,6 @@ def test_controller_closes_on_non_h2_input_and_keeps_serving(gateway, logs, data
     assert logs.errors() == []
 
 
-@pytest.mark.xfail(strict=True, raises=TimeoutError, reason="adapters/pravega/grpc.py feeds h2, which waits for a "
-                   "frame's whole declared body (up to 16 MiB) before checking it against SETTINGS_MAX_FRAME_SIZE")
 def test_controller_closes_on_an_oversized_frame_header_at_once(gateway):
     closes(gateway.ports["pravega_controller"], PREFACE + b"\xff" * 9, timeout=1)
 
