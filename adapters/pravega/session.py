@@ -88,6 +88,10 @@ LISTENER = "pravega"  # the ``listener`` label of this adapter's metrics
 ATTR_KIND = "pravega.kind"  # topic attribute: "bytes" once a byte stream wrote it
 BYTES = "bytes"
 MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before the merge (core MAX_PAYLOAD)
+# Unmerged large events per connection: the 0.3.8 client builds one at a time per segment
+# writer, so a few cover any real client and bound what a misbehaving one can pin
+# (MAX_TRANSIENTS x MAX_TRANSIENT_BYTES).
+MAX_TRANSIENTS = 4
 
 
 # Requests that carry a delegation token: the field naming the segment and what
@@ -485,6 +489,9 @@ class SegmentStoreSession:
         if name.txn is not None or name.transient is not None:
             raise _Reply(C.OperationUnsupported(request_id=rid, operation_name="transient of a transient",
                                                 server_stack_trace=""))
+        if len(self.transients) >= MAX_TRANSIENTS:
+            raise _Reply(C.ErrorMessage(request_id=rid, segment=cmd.parent_segment, error_code=-1,
+                                        message=f"{MAX_TRANSIENTS} large events are unmerged on this connection"))
         seg = f"{cmd.parent_segment}#transient.{cmd.writer_id.hex}.{uuid.uuid4().hex}"
         self.state.transients[seg] = bytearray()
         self.transients.add(seg)

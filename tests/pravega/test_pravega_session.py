@@ -317,6 +317,17 @@ def test_transient_segments_not_merged_are_dropped_with_their_connection(broker)
     assert c.session.state.transients == {}
 
 
+def test_unmerged_large_events_per_connection_are_bounded(broker):
+    from adapters.pravega.session import MAX_TRANSIENTS
+    c = Client(broker)
+    for rid in range(MAX_TRANSIENTS):
+        assert isinstance(c.one(C.CreateTransientSegment(request_id=rid, writer_id=W, parent_segment=SEG,
+                                                         delegation_token="")), C.SegmentCreated)
+    refused = c.one(C.CreateTransientSegment(request_id=99, writer_id=W, parent_segment=SEG, delegation_token=""))
+    assert isinstance(refused, C.ErrorMessage) and refused.request_id == 99
+    assert len(c.session.state.transients) == MAX_TRANSIENTS
+
+
 # -- reads ---------------------------------------------------------------------------------------
 @pytest.fixture
 def filled(broker):
