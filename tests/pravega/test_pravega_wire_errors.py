@@ -288,3 +288,25 @@ def test_controller_malformed_message_is_invalid_argument(gateway, logs):
     _body, trailers = grpc_call(port, "noSuchRpc", b"")
     assert trailers[b"grpc-status"] == b"12"
     assert logs.errors() == []
+
+
+def test_java_client_block_framing_is_stored_and_read_back(gateway):
+    """The Java client's framing (pravega.md section 5.2) through a live gateway: a block whose
+    last event is cut in a PartialEvent and finished in AppendBlockEnd's data, then a block
+    filled with Padding; both are acknowledged in order and read back as whole events."""
+    port = gateway.ports["pravega"]
+    writer = uuid.uuid4()
+    e1, e2, e3 = event_frame(b"java-1"), event_frame(b"java-2, cut by the block"), event_frame(b"java-3")
+    with Conn(port) as c:
+        assert isinstance(c.request(C.SetupAppend(request_id=1, writer_id=writer, segment=SEG,
+                                                  delegation_token="")), C.AppendSetup)
+        cut = 5  # inside e2's 8-byte frame header
+        c.sock.sendall(C.encode(C.AppendBlock(writer_id=writer, data=e1 + C.encode(C.PartialEvent(data=e2[:cut]))))
+                       + C.encode(C.AppendBlockEnd(writer_id=writer, size_of_whole_events=len(e1), data=e2[cut:],
+                                                   num_events=2, last_event_number=2, request_id=3))
+                       + C.encode(C.AppendBlock(writer_id=writer, data=e3 + C.encode(C.Padding(data=bytes(7)))))
+                       + C.encode(C.AppendBlockEnd(writer_id=writer, size_of_whole_events=len(e3), data=b"",
+                                                   num_events=1, last_event_number=3, request_id=4)))
+        acks = [c.next_reply(), c.next_reply()]
+    assert [(a.event_number, a.previous_event_number, a.request_id) for a in acks] == [(2, -(1 << 63), 3), (3, 2, 4)]
+    assert read_back(port)[-3:] == [b"java-1", b"java-2, cut by the block", b"java-3"]
