@@ -46,7 +46,7 @@ from core.permissions import Action
 from . import controller_proto as P
 from .auth import READ, WRITE, AuthError, Authenticator
 from .grpc import GrpcStatus
-from .names import parse_segment, split_segment_id
+from .names import split_segment_id
 from .protobuf import ProtobufError
 from .state import TxnError, TxnState, state_of
 

@@ -66,7 +66,7 @@ from . import commands as C
 from .auth import READ, WRITE, AuthError
 from .codec import Append, split_events
 from .errors import PravegaProtocolError
-from .names import SegmentName, is_table_segment, parse_segment
+from .names import is_table_segment, parse_segment
 from .reads import clamp, raw_end, raw_offset_for, raw_pos_of, read_events, read_raw
 from .state import TxnError, state_of
 from .tables import entries_in, entries_out, keys_in, keys_out
@@ -363,13 +363,7 @@ class SegmentStoreSession:
 
     def _acked(self, w: _Writer, rid: int, last: int, size: int, part, end: list[int], outcome) -> None:
         self._settle(w, size)
-        if self.closed:
-            return
-        if isinstance(outcome, BaseException):
-            # The write failed: the client must not be told it is stored; closing makes it
-            # reconnect and learn the truth from AppendSetup.
-            self.close_after_flush = True
-            self._on_ack()
+        if self._write_failed(outcome):
             return
         prev, w.last_acked = w.last_acked, max(w.last_acked, last)
         # Upstream: the length after *this* append, not after later blocks already accepted.
@@ -378,6 +372,18 @@ class SegmentStoreSession:
                                  request_id=rid, current_segment_write_offset=offset))
         if w.inflight == 0 and w.deferred:
             self._flush_deferred(w)
+
+    def _write_failed(self, outcome) -> bool:
+        """True when an ``on_durable`` outcome must not be acknowledged: the session is
+        gone, or the write failed -- then the client must not be told it is stored, and
+        closing the connection makes it reconnect and learn the truth from AppendSetup."""
+        if self.closed:
+            return True
+        if isinstance(outcome, BaseException):
+            self.close_after_flush = True
+            self._on_ack()
+            return True
+        return False
 
     def _fail(self, w: _Writer, reply) -> None:
         """An error for this writer: after the blocks ahead of it are acked (upstream
@@ -530,11 +536,7 @@ class SegmentStoreSession:
                                            offset=-1)) from None
 
     def _merged(self, rid: int, cmd, part, outcome) -> None:
-        if self.closed:
-            return
-        if isinstance(outcome, BaseException):
-            self.close_after_flush = True
-            self._on_ack()
+        if self._write_failed(outcome):
             return
         self.send(C.SegmentsMerged(request_id=rid, target=cmd.target, source=cmd.source,
                                    new_target_write_offset=part.byte_end))

@@ -8,16 +8,13 @@ directory, and every acknowledged message must be there, in order."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import selectors
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from ferry_harness import kill_process, serve_process
 from gateway.registry import default_registry
 from iggy_clients import SCENARIO_TIMEOUT_S, SCRIPTS, client_python
 
@@ -27,24 +24,9 @@ START_LIMIT_S = 60  # bounds a hung start; not a timing assertion
 
 def start_server(tmp_path: Path, data: Path) -> tuple[subprocess.Popen, int]:
     ports = [a for name in default_registry().known() for a in (f"--{name.replace('_', '-')}-port", "0")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--data", str(data), "--host", "127.0.0.1",
-                             "--fsync", "always", *ports], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline, buf = time.monotonic() + START_LIMIT_S, b""
-    while not buf.endswith(b"\nready\n"):
-        if not sel.select(max(deadline - time.monotonic(), 0)):
-            proc.kill()
-            raise AssertionError(f"server did not start: {buf!r}")
-        chunk = os.read(proc.stdout.fileno(), 65536)
-        if not chunk:
-            raise AssertionError(f"server exited: {buf!r}")
-        buf += chunk
-    sel.close()
-    port = re.search(r"^\s+iggy_tcp +127\.0\.0\.1:(\d+)/tcp", buf.decode(), re.M)
-    assert port, buf.decode()
+    proc, banner = serve_process(tmp_path, data, "--fsync", "always", *ports)
+    port = re.search(r"^\s+iggy_tcp +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
+    assert port, banner
     return proc, int(port.group(1))
 
 
@@ -61,15 +43,11 @@ def test_acked_messages_survive_kill_9(tmp_path):
     try:
         acks = client(port, "send")
     finally:
-        proc.kill()  # SIGKILL: no flush, no close
-        proc.wait()
-        proc.stdout.close()
+        kill_process(proc)
     assert [a["acked"] for a in acks] == list(range(20))
     proc, port = start_server(tmp_path, data)
     try:
         payloads = client(port, "poll")[0]["payloads"]
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
+        kill_process(proc)
     assert payloads == [f"m-{b}-{i}" for b in range(20) for i in range(50)]

@@ -12,48 +12,22 @@ what is missing; a reader group then reads each event exactly once."""
 from __future__ import annotations
 
 import json
-import os
-import selectors
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from ferry_harness import free_port
+from ferry_harness import free_port, kill_process, serve_process
 from pravega_clients import SCENARIO_TIMEOUT_S, finish, start_scenario
 
 pytestmark = pytest.mark.slow
-START_LIMIT_S = 60  # bounds a hung start; not a timing assertion
 EVENTS = 600
 
 
 def start_server(tmp_path: Path, data: Path, seg_port: int, ctl_port: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--data", str(data), "--host", "127.0.0.1",
-                             "--fsync", "always", "--only", "pravega,pravega_controller",
-                             "--pravega-port", str(seg_port), "--pravega-controller-port", str(ctl_port)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline, buf = time.monotonic() + START_LIMIT_S, b""
-    while not buf.endswith(b"\nready\n"):
-        if not sel.select(max(deadline - time.monotonic(), 0)):
-            proc.kill()
-            raise AssertionError(f"server did not start: {buf!r}")
-        chunk = os.read(proc.stdout.fileno(), 65536)
-        if not chunk:
-            raise AssertionError(f"server exited: {buf!r}")
-        buf += chunk
-    sel.close()
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.kill()  # SIGKILL: no flush, no close
-    proc.wait()
-    proc.stdout.close()
+    return serve_process(tmp_path, data, "--fsync", "always", "--only", "pravega,pravega_controller",
+                         "--pravega-port", str(seg_port), "--pravega-controller-port", str(ctl_port))[0]
 
 
 def test_writer_survives_kill_9_without_loss_or_duplicates(tmp_path):
@@ -72,13 +46,13 @@ def test_writer_survives_kill_9_without_loss_or_duplicates(tmp_path):
                     break
             assert time.monotonic() < deadline, "writer made no progress"
         assert killed_at is not None, "the writer ended before the kill"
-        stop(server)
+        kill_process(server)
         server = start_server(tmp_path, data, seg_port, ctl_port)
         rest = finish(client, "killwrite.py")
     finally:
         if client.poll() is None:
             client.kill()
-        stop(server)
+        kill_process(server)
     read = [line for line in rest if line["step"] == "read"][0]
     acked = [line["n"] for line in rest if line["step"] == "acked"]
     assert acked[-1] == EVENTS and acked[0] > killed_at

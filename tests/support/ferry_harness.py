@@ -8,7 +8,11 @@ the test talks to it over loopback exactly as a user's client would.
 from __future__ import annotations
 
 import io
+import os
+import selectors
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -45,6 +49,37 @@ def wait_for_port(port: int, *, timeout: float, proc=None, interval: float = 0.0
             if time.monotonic() > deadline:
                 return False
             time.sleep(interval)
+
+
+def serve_process(cwd: Path, data: Path, *args: str, limit_s: float = 60) -> tuple[subprocess.Popen, str]:
+    """``ferry serve --data DATA --host 127.0.0.1 ARGS`` as a real process (for kill -9
+    tests), no FERRY_* variables inherited; returns it and its banner once it printed
+    ``ready``. ``limit_s`` bounds a hung start (not a timing assertion)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--data", str(data), "--host", "127.0.0.1",
+                             *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline, buf = time.monotonic() + limit_s, b""
+    try:
+        while not buf.endswith(b"\nready\n"):
+            if not sel.select(max(deadline - time.monotonic(), 0)):
+                proc.kill()
+                raise AssertionError(f"server did not start: {buf!r}")
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise AssertionError(f"server exited: {buf!r}")
+            buf += chunk
+    finally:
+        sel.close()
+    return proc, buf.decode()
+
+
+def kill_process(proc: subprocess.Popen) -> None:
+    """SIGKILL (no flush, no close) and reap a :func:`serve_process` process."""
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
 
 
 class GatewayThread:

@@ -5,19 +5,13 @@ The credentials come from the environment as the client reads them
 MODE ``ok``: create, write, read back through a reader group (delegation tokens
 on every segment-store request). MODE ``refused``: create_scope must fail."""
 
-import asyncio
-import json
 import os
 import sys
-import time
 
 import pravega_client
+from pvcommon import out, read_texts, run
 
 PORT, MODE = int(sys.argv[1]), sys.argv[2]
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
 
 
 async def main():
@@ -37,16 +31,8 @@ async def main():
     w.flush()
     rg = m.create_reader_group("authrg", "secure", "s")
     r = rg.create_reader("r")
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < 10 and time.monotonic() < deadline:
-        slice_ = await asyncio.wait_for(r.get_segment_slice_async(), 30)
-        got.extend(bytes(e.data()).decode() for e in slice_)
-        r.release_segment(slice_)
-    out("read", got=sorted(got))
+    out("read", got=sorted(await read_texts(r, 10)))
     r.reader_offline()
 
 
-asyncio.run(main())
-sys.stdout.flush()
-os._exit(0)  # the Rust client's runtime can abort at interpreter teardown; the verdict is printed
+run(main)

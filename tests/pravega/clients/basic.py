@@ -6,40 +6,12 @@ them); a step that raises prints its exception type and text instead.
 """
 
 import asyncio
-import json
-import os
 import sys
-import time
 
 import pravega_client
+from pvcommon import STEP_TIMEOUT_S, attempt, out, read_texts, run
 
 PORT = int(sys.argv[1])
-STEP_TIMEOUT_S = 30  # per awaited step; the test also kills the whole script at its own limit
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-def attempt(step, fn, *args, **kw):
-    try:
-        value = fn(*args, **kw)
-    except Exception as exc:  # noqa: BLE001 - the test asserts on the error's type and text
-        out(step, error=type(exc).__name__, text=str(exc)[:300])
-        return None
-    out(step, value=value if isinstance(value, (bool, int, str, list, type(None))) else repr(value)[:80])
-    return value
-
-
-async def read_all(reader, want, limit_s=STEP_TIMEOUT_S):
-    got = []
-    deadline = time.monotonic() + limit_s
-    while len(got) < want and time.monotonic() < deadline:
-        slice_ = await asyncio.wait_for(reader.get_segment_slice_async(), timeout=limit_s)
-        for event in slice_:
-            got.append(bytes(event.data()).decode())
-        reader.release_segment(slice_)
-    return got
 
 
 async def main():
@@ -68,7 +40,7 @@ async def main():
 
     rg = m.create_reader_group("rg1", "sc1", "st1")
     r = rg.create_reader("r1")
-    got = await read_all(r, 81)
+    got = await read_texts(r, 81)
     per_key = {}
     for e in got:
         k, i = e.split(":")
@@ -87,6 +59,4 @@ async def main():
     attempt("delete_scope", m.delete_scope, "sc1")
 
 
-asyncio.run(main())
-sys.stdout.flush()
-os._exit(0)  # the Rust client's runtime can abort at interpreter teardown; the verdict is printed
+run(main)

@@ -4,20 +4,13 @@ MODE ``write [SCOPE]``: scope SCOPE (default "x"), stream "events" with 4 segmen
 20 events "p<i>" with routing keys. MODE ``read N``: a new reader group on x/events
 reads N events; prints them."""
 
-import asyncio
-import json
-import os
 import sys
-import time
 import uuid
 
 import pravega_client
+from pvcommon import out, read_texts, run
 
 PORT, MODE = int(sys.argv[1]), sys.argv[2]
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
 
 
 async def main():
@@ -35,16 +28,8 @@ async def main():
     want = int(sys.argv[3])
     rg = m.create_reader_group("rg" + uuid.uuid4().hex[:8], "x", "events")
     r = rg.create_reader("r")
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < want and time.monotonic() < deadline:
-        slice_ = await asyncio.wait_for(r.get_segment_slice_async(), 30)
-        got.extend(bytes(e.data()).decode() for e in slice_)
-        r.release_segment(slice_)
-    out("read", got=sorted(got))
+    out("read", got=sorted(await read_texts(r, want)))
     r.reader_offline()
 
 
-asyncio.run(main())
-sys.stdout.flush()
-os._exit(0)  # the Rust client's runtime can abort at interpreter teardown; the verdict is printed
+run(main)

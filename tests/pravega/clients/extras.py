@@ -2,47 +2,13 @@
 byte streams, stream policies. ``extras.py CONTROLLER_PORT``; one JSON line per step."""
 
 import asyncio
-import json
-import os
 import sys
 import time
 
 import pravega_client
+from pvcommon import STEP_TIMEOUT_S, attempt, out, read_texts, run
 
 PORT = int(sys.argv[1])
-STEP_TIMEOUT_S = 30
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
-
-
-def attempt(step, fn, *args):
-    try:
-        value = fn(*args)
-    except Exception as exc:  # noqa: BLE001 - the test asserts on the error
-        out(step, error=type(exc).__name__, text=str(exc)[:300])
-        return None
-    out(step, value=value if isinstance(value, (bool, int, str, list, type(None))) else repr(value)[:80])
-    return value
-
-
-async def take(reader, want, limit_s=STEP_TIMEOUT_S, release=True):
-    """Read until ``want`` events or the time limit; the events' texts."""
-    got = []
-    deadline = time.monotonic() + limit_s
-    while len(got) < want and time.monotonic() < deadline:
-        try:
-            slice_ = await asyncio.wait_for(reader.get_segment_slice_async(), timeout=max(0.1, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
-            break
-        for event in slice_:
-            got.append(bytes(event.data()).decode())
-            if len(got) >= want:
-                break
-        if release:
-            reader.release_segment(slice_)
-    return got
 
 
 async def shared_group(m):
@@ -96,7 +62,7 @@ async def from_tail(m):
     for i in range(5):
         w.write_event(f"new{i}")
     w.flush()
-    got = await take(r, 5)
+    got = await read_texts(r, 5)
     out("from_tail", got=sorted(got))
     r.reader_offline()
 
@@ -116,7 +82,7 @@ async def transactions(m):
     out("txn_aborted", open=t2.is_open())
     rg = m.create_reader_group("txngrp", "grp", "txn")
     r = rg.create_reader("x1")
-    got = await take(r, 7, limit_s=6)
+    got = await read_texts(r, 7, limit_s=6)
     out("txn_read", got=sorted(got))
     r.reader_offline()
 
@@ -197,6 +163,4 @@ async def main():
     out("done")
 
 
-asyncio.run(main())
-sys.stdout.flush()
-os._exit(0)  # the Rust client's runtime can abort at interpreter teardown; the verdict is printed
+run(main)

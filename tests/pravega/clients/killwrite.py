@@ -8,19 +8,13 @@ not hold). Then a reader group reads everything back: every event exactly once.
 """
 
 import asyncio
-import json
-import os
 import sys
-import time
 
 import pravega_client
+from pvcommon import out, read_texts, run
 
 PORT, N = int(sys.argv[1]), int(sys.argv[2])
 WAVE = 25
-
-
-def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
 
 
 async def main():
@@ -37,16 +31,9 @@ async def main():
     w.flush()
     rg = m.create_reader_group("check", "kill", "s")
     r = rg.create_reader("c1")
-    got = []
-    deadline = time.monotonic() + 60
-    while len(got) < N and time.monotonic() < deadline:
-        slice_ = await asyncio.wait_for(r.get_segment_slice_async(), 30)
-        got.extend(int(bytes(e.data())) for e in slice_)
-        r.release_segment(slice_)
+    got = await read_texts(r, N, limit_s=60, decode=int)
     out("read", count=len(got), distinct=len(set(got)), missing=sorted(set(range(N)) - set(got))[:20])
     r.reader_offline()
 
 
-asyncio.run(main())
-sys.stdout.flush()
-os._exit(0)  # the Rust client's runtime can abort at interpreter teardown; the verdict is printed
+run(main)
