@@ -24,8 +24,6 @@ carries it as ``Authorization: Bearer``.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from typing import Callable
 
 import jwt
 
+from core.keyfile import persistent_key
 from core.message import uuid7
 
 ISSUER = AUDIENCE = "iggy.rs"  # iggy.md 10.2 claim values
@@ -79,20 +78,7 @@ def load_secret(data_dir: Path, configured: str = "") -> bytes:
         if len(key) < MIN_SECRET_BYTES:
             raise ValueError(f"listeners.http.jwt_secret must be at least {MIN_SECRET_BYTES} bytes")
         return key
-    path = Path(data_dir) / SECRET_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        text = path.read_text().strip()
-        if len(text) < 2 * MIN_SECRET_BYTES:
-            raise ValueError(f"{path} holds a key shorter than {MIN_SECRET_BYTES} bytes") from None
-        return bytes.fromhex(text)
-    key = secrets.token_bytes(MIN_SECRET_BYTES)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key.hex() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return key
+    return persistent_key(Path(data_dir) / SECRET_FILE, MIN_SECRET_BYTES)
 
 
 class TokenService:

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
-import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -44,6 +42,7 @@ from typing import Callable
 import jwt
 
 from core.errors import FerryError
+from core.keyfile import persistent_key
 from core.permissions import Action
 
 TOKEN_LIFETIME_S = 600  # Pravega's default delegation token TTL (controller.auth.tokenTtlInSeconds)
@@ -78,17 +77,7 @@ class Grant:
 
 def load_secret(data_dir: Path) -> bytes:
     """The signing key kept under ``data_dir`` (created on first use, mode 0600)."""
-    path = Path(data_dir) / SECRET_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return bytes.fromhex(path.read_text().strip())
-    key = secrets.token_bytes(SECRET_BYTES)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key.hex() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return key
+    return persistent_key(Path(data_dir) / SECRET_FILE, SECRET_BYTES)
 
 
 def parse_basic(header: str) -> tuple[str, str]:
