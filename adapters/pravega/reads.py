@@ -42,32 +42,35 @@ def clamp(suggested: int) -> int:
     return min(max(suggested, MIN_READ), MAX_READ)
 
 
-def _payloads(part: Partition, offset: int, budget: int):
-    """Yield the payloads of records from ``offset`` on, about ``budget`` bytes of them."""
-    taken = 0
-    while taken < budget:
-        batch = part.read(offset, _RECORDS_PER_READ, max_bytes=budget - taken + _PAYLOAD_AT * 64)
+def _frames(part: Partition, offset: int, need: int, framed: bool) -> list:
+    """Pieces whose concatenation is the view from record ``offset`` on, at least
+    ``need`` bytes of it when the partition holds them: for each record an 8-byte frame
+    header (``framed``) and a view of its payload in the stored bytes (no copy yet)."""
+    pieces: list = []
+    got = 0
+    frame, lengths = _FRAME.pack, _LENGTHS.unpack_from
+    per_record = 8 if framed else 0
+    while got < need:
+        batch = part.read(offset, _RECORDS_PER_READ, max_bytes=need - got + _PAYLOAD_AT * 64)
         if not batch.sizes:
-            return
-        for chunk, size_pos in _walk(batch):
-            view, pos = chunk, size_pos
-            _hlen, plen = _LENGTHS.unpack_from(view, pos + 48)
-            yield view[pos + _PAYLOAD_AT: pos + _PAYLOAD_AT + plen]
-            taken += 8 + plen
-            if taken >= budget:
-                return
+            break
+        for chunk in batch.chunks:  # whole records back to back: 64-byte header, payload, headers
+            view = memoryview(chunk)
+            pos, end = 0, len(view)
+            while pos < end and got < need:
+                hlen, plen = lengths(view, pos + 48)
+                if framed:
+                    pieces.append(frame(0, plen))
+                pieces.append(view[pos + _PAYLOAD_AT: pos + _PAYLOAD_AT + plen])
+                got += per_record + plen
+                pos += _PAYLOAD_AT + plen + hlen
         offset = batch.next_offset
+    return pieces
 
 
-def _walk(batch):
-    """``(chunk view, record start)`` for every record of a ReadBatch, in order."""
-    sizes = iter(batch.sizes)
-    for chunk in batch.chunks:
-        view = memoryview(chunk)
-        pos, end = 0, len(view)
-        while pos < end:
-            yield view, pos
-            pos += next(sizes)
+def _cut(pieces: list, skip: int, length: int) -> bytes:
+    data = b"".join(pieces)  # the one copy out of the stored bytes
+    return data if skip == 0 and len(data) <= length else data[skip: skip + length]
 
 
 def read_events(part: Partition, pos: int, length: int) -> bytes:
@@ -75,12 +78,7 @@ def read_events(part: Partition, pos: int, length: int) -> bytes:
     (``byte_start <= pos <= byte_end``; fewer bytes at the tail)."""
     offset = part.offset_for_byte_pos(pos)
     skip = pos - part.byte_pos_of(offset)
-    out = bytearray()
-    frame = _FRAME.pack
-    for payload in _payloads(part, offset, skip + length):
-        out += frame(0, len(payload))
-        out += payload
-    return bytes(out[skip: skip + length])
+    return _cut(_frames(part, offset, skip + length, True), skip, length)
 
 
 def raw_pos_of(part: Partition, offset: int) -> int:
@@ -116,12 +114,7 @@ def read_raw(part: Partition, pos: int, length: int) -> bytes:
     if offset >= part.next_offset:
         return b""
     skip = pos - raw_pos_of(part, offset)
-    out = bytearray()
-    for payload in _payloads(part, offset, skip + length + 8):
-        out += payload
-        if len(out) >= skip + length:
-            break
-    return bytes(out[skip: skip + length])
+    return _cut(_frames(part, offset, skip + length, False), skip, length)
 
 
 __all__ = ["MAX_READ", "clamp", "raw_end", "raw_offset_for", "raw_pos_of", "raw_start", "read_events", "read_raw"]

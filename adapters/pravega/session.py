@@ -59,6 +59,7 @@ from core.errors import (
     TableNotFound,
     TopicSealed,
 )
+from core.log.encoded import payload_block
 from core.log.partition import AppendInput
 from core.metrics import listener_metrics, metrics_for
 
@@ -332,16 +333,18 @@ class SegmentStoreSession:
             # Only a client that lost track of its numbers sends this (pravega.md section 12):
             # close, so it re-runs SetupAppend, learns the stored number and resends the rest.
             raise PravegaProtocolError(f"block {first}..{last} straddles stored event number {stored}")
-        items = [AppendInput(bytes(p)) for p in payloads]
+        count = len(payloads)
+        block = payload_block(payloads)  # stamped in one pass by the core (append_records)
         w.inflight += 1
         self.unacked_bytes += size
         end: list[int] = []  # the segment's length right after this block, for its DataAppended
         try:
-            self.broker.append(w.stream_id, w.topic_id, items, partition=w.partition, producer=(w.producer, last),
-                               on_durable=partial(self._acked, w, rid, last, size, part, end), origin=ORIGIN)
+            self.broker.append_records(w.stream_id, w.topic_id, block, count, partition=w.partition,
+                                       producer=(w.producer, last),
+                                       on_durable=partial(self._acked, w, rid, last, size, part, end), origin=ORIGIN)
             end.append(raw_end(part) if w.raw else part.byte_end)
-            self.counters["messages_in"].inc(LISTENER, amount=len(items))
-            self.counters["bytes_in"].inc(LISTENER, amount=size - 8 * len(items) if not w.raw else size)
+            self.counters["messages_in"].inc(LISTENER, amount=count)
+            self.counters["bytes_in"].inc(LISTENER, amount=size - 8 * count if not w.raw else size)
         except TopicSealed:
             self._settle(w, size)
             self._fail(w, C.SegmentIsSealed(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))

@@ -182,4 +182,15 @@ def block_of(items) -> bytearray:
     return bytearray().join(parts)
 
 
-__all__ = ["COMPILED", "block_of", "index_block", "records_of", "stamp_records", "walk_records"]
+def payload_block(payloads) -> bytearray:
+    """Messages that are only a payload (no headers, id or origin: the core assigns them),
+    as one unstamped block for :func:`stamp_records` -- what :func:`block_of` gives for
+    ``AppendInput(payload)`` items, without building them (Pravega events, one per frame)."""
+    head = RECORD_HEADER.pack
+    parts: list = []
+    for payload in payloads:
+        parts += (head(0, 0, 0, 0, 0, 0, 0, len(payload), 0), payload)
+    return bytearray().join(parts)
+
+
+__all__ = ["COMPILED", "block_of", "payload_block", "index_block", "records_of", "stamp_records", "walk_records"]
