@@ -93,6 +93,10 @@ MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before th
 # writer, so a few cover any real client and bound what a misbehaving one can pin
 # (MAX_TRANSIENTS x MAX_TRANSIENT_BYTES).
 MAX_TRANSIENTS = 4
+# Writers set up on one connection: a client process opens one per segment it writes and
+# shares connections per segment store, so this is far above real use while bounding
+# what one connection can make us hold (a few hundred bytes each).
+MAX_WRITERS = 10_000
 
 
 # Requests that carry a delegation token: the field naming the segment and what
@@ -284,6 +288,9 @@ class SegmentStoreSession:
         old = self.writers.get(cmd.writer_id)
         if old is not None and old.inflight:
             raise PravegaProtocolError(f"writer {cmd.writer_id} set up again with blocks in flight")
+        if old is None and len(self.writers) >= MAX_WRITERS:
+            raise _Reply(C.ErrorMessage(request_id=rid, segment=seg, error_code=-1,
+                                        message=f"{MAX_WRITERS} writers are set up on this connection"))
         self.writers[cmd.writer_id] = _Writer(seg, topic.stream_id, topic.id, name.number, last,
                                               str(cmd.writer_id), txn, seg if name.transient else None,
                                               self.is_bytes(topic))

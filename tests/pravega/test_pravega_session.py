@@ -566,3 +566,14 @@ def test_table_reads_fit_in_one_frame_whatever_the_values(broker, read):
                                  continuation_token=b"")
     reply = c.one(cmd)  # decoding checks the frame limit a client's decoder has
     assert 0 < len(reply.entries) < 20 and all(e.value == big for e in reply.entries)
+
+
+def test_writers_per_connection_are_bounded(broker, monkeypatch):
+    import adapters.pravega.session as session_module
+    monkeypatch.setattr(session_module, "MAX_WRITERS", 3)
+    c = Client(broker)
+    for _ in range(3):
+        assert c.setup(writer=uuid.uuid4()) == NULL_EVENT_NUMBER
+    refused = c.one(C.SetupAppend(request_id=77, writer_id=uuid.uuid4(), segment=SEG, delegation_token=""))
+    assert isinstance(refused, C.ErrorMessage) and refused.request_id == 77
+    assert len(c.session.writers) == 3
