@@ -2,12 +2,14 @@
 record stamping), adapters.iggy._speedups (adapters/iggy/_speedups.c, the
 Iggy wire loops that run once per message) and adapters.nats._speedups
 (adapters/nats/_speedups.c, the PUB scanner) and adapters.spark._speedups
-(adapters/spark/_speedups.c, poll replies to Arrow column buffers).
+(adapters/spark/_speedups.c, poll replies to Arrow column buffers) and
+adapters.pravega._speedups (adapters/pravega/_speedups.c, the byte view of a read).
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C
 compiler is installed, the build of the extension is skipped with a warning and
 Ferry runs on its pure-Python paths (core/log/encoded.py,
-adapters/iggy/_compiled.py, adapters/nats/codec.py, adapters/spark/batches.py),
+adapters/iggy/_compiled.py, adapters/nats/codec.py, adapters/spark/batches.py,
+adapters/pravega/reads.py),
 same results.
 """
 
@@ -21,4 +23,5 @@ setup(ext_modules=[
     Extension("adapters.iggy._speedups", ["adapters/iggy/_speedups.c"], **_COMMON),
     Extension("adapters.nats._speedups", ["adapters/nats/_speedups.c"], **_COMMON),
     Extension("adapters.spark._speedups", ["adapters/spark/_speedups.c"], **_COMMON),
+    Extension("adapters.pravega._speedups", ["adapters/pravega/_speedups.c"], **_COMMON),
 ])

@@ -27,7 +27,12 @@ from __future__ import annotations
 
 import struct
 
+from core.compiled import load
 from core.log.partition import Partition
+
+# The compiled twin of the record loop of _frames (adapters/pravega/_speedups.c;
+# None: the Python loop runs, same bytes; docs/internals.md "Compiled loops").
+_compiled = load("adapters.pravega._speedups")
 
 MAX_READ = 2 * 1024 * 1024  # upstream clamps reads to 2 MiB (pravega.md section 7)
 MIN_READ = 8  # ... and to at least one frame header
@@ -45,27 +50,43 @@ def clamp(suggested: int) -> int:
 def _frames(part: Partition, offset: int, need: int, framed: bool) -> list:
     """Pieces whose concatenation is the view from record ``offset`` on, at least
     ``need`` bytes of it when the partition holds them: for each record an 8-byte frame
-    header (``framed``) and a view of its payload in the stored bytes (no copy yet)."""
+    header (``framed``) and its payload (views into the stored bytes in the Python loop;
+    one bytes object per core read from the compiled twin)."""
     pieces: list = []
     got = 0
-    frame, lengths = _FRAME.pack, _LENGTHS.unpack_from
-    per_record = 8 if framed else 0
     while got < need:
         batch = part.read(offset, _RECORDS_PER_READ, max_bytes=need - got + _PAYLOAD_AT * 64)
         if not batch.sizes:
             break
-        for chunk in batch.chunks:  # whole records back to back: 64-byte header, payload, headers
-            view = memoryview(chunk)
-            pos, end = 0, len(view)
-            while pos < end and got < need:
-                hlen, plen = lengths(view, pos + 48)
-                if framed:
-                    pieces.append(frame(0, plen))
-                pieces.append(view[pos + _PAYLOAD_AT: pos + _PAYLOAD_AT + plen])
-                got += per_record + plen
-                pos += _PAYLOAD_AT + plen + hlen
+        if _compiled is not None:
+            data, n = _compiled.frames(batch.chunks, need - got, framed)
+            pieces.append(data)
+            got += n
+        else:
+            got += _frames_python(batch.chunks, need - got, framed, pieces)
         offset = batch.next_offset
     return pieces
+
+
+def _frames_python(chunks, need: int, framed: bool, pieces: list) -> int:
+    """The Python twin of ``_speedups.frames``: appends the pieces of the view of the
+    records in ``chunks`` until at least ``need`` bytes; returns how many bytes."""
+    frame, lengths = _FRAME.pack, _LENGTHS.unpack_from
+    per_record = 8 if framed else 0
+    got = 0
+    for chunk in chunks:  # whole records back to back: 64-byte header, payload, headers
+        view = memoryview(chunk)
+        pos, end = 0, len(view)
+        while pos < end and got < need:
+            hlen, plen = lengths(view, pos + 48)
+            if framed:
+                pieces.append(frame(0, plen))
+            pieces.append(view[pos + _PAYLOAD_AT: pos + _PAYLOAD_AT + plen])
+            got += per_record + plen
+            pos += _PAYLOAD_AT + plen + hlen
+        if got >= need:
+            break
+    return got
 
 
 def _cut(pieces: list, skip: int, length: int) -> bytes:

@@ -45,3 +45,47 @@ def test_any_offset_and_length_is_the_model_slice(tmp_path_factory, data, cut, p
             assert read_raw(part, rpos, length) == raw[rpos: rpos + length]
     finally:
         broker.close()
+
+
+def _header_block() -> bytes:
+    headers = Headers()
+    headers.add("trace", "abc")
+    return headers.encode()
+
+
+def _stored(payloads_and_headers) -> list[bytes]:
+    from core.log.encoded import block_of, stamp_records
+    block = block_of([AppendInput(p, h) for p, h in payloads_and_headers])
+    if payloads_and_headers:
+        stamp_records(block, len(payloads_and_headers), 0, 1)
+    return [bytes(block)]
+
+
+@given(records=st.lists(st.tuples(st.binary(max_size=200), st.sampled_from([b"", _header_block()])),
+                        max_size=30),
+       need=st.integers(1, 8000), framed=st.booleans(), split=st.integers(0, 3))
+def test_compiled_frames_equal_the_python_loop(records, need, framed, split):
+    """The C twin (adapters/pravega/_speedups.c) and the Python loop give the same bytes."""
+    import pytest
+
+    from adapters.pravega.reads import _frames_python
+    speedups = pytest.importorskip("adapters.pravega._speedups")
+    chunks = [memoryview(c) for c in _stored(records)]
+    if split and chunks and records:  # the same records over several chunks, split at record bounds
+        whole, cuts, pos = bytes(chunks[0]), [], 0
+        for p, h in records[:split]:
+            pos += 64 + len(p) + len(h)
+            cuts.append(pos)
+        chunks = [memoryview(whole[a:b]) for a, b in zip([0, *cuts], [*cuts, len(whole)]) if b > a]
+    pieces: list = []
+    got_py = _frames_python(chunks, need, framed, pieces)
+    data, got_c = speedups.frames(chunks, need, framed)
+    assert (data, got_c) == (b"".join(pieces), got_py)
+
+
+def test_compiled_frames_refuse_a_record_past_its_chunk():
+    import pytest
+    speedups = pytest.importorskip("adapters.pravega._speedups")
+    (chunk,) = _stored([(b"payload", b"")])
+    with pytest.raises(ValueError):
+        speedups.frames([chunk[:-1]], 100, True)
