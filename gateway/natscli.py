@@ -17,8 +17,9 @@ still apply underneath (``FERRY_CONFIG`` does not: the config is ``-c``).
 Data goes to ``--store_dir``/``-sd`` when given, else to a temporary
 directory removed at exit, so several drop-in servers can run side by side
 as nats-server instances do. Flags for features Ferry lacks (JetStream,
-clustering) are refused with a message instead of being ignored silently,
-except ``-js``, which only warns: core NATS works without it.
+clustering) are refused with a message instead of being ignored silently.
+``-js`` (or a ``jetstream`` config entry) turns on JetStream, which is off
+otherwise, as in nats-server (docs/nats.md "JetStream").
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ferry nats-server",
-                                description="Ferry as a drop-in nats-server (core NATS, no JetStream).")
+                                description="Ferry as a drop-in nats-server (core NATS, JetStream streams with -js).")
     p.add_argument("-a", "--addr", "--net", dest="addr", help="bind address (default 0.0.0.0)")
     p.add_argument("-p", "--port", type=int, help="client port (default 4222; -1 = random)")
     p.add_argument("-m", "--http_port", type=int, help="monitoring port (/varz, /connz, ...)")
@@ -102,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tlsverify", action="store_true", help="require and verify client certificates")
     p.add_argument("--max_payload", "--ms", dest="max_payload", type=int, help="maximum message payload")
     p.add_argument("-sd", "--store_dir", dest="store_dir", help="Ferry's data directory (default: temporary)")
-    p.add_argument("-js", "--jetstream", action="store_true", help="accepted with a warning: no JetStream")
+    p.add_argument("-js", "--jetstream", action="store_true",
+                   help="enable JetStream (streams and acknowledged publishing on Ferry's log)")
     for flag in ("--cluster", "--routes", "--cluster_name", "--https_port", "--http_base_path"):
         p.add_argument(flag, dest=f"unsupported_{flag[2:]}", help=argparse.SUPPRESS)
     p.add_argument("-v", "--version", action="store_true", help="print the version and exit")
@@ -193,8 +195,8 @@ def _apply_config(s: dict[str, Any], doc: dict[str, Any], path: str) -> None:
     s["debug"] = bool(lookup(doc, "debug", default=False) or lookup(doc, "trace", default=False))
     s["log_file"] = lookup(doc, "log_file", "logfile")
     s["pid_file"] = lookup(doc, "pid_file")
-    if lookup(doc, "jetstream") not in (None, False, "disabled"):
-        log.warning("jetstream: not supported by Ferry; running core NATS only")
+    if lookup(doc, "jetstream") not in (None, False, "disabled", "false"):
+        s["jetstream"] = True     # a jetstream block's own store_dir/limits are not read
 
 
 def _apply_tls_block(opts: dict[str, Any], tls: Any) -> None:
@@ -253,8 +255,7 @@ def _apply_flags(s: dict[str, Any], args: argparse.Namespace) -> None:
     s["debug"] = s["debug"] or args.debug or bool(args.trace)
     s["log_file"] = args.log or s["log_file"]
     s["pid_file"] = args.pid or s["pid_file"]
-    if args.jetstream:
-        log.warning("-js: JetStream is not supported by Ferry; running core NATS only")
+    opts["jetstream"] = bool(args.jetstream or s.get("jetstream"))
 
 
 def _int(value: Any, where: str) -> int:

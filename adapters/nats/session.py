@@ -40,7 +40,7 @@ import logging
 from typing import Callable
 
 from core.addressing import PARTITION_KEY_HEADER
-from core.errors import FerryError, HeadersTooLarge, InvalidHeaderKey, InvalidHeaderValue
+from core.errors import FerryError, HeadersTooLarge, InvalidHeaderKey, InvalidHeaderValue, TopicSealed
 from core.live import Delivery
 from core.log import AppendInput
 from core.subjects import subject_matches
@@ -50,6 +50,9 @@ from .connection import NatsServerConnection
 from .errors import NatsHeaderError
 from .events import NEED_DATA, Connect, ConnectionClosed, Event, HPub, Ping, Pong, Pub, Sub, Unsub
 from .headers import HeaderBlock, no_responders_block, parse_headers
+from .jetstream_api import JetStreamApi, jetstream_for, pub_ack, pub_error
+from .jetstream_errors import JsApiError
+from .jetstream_streams import JS_STREAM
 from .subscriptions import Subscription
 from .translate import block_to_canonical, canonical_to_nats
 
@@ -225,6 +228,8 @@ class NatsSession:
         # water mark; the driver stalls this client's reads on them, briefly.
         self.stalled: set[Outbox] = set()
         self._batch: list = []
+        # JetStream (adapters/nats/jetstream_api.py), None when the listener runs without it.
+        self.js: JetStreamApi | None = jetstream_for(broker)
 
     # -- events from the client ----------------------------------------------------
     def process(self) -> None:
@@ -285,6 +290,8 @@ class NatsSession:
 
     def _publish_parts(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
         broker = self.broker
+        if self.js is not None and self._jetstream(subject, reply, header, payload):
+            return
         topic = broker.topic_for_subject(subject)
         if topic is not None:
             self._store(topic, subject, reply, header, payload)
@@ -310,6 +317,7 @@ class NatsSession:
         broker = self.broker
         trie = broker.live.trie
         topic_for, match = broker.topic_for_subject, trie.match
+        js = self.js
         nbytes = 0
         last = None          # producers repeat subjects: look up a run of them once
         generation = -1
@@ -320,6 +328,8 @@ class NatsSession:
             if subject != last or trie.generation != generation:
                 topic, result = topic_for(subject), match(subject)
                 last, generation = subject, trie.generation
+                if js is not None and (subject.startswith("$JS.") or js.streams.stream_for(subject) is not None):
+                    topic = True                 # JetStream: the general path below
             if topic is not None:
                 last = None
                 self._publish_parts(subject, reply, b"", bytes(payload))
@@ -412,6 +422,72 @@ class NatsSession:
             if reply:
                 self._ack(reply, ack_stream, exc)
 
+    # -- JetStream ---------------------------------------------------------------------
+    def _jetstream(self, subject: str, reply: str, header: bytes, payload: bytes) -> bool:
+        """A ``$JS.API`` request or a publish on a JetStream stream's subjects:
+        handled here (True), else False. JetStream subjects take precedence
+        over topic capture (docs/addressing.md)."""
+        js = self.js
+        if js is None:
+            return False
+        if subject.startswith("$JS.API."):
+            data = js.handle(subject, payload)
+            if data is not None and reply:
+                self._reply(reply, data)
+            return True
+        st = js.streams.stream_for(subject)
+        if st is None:
+            return False
+        try:
+            block = parse_headers(header) if header else None
+            tlv = block_to_canonical(block, subject)
+            duplicate = js.check_publish(st, block, len(payload))
+            if duplicate is None:
+                js.check_subject_seq(st, block, subject)
+        except JsApiError as err:
+            if reply:
+                self._reply(reply, pub_error(st.name, err))
+            return True
+        except _UNSTORABLE as exc:
+            if reply:
+                self._ack(reply, st.name, exc, code=400)
+            return True
+        if duplicate is not None:
+            if reply:
+                self._reply(reply, pub_ack(st.name, duplicate, duplicate=True))
+            return True
+        self._store_js(st, subject, reply, header, payload, block, tlv)
+        return True
+
+    def _store_js(self, st, subject, reply, header, payload, block, tlv) -> None:
+        """Append to the stream's topic; the PubAck goes out once durable."""
+        name = st.name
+
+        def on_durable(result) -> None:
+            if not reply:
+                return
+            if isinstance(result, BaseException):
+                self._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
+            else:
+                self._reply(reply, pub_ack(name, result.base_offset + 1))
+
+        try:
+            result = self.broker.append(JS_STREAM, st.topic_id, [AppendInput(payload=payload, headers=tlv)],
+                                        partition=0, on_durable=on_durable, live_subject=subject, origin=ORIGIN,
+                                        native=header, publisher=self, reply=reply or None)
+        except FerryError as exc:
+            if reply:
+                sealed = isinstance(exc, TopicSealed)
+                err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))
+                self._reply(reply, pub_error(name, err))
+            return
+        js = self.js
+        if js is not None:
+            js.stored(st, block, result.base_offset + 1)
+
+    def _reply(self, reply: str, data: bytes) -> None:
+        self.broker.publish(Delivery(subject=reply, payload=data, origin=ORIGIN, native=b""))
+
     def _ack(self, reply: str, stream: str, result, code: int | None = None) -> None:
         if isinstance(result, BaseException):
             name = type(result).__name__
@@ -425,8 +501,7 @@ class NatsSession:
                     "partition": result.partition_id, "offset": result.base_offset}
             if result.duplicate:
                 body["duplicate"] = True
-        data = json.dumps(body, separators=(",", ":")).encode()
-        self.broker.publish(Delivery(subject=reply, payload=data, origin=ORIGIN, native=b""))
+        self._reply(reply, json.dumps(body, separators=(",", ":")).encode())
 
     def _no_responders(self, subject: str, reply: str) -> None:
         """nats-server sends the 503 status only to the requester, on the

@@ -17,6 +17,10 @@ text with ``tls_required``, then the client upgrades (nats.md section 13);
 ``tls_handshake_first`` (config ``tls { handshake_first: true }``) makes the
 TLS handshake come first and INFO follow inside it.
 
+``jetstream`` (default true) serves the JetStream streams API and
+acknowledged publishing on Ferry's log (adapters/nats/jetstream_api.py);
+false answers ``$JS.API`` requests as nats-server without ``-js`` does.
+
 The listener registers its state (adapters/nats/server_state.py) so the
 ``nats_ws`` and ``nats_monitor`` listeners share its settings and connections.
 """
@@ -28,6 +32,7 @@ from pathlib import Path
 from adapters.nats.auth import Auth, AuthConfigError, auth_from_block, simple_auth
 from adapters.nats.connection import NatsLimits, ServerInfo
 from adapters.nats.driver import new_server_id, serve_nats
+from adapters.nats.jetstream_api import enable as enable_jetstream
 from adapters.nats.natsconf import NatsConfError, lookup, parse
 from adapters.nats.server_state import NatsServerState, register
 from core.errors import InvalidArgument
@@ -52,6 +57,7 @@ OPTIONS = {
     "tls_ca": "",
     "tls_verify": False,
     "tls_handshake_first": False,
+    "jetstream": True,
 }
 # A config file is a few KiB; refuse anything absurd before parsing it.
 MAX_AUTH_FILE_BYTES = 4 * 1024 * 1024
@@ -115,6 +121,10 @@ def build_state(broker, cfg) -> NatsServerState:
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     state = build_state(broker, cfg)
     register(state)
+    if cfg.options["jetstream"]:
+        # On by default under `ferry serve`: Ferry's storage is always there
+        # (docs/nats.md "JetStream"); `ferry nats-server` turns it on with -js.
+        enable_jetstream(broker, state.info.server_name or state.info.server_id)
     await serve_nats(state, cfg.host, cfg.port, conn_nursery, task_status=task_status)
 
 

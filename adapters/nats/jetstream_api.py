@@ -1,0 +1,290 @@
+"""The ``$JS.API`` request router and JetStream publish checks (no trio).
+
+Theory of operation
+-------------------
+:class:`JetStreamApi` turns one request (subject and JSON body) into the
+reply nats-server would send, as bytes, or ``None`` where nats-server sends
+nothing (a subject it does not serve). :data:`ROUTES` is the table of the
+subjects served: the ``$JS.API.`` suffix, whether a stream name follows as
+the last token, the reply's ``type`` and the handler. Every handler raises
+:class:`JsApiError` for a refusal; :meth:`JetStreamApi.handle` turns it into
+``{"type": ..., "error": {...}}`` plus the fields nats-server adds to that
+reply's error form. JSON goes out as Go writes it (compact, ``<``, ``>`` and
+``&`` escaped).
+
+For publishes on a stream's subjects, :meth:`check_publish` applies the
+``Nats-Expected-*`` headers, ``max_msg_size``, rollups and ``Nats-Msg-Id``
+de-duplication before the session appends; :func:`pub_ack` and
+:func:`pub_error` are the PubAck bodies, byte for byte as nats-server sends
+them. The session (``adapters/nats/session.py``) does the append and sends
+the ack once it is durable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import weakref
+from typing import Any, Callable
+
+from .jetstream_config import API_PREFIX, parse_config, type_error
+from .jetstream_errors import JsApiError
+from .jetstream_streams import MSG_ID_HEADER, JetStreams, JsStream, go_time
+
+TYPE_PREFIX = "io.nats.jetstream.api.v1."
+NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST
+LIST_LIMIT = 256
+API_LEVEL = 1
+_GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def go_json(doc: Any) -> bytes:
+    """JSON as Go's encoding/json writes it: compact, HTML characters escaped."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).translate(_GO_ESCAPES).encode()
+
+
+def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
+    """A PubAck; nats-server writes the duplicate flag with a space after the colon."""
+    body = go_json({"stream": stream, "seq": seq})
+    return body[:-1] + b',"duplicate": true}' if duplicate else body
+
+
+def pub_error(stream: str, err: JsApiError) -> bytes:
+    return go_json({"error": err.to_json(), "stream": stream, "seq": 0})
+
+
+def _body(payload: bytes, struct: str, types: dict[str, str]) -> dict[str, Any]:
+    """A request body: ``{}`` when empty, else a JSON object whose known
+    fields have the types nats-server's decoder wants."""
+    if not payload.strip():
+        return {}
+    try:
+        doc = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JsApiError("JSInvalidJSONErr", err=str(exc)) from None
+    if not isinstance(doc, dict):
+        raise JsApiError("JSInvalidJSONErr", err=f"json: cannot unmarshal into Go value of type server.{struct}")
+    for field, gotype in types.items():
+        value = doc.get(field)
+        if value is None:
+            continue
+        ok = isinstance(value, str) if gotype == "string" else \
+            isinstance(value, int) and not isinstance(value, bool) and (gotype == "int" or value >= 0)
+        if not ok:
+            raise type_error(struct, field, gotype, value)
+    return doc
+
+
+class JetStreamApi:
+    """Answers ``$JS.API`` requests for one broker's :class:`JetStreams`."""
+
+    def __init__(self, streams: JetStreams, server_name: str = "") -> None:
+        self.streams = streams
+        self.server_name = server_name
+        self.total = self.errors = 0
+
+    # -- requests ------------------------------------------------------------------
+    def handle(self, subject: str, payload: bytes) -> bytes | None:
+        """The reply to a request on ``subject``, or None (nats-server stays silent)."""
+        rest = subject[len(API_PREFIX) + 1:]
+        route = _route(rest)
+        if route is None:
+            return None
+        suffix, kind, handler, name = route
+        self.total += 1
+        try:
+            doc = handler(self, name, payload)
+            return go_json({"type": TYPE_PREFIX + kind, **doc})
+        except JsApiError as err:
+            self.errors += 1
+            return go_json({"type": TYPE_PREFIX + kind, "error": err.to_json(), **_ERROR_EXTRAS.get(suffix, {})})
+
+    def account_info(self, _name: str, _payload: bytes) -> dict:
+        memory, storage = self.streams.totals()
+        return {"memory": memory, "storage": storage, "reserved_memory": 0, "reserved_storage": 0,
+                "streams": len(self.streams.streams), "consumers": 0,
+                "limits": {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
+                           "max_ack_pending": -1, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+                           "max_bytes_required": False},
+                "api": {"level": API_LEVEL, "total": self.total, "errors": self.errors}}
+
+    def create(self, name: str, payload: bytes) -> dict:
+        cfg = self._config(name, payload)
+        return {**self._info(self.streams.create(cfg)), "did_create": True}
+
+    def update(self, name: str, payload: bytes) -> dict:
+        cfg = self._config(name, payload)
+        return self._info(self.streams.update(cfg))
+
+    def info(self, name: str, payload: bytes) -> dict:
+        _body(payload, "JSApiStreamInfoRequest", {"subjects_filter": "string", "offset": "int"})
+        st = self.streams.get(name)
+        return {"total": 0, "offset": 0, "limit": 0, **self._info(st, cluster=True)}
+
+    def names(self, _name: str, payload: bytes) -> dict:
+        req = _body(payload, "JSApiStreamNamesRequest", {"offset": "int", "subject": "string"})
+        names = self.streams.names(req.get("subject"))
+        offset = min(max(req.get("offset", 0), 0), len(names))
+        return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
+                "streams": names[offset:offset + NAMES_LIMIT]}
+
+    def list(self, _name: str, payload: bytes) -> dict:
+        req = _body(payload, "JSApiStreamListRequest", {"offset": "int", "subject": "string"})
+        names = self.streams.names(req.get("subject"))
+        offset = min(max(req.get("offset", 0), 0), len(names))
+        infos = [self._info(self.streams.streams[n]) for n in names[offset:offset + LIST_LIMIT]]
+        return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "streams": infos}
+
+    def delete(self, name: str, _payload: bytes) -> dict:
+        self.streams.delete(name)
+        return {"success": True}
+
+    def purge(self, name: str, payload: bytes) -> dict:
+        req = _body(payload, "JSApiStreamPurgeRequest", {"filter": "string", "seq": "uint64", "keep": "uint64"})
+        if req.get("seq") and req.get("keep"):
+            raise JsApiError("JSBadRequestErr")
+        return {"success": True, "purged": self.streams.purge(name, req)}
+
+    def msg_get(self, name: str, payload: bytes) -> dict:
+        req = _body(payload, "JSApiMsgGetRequest",
+                    {"seq": "uint64", "last_by_subj": "string", "next_by_subj": "string"})
+        st = self.streams.get(name)
+        seq, last, after = req.get("seq", 0), req.get("last_by_subj"), req.get("next_by_subj")
+        if (not seq and not last) or (seq and last) or (last and after):
+            raise JsApiError("JSBadRequestErr")
+        streams = self.streams
+        if last:
+            view = streams.last_for_subject(st, last)
+        elif after:
+            view = streams.next_for_subject(st, after, seq)
+        else:
+            view = streams.record(st, seq) if seq >= streams.first_seq(st) else None
+        if view is None:
+            raise JsApiError("JSNoMessageFoundErr")
+        return {"message": streams.message_json(st, view)}
+
+    def _config(self, name: str, payload: bytes) -> dict:
+        try:
+            doc = json.loads(payload) if payload.strip() else {}
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise JsApiError("JSInvalidJSONErr", err=str(exc)) from None
+        if isinstance(doc, dict) and doc.get("name", "") != name and isinstance(doc.get("name", ""), str):
+            raise JsApiError("JSStreamMismatchErr")
+        return parse_config(doc)
+
+    def _info(self, st: JsStream, cluster: bool = False) -> dict:
+        out = {"config": st.config, "created": st.created, "state": self.streams.state(st)}
+        if cluster:
+            out["cluster"] = {"leader": self.server_name}
+        out["ts"] = go_time(time.time_ns())
+        return out
+
+    # -- publishes -------------------------------------------------------------------
+    def check_publish(self, st: JsStream, block, size: int) -> int | None:
+        """Apply a stream's publish rules; returns the seq of an earlier copy
+        (a duplicate: nothing to store) or None. Raises :class:`JsApiError`."""
+        get = block.get if block is not None else (lambda key: None)
+        expected = get("Nats-Expected-Stream")
+        if expected is not None and expected != st.name:
+            raise JsApiError("JSStreamNotMatchErr")
+        limit = st.config["max_msg_size"]
+        if 0 <= limit < size:
+            raise JsApiError("JSStreamMessageExceedsMaximumErr")
+        if get("Nats-Rollup") is not None:
+            raise JsApiError("JSStreamRollupFailedF", err="rollup not permitted")
+        msg_id = get(MSG_ID_HEADER)
+        if msg_id:
+            seq = self.streams.duplicate_of(st, msg_id)
+            if seq is not None:
+                return seq
+        streams = self.streams
+        expected = get("Nats-Expected-Last-Sequence")
+        if expected is not None and _uint(expected) != streams.last_seq(st):
+            raise JsApiError("JSStreamWrongLastSequenceErrF", seq=streams.last_seq(st))
+        expected = get("Nats-Expected-Last-Msg-Id")
+        if expected is not None and expected != streams.last_msg_id(st):
+            raise JsApiError("JSStreamWrongLastMsgIDErrF", id=streams.last_msg_id(st))
+        return None
+
+    def check_subject_seq(self, st: JsStream, block, subject: str) -> None:
+        """``Nats-Expected-Last-Subject-Sequence``: the last seq stored on ``subject``."""
+        expected = block.get("Nats-Expected-Last-Subject-Sequence") if block is not None else None
+        if expected is None:
+            return
+        view = self.streams.last_for_subject(st, subject)
+        actual = view.offset + 1 if view is not None else 0
+        if _uint(expected) != actual:
+            raise JsApiError("JSStreamWrongLastSequenceErrF", seq=actual)
+
+    def stored(self, st: JsStream, block, seq: int) -> None:
+        """Remember a stored publish's msg id for de-duplication."""
+        msg_id = block.get(MSG_ID_HEADER) if block is not None else None
+        if msg_id:
+            self.streams.remember(st, msg_id, seq)
+
+
+def _uint(text: str) -> int:
+    """nats-server reads a bad number in an expected-sequence header as 0."""
+    try:
+        return max(int(text.strip()), 0)
+    except ValueError:
+        return 0
+
+
+Handler = Callable[[JetStreamApi, str, bytes], dict]
+# suffix after "$JS.API." -> (takes a stream name token, reply type, handler)
+ROUTES: dict[str, tuple[bool, str, Handler]] = {
+    "INFO": (False, "account_info_response", JetStreamApi.account_info),
+    "STREAM.CREATE": (True, "stream_create_response", JetStreamApi.create),
+    "STREAM.UPDATE": (True, "stream_update_response", JetStreamApi.update),
+    "STREAM.INFO": (True, "stream_info_response", JetStreamApi.info),
+    "STREAM.NAMES": (False, "stream_names_response", JetStreamApi.names),
+    "STREAM.LIST": (False, "stream_list_response", JetStreamApi.list),
+    "STREAM.DELETE": (True, "stream_delete_response", JetStreamApi.delete),
+    "STREAM.PURGE": (True, "stream_purge_response", JetStreamApi.purge),
+    "STREAM.MSG.GET": (True, "stream_msg_get_response", JetStreamApi.msg_get),
+}
+# Fields nats-server's error replies carry besides "error", per route.
+_ERROR_EXTRAS: dict[str, dict] = {
+    "STREAM.INFO": {"total": 0, "offset": 0, "limit": 0},
+    "STREAM.NAMES": {"total": 0, "offset": 0, "limit": 0, "streams": None},
+    "STREAM.LIST": {"total": 0, "offset": 0, "limit": 0, "streams": None},
+    "STREAM.PURGE": {"purged": 0},
+}
+
+
+def _route(rest: str) -> tuple[str, str, Handler, str] | None:
+    """(suffix, reply type, handler, stream name) for ``$JS.API.<rest>``, or None."""
+    entry = ROUTES.get(rest)
+    if entry is not None and not entry[0]:
+        return rest, entry[1], entry[2], ""
+    suffix, _, name = rest.rpartition(".")
+    entry = ROUTES.get(suffix)
+    if entry is None or not entry[0] or not name:
+        return None
+    return suffix, entry[1], entry[2], name
+
+
+_REGISTRY: "weakref.WeakKeyDictionary[object, JetStreamApi]" = weakref.WeakKeyDictionary()
+
+
+def enable(broker, server_name: str = "") -> JetStreamApi:
+    """Turn JetStream on for ``broker``'s NATS listeners (idempotent): loads
+    the streams' index from the topics' attributes."""
+    api = _REGISTRY.get(broker)
+    if api is None:
+        streams = JetStreams(broker)
+        streams.load()
+        api = _REGISTRY[broker] = JetStreamApi(streams, server_name)
+    return api
+
+
+def jetstream_for(broker) -> JetStreamApi | None:
+    """The broker's JetStream API, or None when JetStream is off."""
+    try:
+        return _REGISTRY.get(broker)
+    except TypeError:                                # a test double that cannot be weakly referenced
+        return None
+
+
+__all__ = ["JetStreamApi", "ROUTES", "enable", "go_json", "jetstream_for", "pub_ack", "pub_error"]

@@ -1,0 +1,77 @@
+"""JetStream API errors: the one table of what Ferry answers, as nats-server answers it (no trio).
+
+Theory of operation
+-------------------
+nats-server replies to a failed ``$JS.API`` request (and to a refused
+JetStream publish) with ``{"error": {"code", "err_code", "description"}}``.
+:data:`ERRORS` lists every such error Ferry sends, keyed by nats-server's own
+constant name so a grep of nats-server's ``server/errors.json`` finds it:
+HTTP-like ``code``, JetStream ``err_code`` and the description, with
+``{placeholders}`` filled from the raise site. Values were checked against
+nats-server 2.15.1 (tests/nats/test_nats_jetstream_streams.py compares the
+two servers' replies).
+
+Features Ferry does not have (interest or work-queue retention, mirrors,
+rollups, ...) have no error of their own in nats-server; Ferry refuses them
+with ``JSStreamInvalidConfigF`` (500/10052, the error nats-server uses for
+every config it cannot accept) and a description that names the feature.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class ErrorSpec(NamedTuple):
+    code: int
+    err_code: int
+    description: str
+
+
+ERRORS: dict[str, ErrorSpec] = {
+    "JSBadRequestErr": ErrorSpec(400, 10003, "bad request"),
+    "JSInvalidJSONErr": ErrorSpec(400, 10025, "invalid JSON: {err}"),
+    "JSNoMessageFoundErr": ErrorSpec(404, 10037, "no message found"),
+    "JSStreamInvalidConfigF": ErrorSpec(500, 10052, "{err}"),
+    "JSStreamMessageExceedsMaximumErr": ErrorSpec(400, 10054, "message size exceeds maximum allowed"),
+    "JSStreamMismatchErr": ErrorSpec(400, 10056, "stream name in subject does not match request"),
+    "JSStreamNameExistErr": ErrorSpec(400, 10058, "stream name already in use with a different configuration"),
+    "JSStreamNotFoundErr": ErrorSpec(404, 10059, "stream not found"),
+    "JSStreamNotMatchErr": ErrorSpec(400, 10060, "expected stream does not match"),
+    "JSStreamSubjectOverlapErr": ErrorSpec(400, 10065, "subjects overlap with an existing stream"),
+    "JSStreamWrongLastMsgIDErrF": ErrorSpec(400, 10070, "wrong last msg ID: {id}"),
+    "JSStreamWrongLastSequenceErrF": ErrorSpec(400, 10071, "wrong last sequence: {seq}"),
+    "JSStreamReplicasNotSupportedErr": ErrorSpec(500, 10074, "replicas > 1 not supported in non-clustered mode"),
+    "JSStreamStoreFailedF": ErrorSpec(503, 10077, "{err}"),
+    "JSStreamSealedErr": ErrorSpec(400, 10109, "invalid operation on sealed stream"),
+    "JSStreamPurgeFailedF": ErrorSpec(500, 10110, "{err}"),
+    "JSStreamRollupFailedF": ErrorSpec(500, 10111, "{err}"),
+}
+
+
+class JsApiError(Exception):
+    """One refusal from :data:`ERRORS`; ``fields`` fill its placeholders."""
+
+    def __init__(self, name: str, **fields: object) -> None:
+        spec = ERRORS[name]
+        self.name = name
+        self.code = spec.code
+        self.err_code = spec.err_code
+        self.description = spec.description.format(**fields) if fields else spec.description
+        super().__init__(self.description)
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "err_code": self.err_code, "description": self.description}
+
+
+def invalid_config(text: str) -> JsApiError:
+    """nats-server's catch-all for a stream config it refuses (and Ferry's for what it lacks)."""
+    return JsApiError("JSStreamInvalidConfigF", err=text)
+
+
+def not_supported(feature: str) -> JsApiError:
+    """A feature nats-server has and Ferry does not (yet): docs/nats.md "JetStream"."""
+    return invalid_config(f"{feature} is not supported by Ferry")
+
+
+__all__ = ["ERRORS", "ErrorSpec", "JsApiError", "invalid_config", "not_supported"]

@@ -1,0 +1,365 @@
+"""JetStream streams on Ferry's log: the mapping onto the broker (no trio).
+
+Theory of operation
+-------------------
+A JetStream stream ``NAME`` is the Ferry topic ``NAME`` of the Ferry stream
+:data:`JS_STREAM` (created on first use), with one partition so sequences
+are ordered: stream sequence = offset + 1. Its normalised config lives in
+the topic attribute :data:`CONFIG_ATTR` (JSON, with ``created``), and a
+purge floor in :data:`FLOOR_ATTR`: a purge never rewrites the log (offsets,
+hence sequences, keep counting as nats-server's do), it raises the first
+visible sequence and drops the whole segments below it. ``max_msgs`` and
+``max_age`` move the first visible sequence the same way, computed on
+demand; ``max_age``/``max_bytes`` also become the topic's ``message_expiry``
+/ ``max_topic_size``, so Ferry's retention reclaims the space.
+
+:class:`JetStreams` keeps the per-broker index (name -> :class:`JsStream`,
+subject patterns -> name) rebuilt from the attributes by :meth:`load`, and
+answers the questions the API (``jetstream_api``) and the publish path
+(``session``) ask. Nats-Msg-Id de-duplication is a bounded in-memory window
+per stream, refilled from the log's last ``duplicate_window`` of messages
+the first time a stream is published to after a start.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from core.errors import NotFound
+from core.message import Headers
+from core.subjects import subject_matches
+
+from .jetstream_config import NS_PER_S, check_update, same_config, subjects_overlap
+from .jetstream_errors import JsApiError
+from .translate import canonical_to_nats, stored_subject
+
+JS_STREAM = "jetstream"                 # the Ferry stream holding every JetStream stream
+CONFIG_ATTR = "nats.js.config"
+FLOOR_ATTR = "nats.js.first_seq"
+MSG_ID_HEADER = "Nats-Msg-Id"
+# Ids remembered per stream for de-duplication; past it the oldest go first
+# (nats-server keeps every id inside the window; this bounds memory).
+MAX_DEDUP_IDS = 100_000
+# Records read per step when scanning the log backwards (last_by_subj).
+SCAN_CHUNK = 256
+SUBJECT_CACHE_MAX = 10_000
+
+
+@dataclass(eq=False)
+class JsStream:
+    """One JetStream stream: its config and in-memory publish state."""
+
+    name: str
+    config: dict[str, Any]
+    created: str
+    topic_id: int
+    floor: int = 0                                   # purge floor: first visible seq
+    dedup: OrderedDict | None = None                 # msg id -> (seq, monotonic ns); None until loaded
+
+
+def go_time(ns: int) -> str:
+    """RFC 3339 with nanoseconds, trailing zeros trimmed (Go's RFC3339Nano)."""
+    if ns <= 0:
+        return "0001-01-01T00:00:00Z"
+    secs, frac = divmod(ns, NS_PER_S)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    return f"{text}.{frac:09d}".rstrip("0").rstrip(".") + "Z"
+
+
+class JetStreams:
+    """The JetStream streams of one broker."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.streams: dict[str, JsStream] = {}
+        self._subjects: dict[str, str | None] = {}   # published subject -> stream name (cache)
+
+    # -- start -------------------------------------------------------------------
+    def load(self) -> None:
+        """Rebuild the index from the topics' attributes (at listener start)."""
+        self.streams.clear()
+        self._subjects.clear()
+        try:
+            topics = self.broker.list_topics(JS_STREAM)
+        except NotFound:
+            return
+        for topic in topics:
+            attrs = self.broker.topic_attrs(JS_STREAM, topic.id)
+            if CONFIG_ATTR not in attrs:
+                continue                             # a topic made by another protocol
+            doc = json.loads(attrs[CONFIG_ATTR])
+            self.streams[topic.name] = JsStream(topic.name, doc["config"], doc["created"], topic.id,
+                                                floor=int(attrs.get(FLOOR_ATTR, "0")))
+
+    # -- lookups -----------------------------------------------------------------
+    def get(self, name: str) -> JsStream:
+        st = self.streams.get(name)
+        if st is None:
+            raise JsApiError("JSStreamNotFoundErr")
+        return st
+
+    def stream_for(self, subject: str) -> JsStream | None:
+        """The stream whose subjects match a published subject (cached)."""
+        if not self.streams:
+            return None
+        cache = self._subjects
+        try:
+            name = cache[subject]
+        except KeyError:
+            name = next((st.name for st in self.streams.values()
+                         if any(subject_matches(p, subject) for p in st.config["subjects"])), None)
+            if len(cache) >= SUBJECT_CACHE_MAX:
+                cache.clear()
+            cache[subject] = name
+        return None if name is None else self.streams.get(name)
+
+    def names(self, subject: str | None = None) -> list[str]:
+        names = sorted(self.streams)
+        if subject:
+            names = [n for n in names if any(subjects_overlap(p, subject) for p in self.streams[n].config["subjects"])]
+        return names
+
+    # -- stream changes -------------------------------------------------------------
+    def create(self, cfg: dict[str, Any]) -> JsStream:
+        """Create (or find, when the config is the same) a stream."""
+        name = cfg["name"]
+        st = self.streams.get(name)
+        if st is not None:
+            if not same_config(st.config, cfg):
+                raise JsApiError("JSStreamNameExistErr")
+            return st
+        self._check_overlap(name, cfg["subjects"])
+        broker = self.broker
+        try:
+            broker.get_stream(JS_STREAM)
+        except NotFound:
+            broker.create_stream(JS_STREAM)
+        topic = broker.create_topic(JS_STREAM, name, 1, **_retention(cfg))
+        st = JsStream(name, cfg, go_time(time.time_ns()), topic.id)
+        self._save(st)
+        self.streams[name] = st
+        self._subjects.clear()
+        return st
+
+    def update(self, cfg: dict[str, Any]) -> JsStream:
+        st = self.get(cfg["name"])
+        check_update(st.config, cfg)
+        self._check_overlap(st.name, cfg["subjects"])
+        self.broker.update_topic(JS_STREAM, st.topic_id, **_retention(cfg))
+        st.config = cfg
+        self._save(st)
+        self._subjects.clear()
+        return st
+
+    def delete(self, name: str) -> None:
+        st = self.get(name)
+        self.broker.delete_topic(JS_STREAM, st.topic_id)
+        del self.streams[name]
+        self._subjects.clear()
+
+    def purge(self, name: str, request: dict[str, Any]) -> int:
+        """Purge all, up to ``seq`` (exclusive) or all but the last ``keep``;
+        returns how many messages went."""
+        st = self.get(name)
+        if st.config["deny_purge"]:
+            raise JsApiError("JSStreamPurgeFailedF", err="stream purge not permitted")
+        if request.get("filter") and request["filter"] != ">":
+            raise JsApiError("JSStreamPurgeFailedF", err="purge by subject filter is not supported by Ferry")
+        state = self.state(st)
+        last, first = state["last_seq"], self.first_seq(st)
+        new_floor = last + 1
+        if request.get("seq"):
+            new_floor = min(int(request["seq"]), last + 1)
+        elif request.get("keep"):
+            new_floor = max(last - int(request["keep"]) + 1, first)
+        purged = max(0, new_floor - first)
+        if new_floor > st.floor:
+            st.floor = new_floor
+            self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(new_floor)})
+            self._drop_segments(st)
+        return purged
+
+    def _check_overlap(self, name: str, subjects: list[str]) -> None:
+        for other in self.streams.values():
+            if other.name != name and any(subjects_overlap(a, b) for a in subjects for b in other.config["subjects"]):
+                raise JsApiError("JSStreamSubjectOverlapErr")
+
+    def _save(self, st: JsStream) -> None:
+        doc = json.dumps({"config": st.config, "created": st.created}, separators=(",", ":"))
+        self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {CONFIG_ATTR: doc})
+
+    def _drop_segments(self, st: JsStream) -> None:
+        """Delete the whole sealed segments below the floor (the records after
+        them stay on disk, hidden). The broker's logical truncation does exactly
+        that, at the floor's byte position (docs/internals.md "Topic state")."""
+        part = self._partition(st)
+        offset = min(st.floor - 1, part.next_offset)
+        if offset > part.first_offset:
+            self.broker.truncate_partition(JS_STREAM, st.topic_id, 0, part.byte_pos_of(offset))
+
+    # -- state --------------------------------------------------------------------
+    def _partition(self, st: JsStream):
+        return self.broker.partition(JS_STREAM, st.topic_id, 0)
+
+    def last_seq(self, st: JsStream) -> int:
+        return self._partition(st).next_offset
+
+    def first_seq(self, st: JsStream) -> int:
+        """First visible sequence: purge floor, the log's start, max_msgs, max_age."""
+        part = self._partition(st)
+        last = part.next_offset
+        first = max(st.floor, part.first_offset + 1, 1)
+        max_msgs, max_age = st.config["max_msgs"], st.config["max_age"]
+        if max_msgs > 0:
+            first = max(first, last - max_msgs + 1)
+        if max_age > 0 and last:
+            cutoff_us = (time.time_ns() - max_age) // 1000
+            first = max(first, part.offset_for_timestamp(cutoff_us) + 1)
+        return first
+
+    def state(self, st: JsStream) -> dict[str, Any]:
+        """nats-server's ``state`` object (``bytes`` are Ferry's stored bytes)."""
+        part = self._partition(st)
+        last = part.next_offset
+        first = self.first_seq(st)
+        messages = max(0, last - first + 1)
+        first_view = self.record(st, first) if messages else None
+        last_view = self.record(st, last) if last else None
+        if not last and first <= 1:
+            first = 0
+        return {"messages": messages, "bytes": part.size_bytes if messages else 0, "first_seq": first,
+                "first_ts": go_time(first_view.timestamp * 1000 if first_view else 0), "last_seq": last,
+                "last_ts": go_time(last_view.timestamp * 1000 if last_view else 0), "consumer_count": 0}
+
+    def totals(self) -> tuple[int, int]:
+        """(memory, storage) bytes for account info: memory streams count as memory."""
+        memory = storage = 0
+        for st in self.streams.values():
+            size = self._partition(st).size_bytes
+            if st.config["storage"] == "memory":
+                memory += size
+            else:
+                storage += size
+        return memory, storage
+
+    # -- messages -------------------------------------------------------------------
+    def record(self, st: JsStream, seq: int):
+        """The stored record of ``seq`` (a RecordView), or None."""
+        if seq < 1:
+            return None
+        batch = self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, 1)
+        for view in batch.records():
+            return view if view.offset == seq - 1 else None
+        return None
+
+    def subject_of(self, st: JsStream, view) -> str:
+        """The published subject of a record; records from other protocols get
+        the stream's first subject (or its name when that is a wildcard)."""
+        subject = stored_subject(view.headers)
+        if subject is None:
+            first = st.config["subjects"][0]
+            subject = first if "*" not in first.split(".") and ">" not in first.split(".") else st.name
+        return subject
+
+    def message_json(self, st: JsStream, view) -> dict[str, Any]:
+        """A MSG.GET ``message`` object."""
+        out: dict[str, Any] = {"subject": self.subject_of(st, view), "seq": view.offset + 1}
+        hdrs = canonical_to_nats(view.headers) if len(view.headers) else b""
+        if hdrs:
+            out["hdrs"] = base64.b64encode(hdrs).decode()
+        if len(view.payload):
+            out["data"] = base64.b64encode(bytes(view.payload)).decode()
+        out["time"] = go_time(view.timestamp * 1000)
+        return out
+
+    def last_for_subject(self, st: JsStream, subject: str):
+        """The newest visible record whose subject ``subject`` matches (a scan back)."""
+        first = self.first_seq(st)
+        for view in self._backwards(st, first):
+            if subject_matches(subject, self.subject_of(st, view)):
+                return view
+        return None
+
+    def next_for_subject(self, st: JsStream, subject: str, seq: int):
+        """The first visible record at or after ``seq`` whose subject ``subject`` matches."""
+        for view in self._forwards(st, max(seq, self.first_seq(st))):
+            if subject_matches(subject, self.subject_of(st, view)):
+                return view
+        return None
+
+    def _backwards(self, st: JsStream, first: int) -> Iterator:
+        end = self.last_seq(st)                      # a seq: offsets below it are read
+        while end >= first:
+            start = max(first, end - SCAN_CHUNK + 1)
+            views = list(self.broker.read(JS_STREAM, st.topic_id, 0, start - 1, end - start + 1).records())
+            yield from reversed(views)
+            end = start - 1
+
+    # -- de-duplication -------------------------------------------------------------
+    def dedup_window(self, st: JsStream) -> OrderedDict:
+        """The stream's msg-id window, refilled from the log once after a start."""
+        if st.dedup is None:
+            st.dedup = OrderedDict()
+            window = st.config["duplicate_window"]
+            part = self._partition(st)
+            start = part.offset_for_timestamp((time.time_ns() - window) // 1000) + 1
+            mono = time.monotonic_ns()
+            now = time.time_ns()
+            for view in self._forwards(st, max(start, self.first_seq(st))):
+                msg_id = msg_id_of(view.headers)
+                if msg_id:
+                    st.dedup[msg_id] = (view.offset + 1, mono - (now - view.timestamp * 1000))
+        return st.dedup
+
+    def _forwards(self, st: JsStream, first: int) -> Iterator:
+        seq, last = first, self.last_seq(st)
+        while seq <= last:
+            views = list(self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, SCAN_CHUNK).records())
+            if not views:
+                return
+            yield from views
+            seq = views[-1].offset + 2
+
+    def duplicate_of(self, st: JsStream, msg_id: str) -> int | None:
+        """The seq a msg id was stored at inside the window, else None."""
+        window = self.dedup_window(st)
+        horizon = time.monotonic_ns() - st.config["duplicate_window"]
+        while window:
+            oldest = next(iter(window.values()))
+            if oldest[1] >= horizon:
+                break
+            window.popitem(last=False)
+        found = window.get(msg_id)
+        return None if found is None else found[0]
+
+    def remember(self, st: JsStream, msg_id: str, seq: int) -> None:
+        window = self.dedup_window(st)
+        window[msg_id] = (seq, time.monotonic_ns())
+        window.move_to_end(msg_id)
+        while len(window) > MAX_DEDUP_IDS:
+            window.popitem(last=False)
+
+    def last_msg_id(self, st: JsStream) -> str:
+        view = self.record(st, self.last_seq(st))
+        return (msg_id_of(view.headers) or "") if view is not None else ""
+
+
+def msg_id_of(tlv) -> str | None:
+    if not len(tlv):
+        return None
+    value = Headers.decode(tlv).get(MSG_ID_HEADER)
+    return value.as_str() if value is not None else None
+
+
+def _retention(cfg: dict[str, Any]) -> dict[str, int]:
+    """Ferry topic retention for a stream config: max_age ns -> µs, max_bytes."""
+    return {"message_expiry": cfg["max_age"] // 1000 if cfg["max_age"] > 0 else 0,
+            "max_topic_size": cfg["max_bytes"] if cfg["max_bytes"] > 0 else 0}
+
+
+__all__ = ["CONFIG_ATTR", "FLOOR_ATTR", "JS_STREAM", "JetStreams", "JsStream", "MSG_ID_HEADER", "go_time", "msg_id_of"]
