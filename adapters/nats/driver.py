@@ -36,9 +36,11 @@ WebSocket and monitoring listeners.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import ssl
+import time
 from dataclasses import replace
 from functools import partial
 
@@ -338,6 +340,27 @@ async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _
         session.outbox.offer(conn.data_to_send())
 
 
+async def run_jetstream_timers(consumers) -> None:
+    """The timers of one broker's JetStream consumers (``JsConsumers``):
+    ``tick`` at ``next_deadline`` (monotonic time, as the consumers use),
+    sooner when ``wake`` says a deadline may have moved. Dirty consumer
+    state is saved on the way out (shutdown)."""
+    wakeup = _Wakeup()
+    consumers.wake = wakeup.set
+    try:
+        while True:
+            deadline = consumers.next_deadline()
+            timeout = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            with trio.move_on_after(timeout):
+                await wakeup.wait()
+            out = consumers.tick(time.monotonic())
+            if out and consumers.emit is not None:
+                consumers.emit(out)
+    finally:
+        consumers.wake = lambda: None
+        consumers.save_dirty()
+
+
 async def _write_gathered(sock, session: NatsSession, drained) -> None:
     """Send the outbox's frames as they are, with gathering writes (plain TCP).
     Joining them first would copy every payload once more per subscriber: for a
@@ -389,4 +412,4 @@ def _peer(stream) -> tuple[str, int]:
     return str(peer[0]), int(peer[1]) if len(peer) > 1 else 0
 
 
-__all__ = ["NatsServerState", "nats_connection", "new_server_id", "serve_nats"]
+__all__ = ["NatsServerState", "nats_connection", "new_server_id", "run_jetstream_timers", "serve_nats"]

@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 import time
 import weakref
+from functools import partial
 from typing import Any, Callable
 
 from .jetstream_config import API_PREFIX, parse_config, type_error
+from .jetstream_consumer_config import parse_consumer_config
+from .jetstream_consumers import JsConsumers
 from .jetstream_errors import JsApiError
-from .jetstream_streams import MSG_ID_HEADER, JetStreams, JsStream, go_time
+from .jetstream_streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST
@@ -78,10 +81,13 @@ def _body(payload: bytes, struct: str, types: dict[str, str]) -> dict[str, Any]:
 class JetStreamApi:
     """Answers ``$JS.API`` requests for one broker's :class:`JetStreams`."""
 
-    def __init__(self, streams: JetStreams, server_name: str = "") -> None:
+    def __init__(self, streams: JetStreams, server_name: str = "", tables=None) -> None:
         self.streams = streams
         self.server_name = server_name
         self.total = self.errors = 0
+        self.consumers = JsConsumers(streams, tables)
+        self.timers_running = False                 # the NATS listener's timer task (driver.py)
+        streams.consumer_count = self.consumers.count
 
     # -- requests ------------------------------------------------------------------
     def handle(self, subject: str, payload: bytes) -> bytes | None:
@@ -102,7 +108,7 @@ class JetStreamApi:
     def account_info(self, _name: str, _payload: bytes) -> dict:
         memory, storage = self.streams.totals()
         return {"memory": memory, "storage": storage, "reserved_memory": 0, "reserved_storage": 0,
-                "streams": len(self.streams.streams), "consumers": 0,
+                "streams": len(self.streams.streams), "consumers": self.consumers.count(),
                 "limits": {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
                            "max_ack_pending": -1, "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
                            "max_bytes_required": False},
@@ -137,6 +143,7 @@ class JetStreamApi:
 
     def delete(self, name: str, _payload: bytes) -> dict:
         self.streams.delete(name)
+        self.consumers.drop_stream(name)
         return {"success": True}
 
     def purge(self, name: str, payload: bytes) -> dict:
@@ -178,6 +185,68 @@ class JetStreamApi:
             out["cluster"] = {"leader": self.server_name}
         out["ts"] = go_time(time.time_ns())
         return out
+
+    # -- consumers ---------------------------------------------------------------------
+    def consumer_create(self, rest: str, payload: bytes) -> dict:
+        """``CONSUMER.CREATE.<stream>[.<consumer>[.<filter>]]``."""
+        stream, _, tail = rest.partition(".")
+        name, _, filter_subject = tail.partition(".")
+        return self._create_consumer(stream, name or None, filter_subject, payload, durable_api=False)
+
+    def durable_create(self, rest: str, payload: bytes) -> dict:
+        """``CONSUMER.DURABLE.CREATE.<stream>.<durable>`` (the older API)."""
+        stream, _, name = rest.partition(".")
+        if not name or "." in name:
+            raise JsApiError("JSConsumerDurableNameNotMatchSubjectErr")
+        return self._create_consumer(stream, name, "", payload, durable_api=True)
+
+    def _create_consumer(self, stream: str, name: str | None, filter_subject: str, payload: bytes,
+                         durable_api: bool) -> dict:
+        req = _body(payload, "CreateConsumerRequest", {"stream_name": "string", "action": "string"})
+        if req.get("stream_name", stream) != stream:
+            raise JsApiError("JSStreamMismatchErr")
+        st = self.streams.get(stream)
+        doc = req.get("config") if isinstance(req.get("config"), dict) else {}
+        durable = doc.get("durable_name")
+        if durable_api and not durable:
+            raise JsApiError("JSConsumerDurableNameNotSetErr")
+        if name is None:
+            if durable:
+                raise JsApiError("JSConsumerEphemeralWithDurableNameErr")
+        elif (durable and durable != name) or (doc.get("name") and doc["name"] != name):
+            raise JsApiError("JSConsumerDurableNameNotMatchSubjectErr")
+        if filter_subject and doc.get("filter_subject") != filter_subject:
+            raise JsApiError("JSConsumerCreateFilterSubjectMismatchErr")
+        cfg = parse_consumer_config(doc, ephemeral=not durable)
+        if name is not None and "name" not in cfg:
+            cfg = {**({"durable_name": name} if durable else {}), "name": name,
+                   **{k: v for k, v in cfg.items() if k != "durable_name"}}
+        con = self.consumers.add(st, name or cfg.get("name"), cfg, bool(durable), req.get("action", ""))
+        self.consumers.wake()
+        return self.consumers.info(con)
+
+    def consumer_info(self, rest: str, _payload: bytes) -> dict:
+        stream, _, name = rest.partition(".")
+        return self.consumers.info(self.consumers.get(stream, name))
+
+    def consumer_names(self, stream: str, payload: bytes) -> dict:
+        req = _body(payload, "JSApiConsumersRequest", {"offset": "int"})
+        names = self.consumers.names(stream)
+        offset = min(max(req.get("offset", 0), 0), len(names))
+        return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
+                "consumers": names[offset:offset + NAMES_LIMIT]}
+
+    def consumer_list(self, stream: str, payload: bytes) -> dict:
+        req = _body(payload, "JSApiConsumersRequest", {"offset": "int"})
+        names = self.consumers.names(stream)
+        offset = min(max(req.get("offset", 0), 0), len(names))
+        infos = [self.consumers.info(self.consumers.get(stream, n)) for n in names[offset:offset + LIST_LIMIT]]
+        return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
+
+    def consumer_delete(self, rest: str, _payload: bytes) -> dict:
+        stream, _, name = rest.partition(".")
+        self.consumers.delete(stream, name)
+        return {"success": True}
 
     # -- publishes -------------------------------------------------------------------
     def check_publish(self, st: JsStream, block, size: int) -> int | None:
@@ -232,8 +301,9 @@ def _uint(text: str) -> int:
 
 
 Handler = Callable[[JetStreamApi, str, bytes], dict]
-# suffix after "$JS.API." -> (takes a stream name token, reply type, handler)
-ROUTES: dict[str, tuple[bool, str, Handler]] = {
+REST = "rest"       # the handler takes every token after the suffix (stream, consumer, filter)
+# suffix after "$JS.API." -> (takes a stream name token (True) / the rest (REST), reply type, handler)
+ROUTES: dict[str, tuple[bool | str, str, Handler]] = {
     "INFO": (False, "account_info_response", JetStreamApi.account_info),
     "STREAM.CREATE": (True, "stream_create_response", JetStreamApi.create),
     "STREAM.UPDATE": (True, "stream_update_response", JetStreamApi.update),
@@ -243,6 +313,12 @@ ROUTES: dict[str, tuple[bool, str, Handler]] = {
     "STREAM.DELETE": (True, "stream_delete_response", JetStreamApi.delete),
     "STREAM.PURGE": (True, "stream_purge_response", JetStreamApi.purge),
     "STREAM.MSG.GET": (True, "stream_msg_get_response", JetStreamApi.msg_get),
+    "CONSUMER.CREATE": (REST, "consumer_create_response", JetStreamApi.consumer_create),
+    "CONSUMER.DURABLE.CREATE": (REST, "consumer_create_response", JetStreamApi.durable_create),
+    "CONSUMER.INFO": (REST, "consumer_info_response", JetStreamApi.consumer_info),
+    "CONSUMER.NAMES": (True, "consumer_names_response", JetStreamApi.consumer_names),
+    "CONSUMER.LIST": (True, "consumer_list_response", JetStreamApi.consumer_list),
+    "CONSUMER.DELETE": (REST, "consumer_delete_response", JetStreamApi.consumer_delete),
 }
 # Fields nats-server's error replies carry besides "error", per route.
 _ERROR_EXTRAS: dict[str, dict] = {
@@ -250,6 +326,8 @@ _ERROR_EXTRAS: dict[str, dict] = {
     "STREAM.NAMES": {"total": 0, "offset": 0, "limit": 0, "streams": None},
     "STREAM.LIST": {"total": 0, "offset": 0, "limit": 0, "streams": None},
     "STREAM.PURGE": {"purged": 0},
+    "CONSUMER.NAMES": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    "CONSUMER.LIST": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
 }
 
 
@@ -258,14 +336,21 @@ def _route(rest: str) -> tuple[str, str, Handler, str] | None:
     entry = ROUTES.get(rest)
     if entry is not None and not entry[0]:
         return rest, entry[1], entry[2], ""
+    tokens = rest.split(".")
+    for i in range(2, min(len(tokens), 4)):      # CONSUMER.CREATE.<...>, CONSUMER.DURABLE.CREATE.<...>
+        suffix = ".".join(tokens[:i])
+        entry = ROUTES.get(suffix)
+        if entry is not None and entry[0] == REST:
+            tail = ".".join(tokens[i:])
+            return (suffix, entry[1], entry[2], tail) if tail and all(tokens[i:]) else None
     suffix, _, name = rest.rpartition(".")
     entry = ROUTES.get(suffix)
-    if entry is None or not entry[0] or not name:
+    if entry is None or entry[0] is not True or not name:
         return None
     return suffix, entry[1], entry[2], name
 
 
-_REGISTRY: "weakref.WeakKeyDictionary[object, JetStreamApi]" = weakref.WeakKeyDictionary()
+_REGISTRY: weakref.WeakKeyDictionary[object, JetStreamApi] = weakref.WeakKeyDictionary()
 
 
 def enable(broker, server_name: str = "") -> JetStreamApi:
@@ -275,8 +360,26 @@ def enable(broker, server_name: str = "") -> JetStreamApi:
     if api is None:
         streams = JetStreams(broker)
         streams.load()
-        api = _REGISTRY[broker] = JetStreamApi(streams, server_name)
+        api = _REGISTRY[broker] = JetStreamApi(streams, server_name, getattr(broker, "tables", None))
+        api.consumers.load()
+        api.consumers.interest = broker.live.has_interest
+        broker.add_append_listener(partial(_appended, weakref.ref(api)))
     return api
+
+
+def _appended(ref, info, _pid, _result, _items) -> None:
+    """Append listener (any protocol): new messages may satisfy waiting pull requests."""
+    api = ref()
+    if api is None or not api.consumers.by_stream:
+        return
+    st = api.streams.streams.get(info.name)
+    if st is None or st.topic_id != info.id or not api.consumers.by_stream.get(st.name) \
+            or api.streams.broker.get_stream(info.stream_id).name != JS_STREAM:
+        return
+    consumers = api.consumers
+    out = consumers.appended(st, consumers.clock())
+    if out and consumers.emit is not None:
+        consumers.emit(out)
 
 
 def jetstream_for(broker) -> JetStreamApi | None:
@@ -287,4 +390,4 @@ def jetstream_for(broker) -> JetStreamApi | None:
         return None
 
 
-__all__ = ["JetStreamApi", "ROUTES", "enable", "go_json", "jetstream_for", "pub_ack", "pub_error"]
+__all__ = ["ROUTES", "JetStreamApi", "enable", "go_json", "jetstream_for", "pub_ack", "pub_error"]

@@ -46,6 +46,26 @@ ERRORS: dict[str, ErrorSpec] = {
     "JSStreamSealedErr": ErrorSpec(400, 10109, "invalid operation on sealed stream"),
     "JSStreamPurgeFailedF": ErrorSpec(500, 10110, "{err}"),
     "JSStreamRollupFailedF": ErrorSpec(500, 10111, "{err}"),
+    # consumers (adapters/nats/jetstream_consumers.py)
+    "JSConsumerCreateErrF": ErrorSpec(500, 10012, "{err}"),
+    "JSConsumerNotFoundErr": ErrorSpec(404, 10014, "consumer not found"),
+    "JSConsumerDurableNameNotMatchSubjectErr": ErrorSpec(
+        400, 10017, "consumer name in subject does not match durable name in request"),
+    "JSConsumerDurableNameNotSetErr": ErrorSpec(400, 10018, "consumer expected to be durable but a durable name was not set"),
+    "JSConsumerEphemeralWithDurableNameErr": ErrorSpec(
+        400, 10020, "consumer expected to be ephemeral but a durable name was set in request"),
+    "JSConsumerHBRequiresPushErr": ErrorSpec(400, 10088, "consumer idle heartbeat requires a push based consumer"),
+    "JSConsumerFCRequiresPushErr": ErrorSpec(400, 10089, "consumer flow control requires a push based consumer"),
+    "JSConsumerInvalidPolicyErrF": ErrorSpec(400, 10094, "{err}"),
+    "JSConsumerMaxDeliverBackoffErr": ErrorSpec(400, 10116, "max deliver is required to be > length of backoff values"),
+    "JSConsumerCreateFilterSubjectMismatchErr": ErrorSpec(
+        400, 10131, "Consumer create request did not match filtered subject from create subject"),
+    "JSConsumerDuplicateFilterSubjects": ErrorSpec(
+        400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified"),
+    "JSConsumerOverlappingSubjectFilters": ErrorSpec(400, 10138, "consumer subject filters cannot overlap"),
+    "JSConsumerAlreadyExists": ErrorSpec(400, 10148, "consumer already exists"),
+    "JSConsumerDoesNotExist": ErrorSpec(400, 10149, "consumer does not exist"),
+    "JSConsumerAckWaitNegativeErr": ErrorSpec(400, 10183, "consumer ack wait needs to be positive"),
 }
 
 

@@ -28,7 +28,7 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from core.errors import NotFound
 from core.message import Headers
@@ -78,6 +78,7 @@ class JetStreams:
         self.broker = broker
         self.streams: dict[str, JsStream] = {}
         self._subjects: dict[str, str | None] = {}   # published subject -> stream name (cache)
+        self.consumer_count: Callable[[str], int] = lambda name: 0   # set by the consumers' registry
 
     # -- start -------------------------------------------------------------------
     def load(self) -> None:
@@ -234,7 +235,8 @@ class JetStreams:
             first = 0
         return {"messages": messages, "bytes": part.size_bytes if messages else 0, "first_seq": first,
                 "first_ts": go_time(first_view.timestamp * 1000 if first_view else 0), "last_seq": last,
-                "last_ts": go_time(last_view.timestamp * 1000 if last_view else 0), "consumer_count": 0}
+                "last_ts": go_time(last_view.timestamp * 1000 if last_view else 0),
+                "consumer_count": self.consumer_count(st.name)}
 
     def totals(self) -> tuple[int, int]:
         """(memory, storage) bytes for account info: memory streams count as memory."""

@@ -37,10 +37,17 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from typing import Callable
 
 from core.addressing import PARTITION_KEY_HEADER
-from core.errors import FerryError, HeadersTooLarge, InvalidHeaderKey, InvalidHeaderValue, TopicSealed
+from core.errors import (
+    FerryError,
+    HeadersTooLarge,
+    InvalidHeaderKey,
+    InvalidHeaderValue,
+    TopicSealed,
+)
 from core.live import Delivery
 from core.log import AppendInput
 from core.subjects import subject_matches
@@ -48,10 +55,23 @@ from core.subjects import subject_matches
 from .codec import CRLF, PreparedMessage
 from .connection import NatsServerConnection
 from .errors import NatsHeaderError
-from .events import NEED_DATA, Connect, ConnectionClosed, Event, HPub, Ping, Pong, Pub, Sub, Unsub
+from .events import (
+    NEED_DATA,
+    Connect,
+    ConnectionClosed,
+    Event,
+    HPub,
+    Ping,
+    Pong,
+    Pub,
+    Sub,
+    Unsub,
+)
 from .headers import HeaderBlock, no_responders_block, parse_headers
 from .jetstream_api import JetStreamApi, jetstream_for, pub_ack, pub_error
+from .jetstream_consumers import ACK_PREFIX
 from .jetstream_errors import JsApiError
+from .jetstream_pull import Out
 from .jetstream_streams import JS_STREAM
 from .subscriptions import Subscription
 from .translate import block_to_canonical, canonical_to_nats
@@ -69,6 +89,7 @@ _STORE_ERROR_CODE = {"ShuttingDown": 503, "TopicSealed": 400}
 # APIError matches the one nats-server sends (server/errors.json:
 # JSStreamSealedErr 10109, "invalid operation on sealed stream", code 400).
 _STORE_ERROR_JS = {"TopicSealed": (10109, "invalid operation on sealed stream")}
+_PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 _UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
 
 
@@ -230,6 +251,8 @@ class NatsSession:
         self._batch: list = []
         # JetStream (adapters/nats/jetstream_api.py), None when the listener runs without it.
         self.js: JetStreamApi | None = jetstream_for(broker)
+        if self.js is not None and self.js.consumers.emit is None:
+            self.js.consumers.emit = partial(send_js, broker)
 
     # -- events from the client ----------------------------------------------------
     def process(self) -> None:
@@ -430,6 +453,16 @@ class NatsSession:
         js = self.js
         if js is None:
             return False
+        if subject.startswith("$JS."):
+            if subject.startswith(_PULL_PREFIX):
+                self._pull(js, subject, reply, payload)
+                return True
+            if subject.startswith(ACK_PREFIX):
+                out = js.consumers.ack(subject, payload, reply, js.consumers.clock())
+                if out is None:
+                    return False                 # no such consumer: a plain publish
+                send_js(self.broker, out)
+                return True
         if subject.startswith("$JS.API."):
             data = js.handle(subject, payload)
             if data is not None and reply:
@@ -484,6 +517,17 @@ class NatsSession:
         js = self.js
         if js is not None:
             js.stored(st, block, result.base_offset + 1)
+
+    def _pull(self, js: JetStreamApi, subject: str, reply: str, payload: bytes) -> None:
+        """``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``: a pull request.
+        No such consumer: nobody answers (nats-server has no responder then)."""
+        stream, _, name = subject[len(_PULL_PREFIX):].partition(".")
+        out = js.consumers.pull(stream, name, reply, payload, js.consumers.clock()) if reply else []
+        if out is None:
+            if reply and self.conn.no_responders:
+                self._no_responders(subject, reply)
+            return
+        send_js(self.broker, out)
 
     def _reply(self, reply: str, data: bytes) -> None:
         self.broker.publish(Delivery(subject=reply, payload=data, origin=ORIGIN, native=b""))
@@ -561,6 +605,24 @@ class NatsSession:
         self.outbox.wake()
 
 
+def send_js(broker, outs: list[Out]) -> None:
+    """Deliver JetStream consumer outputs to the subscribers of their inboxes.
+    A stored message keeps its own subject on the MSG line (as nats-server
+    sends it), so it is offered to the inbox's subscribers directly."""
+    match = broker.live.trie.match
+    for out in outs:
+        if out.ack:
+            delivery = Delivery(subject=out.subject, payload=out.payload, headers=out.headers, reply=out.ack)
+        else:
+            delivery = Delivery(subject=out.inbox, payload=out.payload, origin=ORIGIN, native=out.block)
+        result = match(out.inbox)
+        for sink in result.plain:
+            sink.deliver(delivery)
+        for members in result.queues.values():
+            if members:
+                members[0].deliver(delivery)
+
+
 def _prepare(delivery: Delivery) -> PreparedMessage:
     """Encode a delivery once for every NATS subscriber."""
     if delivery.origin == ORIGIN:
@@ -586,4 +648,4 @@ def _wire(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["HIGH_WATER_FRACTION", "MAX_PENDING", "NatsSession", "Outbox"]
+__all__ = ["HIGH_WATER_FRACTION", "MAX_PENDING", "NatsSession", "Outbox", "send_js"]

@@ -17,7 +17,7 @@ text with ``tls_required``, then the client upgrades (nats.md section 13);
 ``tls_handshake_first`` (config ``tls { handshake_first: true }``) makes the
 TLS handshake come first and INFO follow inside it.
 
-``jetstream`` (default true) serves the JetStream streams API and
+``jetstream`` (default true) serves the JetStream streams API, pull consumers and
 acknowledged publishing on Ferry's log (adapters/nats/jetstream_api.py);
 false answers ``$JS.API`` requests as nats-server without ``-js`` does.
 
@@ -27,14 +27,18 @@ The listener registers its state (adapters/nats/server_state.py) so the
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
+
+import trio
 
 from adapters.nats.auth import Auth, AuthConfigError, auth_from_block, simple_auth
 from adapters.nats.connection import NatsLimits, ServerInfo
-from adapters.nats.driver import new_server_id, serve_nats
+from adapters.nats.driver import new_server_id, run_jetstream_timers, serve_nats
 from adapters.nats.jetstream_api import enable as enable_jetstream
 from adapters.nats.natsconf import NatsConfError, lookup, parse
 from adapters.nats.server_state import NatsServerState, register
+from adapters.nats.session import send_js
 from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
@@ -121,11 +125,26 @@ def build_state(broker, cfg) -> NatsServerState:
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     state = build_state(broker, cfg)
     register(state)
+    js = None
     if cfg.options["jetstream"]:
         # On by default under `ferry serve`: Ferry's storage is always there
         # (docs/nats.md "JetStream"); `ferry nats-server` turns it on with -js.
-        enable_jetstream(broker, state.info.server_name or state.info.server_id)
-    await serve_nats(state, cfg.host, cfg.port, conn_nursery, task_status=task_status)
+        js = enable_jetstream(broker, state.info.server_name or state.info.server_id)
+        if js.consumers.emit is None:
+            js.consumers.emit = partial(send_js, broker)
+    async with trio.open_nursery() as nursery:
+        if js is not None and not js.timers_running:
+            js.timers_running = True      # one timer task per broker (consumers' acks, pulls, saves)
+            nursery.start_soon(_jetstream_timers, js)
+        await serve_nats(state, cfg.host, cfg.port, conn_nursery, task_status=task_status)
+        nursery.cancel_scope.cancel()
+
+
+async def _jetstream_timers(js) -> None:
+    try:
+        await run_jetstream_timers(js.consumers)
+    finally:
+        js.timers_running = False
 
 
 LISTENER = ListenerSpec(name="nats", default_port=4222, transport="tcp", serve=serve,

@@ -1,0 +1,583 @@
+"""JetStream pull consumers on Ferry's log: acks, redelivery, waiting pulls (no trio).
+
+Theory of operation
+-------------------
+A :class:`Consumer` reads one stream (``jetstream_streams``: seq = offset + 1)
+from a cursor. Its state is nats-server's: ``sseq``/``cseq`` (last stream
+and consumer sequence delivered), the ack floor, and ``pending`` (stream seq
+-> :class:`Pending`: consumer seq, delivery count, ack deadline, stored
+time) for messages delivered and not yet acked. ``rdc`` counts deliveries of
+redelivered messages until they are acked (``num_redelivered``).
+
+Pull requests (``$JS.API.CONSUMER.MSG.NEXT``) wait in a bounded FIFO
+(``max_waiting``). :meth:`JsConsumers.serve` hands them messages: due
+redeliveries first (lowest stream seq), then new matching messages while
+fewer than ``max_ack_pending`` are outstanding. Everything sent is an output
+(:class:`Out`): a stored message with its ``$JS.ACK`` reply subject, or a
+status (404, 408, 409, 400, 100 heartbeat) to a request's inbox, or the empty
+reply to a synchronous ack. ``emit`` (set by the NATS session module) routes
+outputs to the inboxes' subscribers.
+
+Time is an argument (``now``, monotonic seconds): :meth:`JsConsumers.tick`
+expires requests, sends heartbeats, makes unacked messages due after
+``ack_wait`` (or their ``backoff`` step), drops those past ``max_deliver``,
+deletes idle ephemerals and saves dirty state; :meth:`next_deadline` says
+when to call it next. The NATS driver runs both in one task per broker and
+is woken through ``wake`` when a deadline may have moved earlier.
+
+Durable consumers are kept in the broker's key-value table
+:data:`TABLE` (``core/kvtables.py``, one key ``<stream>/<name>``, JSON:
+config, created, delivered, ack floor, pending). State changes mark the
+consumer dirty; it is written at most every :data:`SAVE_INTERVAL`, on
+create and delete at once, and on shutdown. After a crash, at most the last
+interval of acks is lost: those messages are delivered again (at least once).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from core.errors import FerryError
+from core.subjects import subject_matches
+
+from .jetstream_consumer_config import filters_of
+from .jetstream_errors import JsApiError
+from .jetstream_pull import Out, heartbeat, parse_pull, status
+from .jetstream_streams import JetStreams, JsStream, go_time
+
+TABLE = "nats.jetstream.consumers"
+SAVE_INTERVAL = 0.2          # seconds between writes of a dirty durable consumer
+ACK_PREFIX = "$JS.ACK."
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@dataclass(slots=True)
+class Pending:
+    cseq: int
+    deliveries: int
+    deadline: float
+    ts: int                      # stored time, ns
+
+
+@dataclass(eq=False)
+class Consumer:
+    stream: JsStream
+    name: str
+    config: dict[str, Any]
+    created: str
+    durable: bool
+    sseq: int = 0
+    cseq: int = 0
+    floor_sseq: int = 0
+    floor_cseq: int = 0
+    pending: dict[int, Pending] = field(default_factory=dict)
+    rdc: dict[int, int] = field(default_factory=dict)
+    waiting: deque = field(default_factory=deque)
+    delivered_ns: int = 0
+    acked_ns: int = 0
+    active: float = 0.0          # monotonic time of the last pull request or ack
+    scan: int = 0                # last stream seq looked at for new messages
+    np_count: int = 0            # matching messages in (scan, np_to]
+    np_to: int = 0
+
+    @property
+    def filters(self) -> list[str]:
+        return filters_of(self.config)
+
+    @property
+    def ack_none(self) -> bool:
+        return self.config["ack_policy"] == "none"
+
+    def ack_wait(self, deliveries: int) -> float:
+        backoff = self.config.get("backoff")
+        if backoff:
+            return backoff[min(deliveries, len(backoff)) - 1] / 1e9
+        return self.config.get("ack_wait", 0) / 1e9
+
+
+class JsConsumers:
+    """Every consumer of one broker's JetStream streams."""
+
+    def __init__(self, streams: JetStreams, tables=None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.streams = streams
+        self.tables = tables
+        self.clock = clock
+        self.by_stream: dict[str, dict[str, Consumer]] = {}
+        self.dirty: set[Consumer] = set()
+        self.next_save = 0.0
+        self.emit: Callable[[list[Out]], None] | None = None
+        self.wake: Callable[[], None] = lambda: None
+        self.interest: Callable[[str], bool] = lambda inbox: True
+
+    # -- registry ---------------------------------------------------------------------
+    def count(self, stream: str | None = None) -> int:
+        if stream is not None:
+            return len(self.by_stream.get(stream, ()))
+        return sum(len(c) for c in self.by_stream.values())
+
+    def get(self, stream: str, name: str) -> Consumer:
+        self.streams.get(stream)
+        con = self.by_stream.get(stream, {}).get(name)
+        if con is None:
+            raise JsApiError("JSConsumerNotFoundErr")
+        return con
+
+    def names(self, stream: str) -> list[str]:
+        self.streams.get(stream)
+        return sorted(self.by_stream.get(stream, {}))
+
+    def add(self, st: JsStream, name: str | None, cfg: dict, durable: bool, action: str) -> Consumer:
+        """Create (or find, or update) a consumer; ``name`` None = a new ephemeral name."""
+        from .jetstream_consumer_config import check_consumer_update, same_settings
+        consumers = self.by_stream.setdefault(st.name, {})
+        name = name or "".join(secrets.choice(_NAME_CHARS) for _ in range(8))
+        con = consumers.get(name)
+        if con is not None:
+            if same_settings(con.config, cfg):
+                return con
+            if action == "create":
+                raise JsApiError("JSConsumerAlreadyExists")
+            check_consumer_update(con.config, cfg)
+            con.config = cfg
+            self._save(con)
+            return con
+        if action == "update":
+            raise JsApiError("JSConsumerDoesNotExist")
+        con = Consumer(st, name, cfg, go_time(time.time_ns()), durable, active=self.clock())
+        start = self._start_seq(con)
+        con.sseq = con.floor_sseq = con.scan = con.np_to = start - 1
+        consumers[name] = con
+        self._save(con)
+        return con
+
+    def delete(self, stream: str, name: str) -> None:
+        con = self.get(stream, name)
+        self._drop(con)
+
+    def drop_stream(self, stream: str) -> None:
+        for con in list(self.by_stream.get(stream, {}).values()):
+            self._drop(con)
+        self.by_stream.pop(stream, None)
+
+    def _drop(self, con: Consumer) -> None:
+        self.by_stream.get(con.stream.name, {}).pop(con.name, None)
+        self.dirty.discard(con)
+        if con.durable and self.tables is not None:
+            self.tables.remove(TABLE, [(_key(con), -(1 << 63))])
+
+    def _start_seq(self, con: Consumer) -> int:
+        streams, st, cfg = self.streams, con.stream, con.config
+        first, last = streams.first_seq(st), streams.last_seq(st)
+        policy = cfg["deliver_policy"]
+        if policy == "new":
+            return last + 1
+        if policy == "last":
+            if not con.filters:
+                return max(last, first)
+            for view in streams._backwards(st, first):
+                if self._matches(con, view):
+                    return view.offset + 1
+            return last + 1
+        if policy == "by_start_sequence":
+            return max(cfg["opt_start_seq"], first)
+        if policy == "by_start_time":
+            ns = _parse_time(cfg["opt_start_time"])
+            part = streams.broker.partition("jetstream", st.topic_id, 0)
+            return max(part.offset_for_timestamp(ns // 1000) + 1, first)
+        return first
+
+    # -- info ---------------------------------------------------------------------------
+    def info(self, con: Consumer) -> dict[str, Any]:
+        delivered: dict[str, Any] = {"consumer_seq": con.cseq, "stream_seq": con.sseq}
+        if con.delivered_ns:
+            delivered["last_active"] = go_time(con.delivered_ns)
+        floor: dict[str, Any] = {"consumer_seq": con.floor_cseq, "stream_seq": con.floor_sseq}
+        if con.acked_ns:
+            floor["last_active"] = go_time(con.acked_ns)
+        return {"stream_name": con.stream.name, "name": con.name, "created": con.created, "config": con.config,
+                "delivered": delivered, "ack_floor": floor, "num_ack_pending": len(con.pending),
+                "num_redelivered": len(con.rdc), "num_waiting": len(con.waiting),
+                "num_pending": self.num_pending(con), "ts": go_time(time.time_ns())}
+
+    def num_pending(self, con: Consumer) -> int:
+        """Matching messages after the cursor, counted incrementally."""
+        streams, st = self.streams, con.stream
+        first, last = streams.first_seq(st), streams.last_seq(st)
+        if con.scan < first - 1:
+            con.scan = con.np_to = first - 1
+            con.np_count = 0
+        if not con.filters:
+            return max(0, last - con.scan)
+        if con.np_to < last:
+            for view in streams._forwards(st, max(con.np_to + 1, first)):
+                if self._matches(con, view):
+                    con.np_count += 1
+            con.np_to = last
+        return con.np_count
+
+    def _matches(self, con: Consumer, view) -> bool:
+        filters = con.filters
+        if not filters:
+            return True
+        subject = self.streams.subject_of(con.stream, view)
+        return any(subject_matches(f, subject) for f in filters)
+
+    # -- pull requests ----------------------------------------------------------------------
+    def pull(self, stream: str, name: str, inbox: str, payload: bytes, now: float) -> list[Out] | None:
+        """A ``MSG.NEXT`` request; None when there is no such consumer (no responders)."""
+        con = self.by_stream.get(stream, {}).get(name)
+        if con is None or stream not in self.streams.streams:
+            return None
+        con.active = now
+        try:
+            req = parse_pull(payload, inbox, now)
+        except ValueError as exc:
+            return [status(inbox, 400, f"Bad Request - {exc}")]
+        if req is None:
+            return []
+        if len(con.waiting) >= con.config["max_waiting"]:
+            return [status(inbox, 409, "Exceeded MaxWaiting")]
+        con.waiting.append(req)
+        out = self.serve(con, now)
+        self.wake()
+        return out
+
+    def serve(self, con: Consumer, now: float) -> list[Out]:
+        """Hand waiting requests what is available now, in arrival order."""
+        out: list[Out] = []
+        while con.waiting:
+            req = con.waiting[0]
+            if not self.interest(req.inbox):
+                con.waiting.popleft()
+                continue
+            got = self._next(con, now)
+            if got is None:
+                break
+            seq, view, redelivery = got
+            msg = self._message(con, seq, view, redelivery, now, req.inbox)
+            size = len(msg.subject) + len(msg.headers) + len(msg.payload) + len(msg.ack)
+            if req.max_bytes and size > req.bytes_left:
+                con.waiting.popleft()
+                if not redelivery:
+                    con.scan = seq - 1           # not handed out: the next request sees it again
+                out.append(status(req.inbox, 409, "Message Size Exceeds MaxBytes",
+                                  req.pending_headers()))
+                continue
+            self._deliver(con, seq, view, redelivery, now)
+            out.append(msg)
+            req.taken(size, now)
+            if req.left <= 0:
+                con.waiting.popleft()
+        for req in list(con.waiting):
+            if req.no_wait and (req.delivered or req.expires is None):
+                con.waiting.remove(req)
+                out.append(status(req.inbox, 404, "No Messages"))
+            req.no_wait = False
+        return out
+
+    def _next(self, con: Consumer, now: float):
+        """(seq, record view, is redelivery) of the next message to hand out, or None."""
+        streams, st = self.streams, con.stream
+        first = streams.first_seq(st)
+        for seq in sorted(s for s, p in con.pending.items() if p.deadline <= now):
+            p = con.pending[seq]
+            view = streams.record(st, seq) if seq >= first else None
+            if view is None:
+                self._forget(con, seq)
+                continue
+            if 0 < con.config["max_deliver"] <= p.deliveries:
+                del con.pending[seq]     # nats-server keeps it counted as redelivered
+                self._mark(con)
+                continue
+            return seq, view, True
+        limit = con.config.get("max_ack_pending", 0)
+        if not con.ack_none and 0 < limit <= len(con.pending):
+            return None
+        self.num_pending(con)
+        for view in streams._forwards(st, max(con.scan + 1, first)):
+            con.scan = view.offset + 1
+            if self._matches(con, view):
+                return con.scan, view, False
+        return None
+
+    def _message(self, con: Consumer, seq: int, view, redelivery: bool, now: float, inbox: str) -> Out:
+        p = con.pending.get(seq) if redelivery else None
+        deliveries = p.deliveries + 1 if p is not None else 1
+        cseq = con.cseq + 1
+        pending = self.num_pending(con)           # the cursor is already past a new message
+        if con.filters and not redelivery:
+            pending -= 1                         # counted until _deliver
+        ts = view.timestamp * 1000
+        ack = f"{ACK_PREFIX}{con.stream.name}.{con.name}.{deliveries}.{seq}.{cseq}.{ts}.{max(pending, 0)}"
+        return Out(inbox, self.streams.subject_of(con.stream, view), ack, bytes(view.headers), bytes(view.payload))
+
+    def _deliver(self, con: Consumer, seq: int, view, redelivery: bool, now: float) -> None:
+        con.cseq += 1
+        con.delivered_ns = time.time_ns()
+        if not redelivery:
+            con.sseq = seq
+            if con.filters:
+                con.np_count = max(con.np_count - 1, 0)
+        if con.ack_none:
+            con.floor_sseq, con.floor_cseq = con.sseq, con.cseq
+        else:
+            p = con.pending.get(seq)
+            deliveries = p.deliveries + 1 if p is not None else 1
+            if deliveries > 1:
+                con.rdc[seq] = deliveries
+            con.pending[seq] = Pending(con.cseq, deliveries, now + con.ack_wait(deliveries), view.timestamp * 1000)
+        self._mark(con)
+
+    def _forget(self, con: Consumer, seq: int) -> None:
+        con.pending.pop(seq, None)
+        con.rdc.pop(seq, None)
+        self._mark(con)
+
+    # -- acks ---------------------------------------------------------------------------------
+    def ack(self, subject: str, payload: bytes, reply: str, now: float) -> list[Out] | None:
+        """A client's publish on a ``$JS.ACK`` subject; None when it names no consumer."""
+        parsed = parse_ack_subject(subject)
+        if parsed is None:
+            return None
+        stream, name, seq = parsed
+        con = self.by_stream.get(stream, {}).get(name)
+        if con is None:
+            return None
+        con.active = now
+        kind, _, rest = bytes(payload).strip().partition(b" ")
+        out: list[Out] = []
+        if kind in (b"", b"+ACK", b"+NXT", b"+TERM"):
+            self._acked(con, seq)
+        elif kind == b"-NAK":
+            p = con.pending.get(seq)
+            if p is not None:
+                p.deadline = now + _nak_delay(rest)
+        elif kind == b"+WPI":
+            p = con.pending.get(seq)
+            if p is not None:
+                p.deadline = now + con.ack_wait(p.deliveries)
+        if kind == b"+NXT":
+            if reply:
+                try:
+                    req = parse_pull(rest, reply, now)
+                except ValueError:
+                    req = None
+                if req is not None and len(con.waiting) < con.config["max_waiting"]:
+                    con.waiting.append(req)
+        elif reply:
+            out.append(Out(reply))
+        out.extend(self.serve(con, now))
+        self.wake()
+        return out
+
+    def _acked(self, con: Consumer, seq: int) -> None:
+        if con.ack_none:
+            return
+        if con.config["ack_policy"] == "all":
+            done = [s for s in con.pending if s <= seq]
+        else:
+            done = [seq] if seq in con.pending else []
+        if not done:
+            return
+        dseq = con.pending[seq].cseq if seq in con.pending else 0
+        for s in done:
+            del con.pending[s]
+            con.rdc.pop(s, None)
+        if not con.pending:
+            con.floor_sseq, con.floor_cseq = con.sseq, con.cseq
+        elif dseq == con.floor_cseq + 1 or (con.config["ack_policy"] == "all" and dseq > con.floor_cseq):
+            # The floor moves only when the delivery right above it is acked
+            # (nats-server's rule), then up to just below the next pending one.
+            con.floor_sseq, con.floor_cseq = seq, dseq
+            above = [s for s in con.pending if s > seq]
+            if above:
+                low = min(above)
+                con.floor_sseq, con.floor_cseq = low - 1, con.pending[low].cseq - 1
+        con.acked_ns = time.time_ns()
+        self._mark(con)
+
+    # -- appends and timers -------------------------------------------------------------------
+    def appended(self, st: JsStream, now: float) -> list[Out]:
+        """New messages in ``st``: serve its waiting requests."""
+        out: list[Out] = []
+        for con in self.by_stream.get(st.name, {}).values():
+            if con.waiting:
+                out.extend(self.serve(con, now))
+        return out
+
+    def tick(self, now: float) -> list[Out]:
+        """Expire requests, heartbeats, redeliveries, idle ephemerals, saves."""
+        out: list[Out] = []
+        for consumers in list(self.by_stream.values()):
+            for con in list(consumers.values()):
+                out.extend(self._tick_one(con, now))
+        if self.dirty and now >= self.next_save:
+            self.save_dirty()
+            self.next_save = now + SAVE_INTERVAL
+        return out
+
+    def _tick_one(self, con: Consumer, now: float) -> list[Out]:
+        out: list[Out] = []
+        for req in list(con.waiting):
+            if req.expires is not None and req.expires <= now:
+                con.waiting.remove(req)
+                out.append(status(req.inbox, 408, "Request Timeout", req.pending_headers()))
+            elif req.heartbeat and req.next_beat <= now:
+                req.next_beat = now + req.heartbeat
+                out.append(heartbeat(req.inbox, con.cseq, con.sseq))
+        if con.waiting:
+            out.extend(self.serve(con, now))
+        threshold = con.config.get("inactive_threshold", 0) / 1e9
+        if threshold and not con.waiting and now - con.active >= threshold and not con.durable:
+            self._drop(con)
+        return out
+
+    def next_deadline(self) -> float | None:
+        best: float | None = self.next_save if self.dirty else None
+        for consumers in self.by_stream.values():
+            for con in consumers.values():
+                for when in _deadlines(con):
+                    if best is None or when < best:
+                        best = when
+        return best
+
+    # -- persistence ----------------------------------------------------------------------------
+    def _mark(self, con: Consumer) -> None:
+        if con.durable:
+            self.dirty.add(con)
+
+    def _save(self, con: Consumer) -> None:
+        if con.durable and self.tables is not None:
+            self.tables.create(TABLE)
+            self.tables.update(TABLE, [(_key(con), _dump(con), -(1 << 63))])
+        self.dirty.discard(con)
+
+    def save_dirty(self) -> None:
+        """Write every dirty durable consumer (one transaction)."""
+        if not self.dirty or self.tables is None:
+            self.dirty.clear()
+            return
+        entries = [(_key(c), _dump(c), -(1 << 63)) for c in self.dirty if c.stream.name in self.by_stream]
+        self.dirty.clear()
+        if entries:
+            try:
+                self.tables.create(TABLE)
+                self.tables.update(TABLE, entries)
+            except FerryError:
+                pass                            # the broker is closing: the last interval is lost
+
+    def load(self) -> None:
+        """Rebuild the durable consumers from the table (at start)."""
+        if self.tables is None or not self.tables.exists(TABLE):
+            return
+        now = self.clock()
+        after = None
+        while True:
+            page = self.tables.entries(TABLE, after, 1000)
+            if not page:
+                return
+            for key, value, _version in page:
+                self._restore(json.loads(value), now)
+            after = page[-1][0]
+
+    def _restore(self, doc: dict, now: float) -> None:
+        st = self.streams.streams.get(doc["stream"])
+        if st is None:
+            return
+        con = Consumer(st, doc["name"], doc["config"], doc["created"], True, active=now)
+        con.sseq, con.cseq = doc["delivered"]
+        con.floor_sseq, con.floor_cseq = doc["ack_floor"]
+        con.scan = con.np_to = con.sseq
+        for seq, cseq, deliveries, ts in doc["pending"]:
+            con.pending[seq] = Pending(cseq, deliveries, now + con.ack_wait(deliveries), ts)
+        con.rdc = {int(k): v for k, v in doc.get("rdc", {}).items()}
+        self.by_stream.setdefault(st.name, {})[con.name] = con
+
+
+def _deadlines(con: Consumer) -> Iterator[float]:
+    for req in con.waiting:
+        if req.expires is not None:
+            yield req.expires
+        if req.heartbeat:
+            yield req.next_beat
+    if con.waiting and con.pending:
+        yield min(p.deadline for p in con.pending.values())
+    threshold = con.config.get("inactive_threshold", 0) / 1e9
+    if threshold and not con.durable and not con.waiting:
+        yield con.active + threshold
+
+
+def _key(con: Consumer) -> bytes:
+    return f"{con.stream.name}/{con.name}".encode()
+
+
+def _dump(con: Consumer) -> bytes:
+    doc = {"stream": con.stream.name, "name": con.name, "config": con.config, "created": con.created,
+           "delivered": [con.sseq, con.cseq], "ack_floor": [con.floor_sseq, con.floor_cseq],
+           "pending": [[s, p.cseq, p.deliveries, p.ts] for s, p in sorted(con.pending.items())],
+           "rdc": {str(k): v for k, v in con.rdc.items()}}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def parse_ack_subject(subject: str) -> tuple[str, str, int] | None:
+    """(stream, consumer, stream seq) of a ``$JS.ACK`` subject, either form:
+    ``$JS.ACK.<stream>.<consumer>.<n>.<sseq>.<cseq>.<ts>.<pending>`` or the
+    one with domain and account hash before the stream (12+ tokens)."""
+    tokens = subject.split(".")
+    if len(tokens) == 9:
+        stream, name, sseq = tokens[2], tokens[3], tokens[5]
+    elif len(tokens) >= 12:
+        stream, name, sseq = tokens[4], tokens[5], tokens[7]
+    else:
+        return None
+    try:
+        return stream, name, int(sseq)
+    except ValueError:
+        return None
+
+
+def _nak_delay(rest: bytes) -> float:
+    """``-NAK {"delay": ns}`` or ``-NAK <Go duration>``; 0 = redeliver now."""
+    rest = rest.strip()
+    if not rest:
+        return 0.0
+    try:
+        doc = json.loads(rest)
+        if isinstance(doc, dict) and isinstance(doc.get("delay"), int):
+            return max(doc["delay"], 0) / 1e9
+    except ValueError:
+        pass
+    return 0.0
+
+
+def _parse_time(text: str) -> int:
+    """RFC 3339 (Go's time.Time JSON) to ns since the epoch."""
+    from datetime import datetime
+    frac = 0
+    base = text.rstrip("Z")
+    if "." in base:
+        base, digits = base.split(".", 1)
+        digits = "".join(ch for ch in digits if ch.isdigit())
+        frac = int((digits + "000000000")[:9])
+    try:
+        dt = datetime.fromisoformat(base + ("+00:00" if text.endswith("Z") else ""))
+    except ValueError:
+        return 0
+    return int(dt.timestamp()) * 1_000_000_000 + frac
+
+
+__all__ = [
+    "ACK_PREFIX",
+    "SAVE_INTERVAL",
+    "TABLE",
+    "Consumer",
+    "JsConsumers",
+    "Out",
+    "Pending",
+    "parse_ack_subject",
+]

