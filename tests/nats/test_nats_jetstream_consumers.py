@@ -206,36 +206,44 @@ def test_push_consumers_are_refused(tmp_path):
     assert got["error"] == {"code": 500, "err_code": 10012, "description": "push consumers are not supported by Ferry"}
 
 
-def test_durable_consumer_state_survives_a_restart(tmp_path):
-    async def first(url):
-        nc = await nats.connect(url)
-        js = nc.jetstream()
-        await js.add_stream(name="R", subjects=["r.*"])
-        for i in range(5):
-            await js.publish("r.a", b"%d" % i)
-        psub = await js.pull_subscribe("r.a", durable="W", stream="R", config=ConsumerConfig(ack_wait=30))
-        got = await psub.fetch(3, timeout=1)
-        await got[0].ack_sync()
-        await got[2].ack_sync()                                        # m1 stays unacked
-        await nc.close()
+async def _ack_some(url, settle: float = 0.0) -> None:
+    """Stream R, 5 messages, durable W: fetch 3, ack the 1st and 3rd (m1 stays unacked);
+    ``settle`` waits past the 0.2 s state-save interval before leaving."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="R", subjects=["r.*"])
+    for i in range(5):
+        await js.publish("r.a", b"%d" % i)
+    psub = await js.pull_subscribe("r.a", durable="W", stream="R", config=ConsumerConfig(ack_wait=30))
+    got = await psub.fetch(3, timeout=1)
+    await got[0].ack_sync()
+    await got[2].ack_sync()
+    await asyncio.sleep(settle)
+    await nc.close()
 
-    async def second(url):
-        nc = await nats.connect(url)
-        js = nc.jetstream()
-        before = await info(js, "R", "W")
-        psub = await js.pull_subscribe_bind("W", "R")
-        got = await psub.fetch(2, timeout=1)                           # m3, m4: the cursor held
-        await nc.close()
-        return before, [m.data for m in got]
 
-    with running_gateway(tmp_path) as gw:
-        run(first(gw.url()))
-    with running_gateway(tmp_path) as gw:
-        before, data = run(second(gw.url()))
+async def _resume(url):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    before = await info(js, "R", "W")
+    psub = await js.pull_subscribe_bind("W", "R")
+    got = await psub.fetch(2, timeout=1)                               # m3, m4: the cursor held
+    await nc.close()
+    return before, [m.data for m in got]
+
+
+def _assert_resumed(before, data) -> None:
     assert before["delivered"] == {"consumer_seq": 3, "stream_seq": 3}
     assert before["ack_floor"] == {"consumer_seq": 1, "stream_seq": 1}
     assert (before["num_ack_pending"], before["num_pending"]) == (1, 2)
     assert data == [b"3", b"4"]
+
+
+def test_durable_consumer_state_survives_a_restart(tmp_path):
+    with running_gateway(tmp_path) as gw:
+        run(_ack_some(gw.url()))
+    with running_gateway(tmp_path) as gw:
+        _assert_resumed(*run(_resume(gw.url())))
 
 
 def test_a_message_from_another_protocol_reaches_a_waiting_pull(tmp_path):
@@ -272,7 +280,7 @@ def test_a_message_from_another_protocol_reaches_a_waiting_pull(tmp_path):
 @pytest.mark.slow
 def test_consumer_state_and_stream_survive_kill_9(tmp_path):
     """``ferry serve`` as a real process, SIGKILLed after the acks: the durable's cursor
-    and ack floor, saved at most 0.2 s after an ack (docs/nats.md "Pull consumers"), and
+    and ack floor (saved at most 0.2 s after an ack, docs/nats.md "Pull consumers") and
     every acknowledged publish are there after the restart."""
     import re
 
@@ -285,37 +293,13 @@ def test_consumer_state_and_stream_survive_kill_9(tmp_path):
         assert port, banner
         return proc, f"nats://127.0.0.1:{port.group(1)}"
 
-    async def first(url):
-        nc = await nats.connect(url)
-        js = nc.jetstream()
-        await js.add_stream(name="K", subjects=["k.*"])
-        for i in range(6):
-            await js.publish("k.a", b"%d" % i)
-        psub = await js.pull_subscribe("k.a", durable="D", stream="K", config=ConsumerConfig(ack_wait=30))
-        for m in await psub.fetch(4, timeout=1):
-            await m.ack_sync()
-        await asyncio.sleep(0.6)  # past the 0.2 s save interval
-        await nc.close()
-
-    async def second(url):
-        nc = await nats.connect(url)
-        js = nc.jetstream()
-        before = await info(js, "K", "D")
-        psub = await js.pull_subscribe_bind("D", "K")
-        got = await psub.fetch(2, timeout=1)
-        await nc.close()
-        return before, [m.data for m in got]
-
     proc, url = start()
     try:
-        run(first(url))
+        run(_ack_some(url, settle=0.6))
     finally:
         kill_process(proc)
     proc, url = start()
     try:
-        before, data = run(second(url))
+        _assert_resumed(*run(_resume(url)))
     finally:
         kill_process(proc)
-    assert before["ack_floor"] == {"consumer_seq": 4, "stream_seq": 4}
-    assert (before["num_ack_pending"], before["num_pending"]) == (0, 2)
-    assert data == [b"4", b"5"]
