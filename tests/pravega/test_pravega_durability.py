@@ -26,8 +26,11 @@ EVENTS = 600
 
 
 def start_server(tmp_path: Path, data: Path, seg_port: int, ctl_port: int) -> subprocess.Popen:
+    # Fixed ports (the client keeps the addresses it was given): a restart may wait for the
+    # killed server's sockets to let go of them.
     return serve_process(tmp_path, data, "--fsync", "always", "--only", "pravega,pravega_controller",
-                         "--pravega-port", str(seg_port), "--pravega-controller-port", str(ctl_port))[0]
+                         "--pravega-port", str(seg_port), "--pravega-controller-port", str(ctl_port),
+                         busy_port_wait_s=30)[0]
 
 
 def test_writer_survives_kill_9_without_loss_or_duplicates(tmp_path):

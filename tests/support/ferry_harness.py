@@ -51,13 +51,36 @@ def wait_for_port(port: int, *, timeout: float, proc=None, interval: float = 0.0
             time.sleep(interval)
 
 
-def serve_process(cwd: Path, data: Path, *args: str, limit_s: float = 60) -> tuple[subprocess.Popen, str]:
+def serve_process(cwd: Path, data: Path, *args: str, limit_s: float = 60,
+                  busy_port_wait_s: float = 0) -> tuple[subprocess.Popen, str]:
     """``ferry serve --data DATA --host 127.0.0.1 ARGS`` as a real process (for kill -9
     tests), no FERRY_* variables inherited; returns it and its banner once it printed
-    ``ready``. ``limit_s`` bounds a hung start (not a timing assertion)."""
+    ``ready``. ``limit_s`` bounds a hung start (not a timing assertion).
+
+    ``busy_port_wait_s``: a restart on the fixed ports of a process just killed may find
+    a port still held by the old connections' sockets (Linux lets SO_REUSEADDR rebind
+    past TIME_WAIT, not past FIN_WAIT); the server then exits with "cannot listen" and
+    is started again until this many seconds pass."""
+    deadline = time.monotonic() + busy_port_wait_s
+    while True:
+        try:
+            return _serve_once(cwd, data, args, limit_s)
+        except _PortBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+class _PortBusy(AssertionError):
+    pass
+
+
+def _serve_once(cwd: Path, data: Path, args, limit_s: float) -> tuple[subprocess.Popen, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--data", str(data), "--host", "127.0.0.1",
-                             *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    log_path = Path(cwd) / "serve-stderr.log"
+    with open(log_path, "ab") as errors:  # every attempt kept, for the failure message
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--data", str(data), "--host",
+                                 "127.0.0.1", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=errors)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     deadline, buf = time.monotonic() + limit_s, b""
@@ -68,7 +91,11 @@ def serve_process(cwd: Path, data: Path, *args: str, limit_s: float = 60) -> tup
                 raise AssertionError(f"server did not start: {buf!r}")
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
-                raise AssertionError(f"server exited: {buf!r}")
+                code = proc.wait()
+                proc.stdout.close()
+                tail = log_path.read_bytes()[-3000:].decode(errors="replace")  # this attempt's end
+                error = _PortBusy if "cannot listen" in tail else AssertionError
+                raise error(f"server exited ({code}): {buf!r}\nstderr (tail):\n{tail}")
             buf += chunk
     finally:
         sel.close()
