@@ -217,7 +217,7 @@ class JetStreamApi:
             raise JsApiError("JSConsumerDurableNameNotMatchSubjectErr")
         if filter_subject and doc.get("filter_subject") != filter_subject:
             raise JsApiError("JSConsumerCreateFilterSubjectMismatchErr")
-        cfg = parse_consumer_config(doc, ephemeral=not durable)
+        cfg = parse_consumer_config(doc, ephemeral=not durable, stream_subjects=st.config["subjects"])
         if name is not None and "name" not in cfg:
             cfg = {**({"durable_name": name} if durable else {}), "name": name,
                    **{k: v for k, v in cfg.items() if k != "durable_name"}}
@@ -361,14 +361,15 @@ def enable(broker, server_name: str = "") -> JetStreamApi:
         streams = JetStreams(broker)
         streams.load()
         api = _REGISTRY[broker] = JetStreamApi(streams, server_name, getattr(broker, "tables", None))
-        api.consumers.load()
         api.consumers.interest = broker.live.has_interest
+        api.consumers.load()
         broker.add_append_listener(partial(_appended, weakref.ref(api)))
     return api
 
 
 def _appended(ref, info, _pid, _result, _items) -> None:
-    """Append listener (any protocol): new messages may satisfy waiting pull requests."""
+    """Append listener (any protocol): new messages may satisfy waiting pull
+    requests and go out to push consumers."""
     api = ref()
     if api is None or not api.consumers.by_stream:
         return

@@ -7,12 +7,15 @@ with nats-server's ``ConsumerConfig`` as ``config``. :data:`FIELDS` is the
 one table of the fields Ferry knows, with the Go type nats-server's decoder
 names in its type errors; unknown keys are ignored as Go ignores them.
 :func:`parse_consumer_config` checks types, refuses what Ferry does not do
-(push delivery, rate limits, sampling, original-speed replay, headers only,
-per-request limits: docs/nats.md "JetStream"), applies nats-server's
-checks in its order and fills its defaults (``setConsumerConfigDefaults``:
-30 s ``ack_wait`` or the first ``backoff``, ``max_deliver`` -1,
-``max_waiting`` 512, ``max_ack_pending`` 1000, 5 s ``inactive_threshold``
-for ephemerals). The result is in nats-server's key order, ready to echo.
+(rate limits, sampling, original-speed replay, headers only, per-request
+limits: docs/nats.md "JetStream"), applies nats-server's checks in its order
+(``checkConsumerCfg``: a push consumer's ``deliver_subject`` must be a literal
+subject outside the stream's subjects, no ``max_waiting``, heartbeats of at
+least 100 ms, flow control only with heartbeats) and fills its defaults
+(``setConsumerConfigDefaults``: 30 s ``ack_wait`` or the first ``backoff``,
+``max_deliver`` -1, ``max_waiting`` 512 for pull consumers,
+``max_ack_pending`` 1000, 5 s ``inactive_threshold`` for ephemerals). The
+result is in nats-server's key order, ready to echo.
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.subjects import is_valid_pattern
+from core.subjects import (
+    is_literal,
+    is_valid_pattern,
+    is_valid_subject,
+    subject_matches,
+)
 
 from .jetstream_config import NS_PER_S, subjects_overlap, type_error, valid_name
 from .jetstream_errors import JsApiError, invalid_config
@@ -28,7 +36,8 @@ from .jetstream_errors import JsApiError, invalid_config
 DEFAULT_ACK_WAIT = 30 * NS_PER_S
 DEFAULT_MAX_WAITING = 512          # nats-server: waiting pull requests per consumer
 DEFAULT_MAX_ACK_PENDING = 1000
-DEFAULT_INACTIVE = 5 * NS_PER_S    # ephemerals go after 5 s with no pull request
+DEFAULT_INACTIVE = 5 * NS_PER_S    # ephemerals go after 5 s with no pull request (or no push subscriber)
+MIN_HEARTBEAT = NS_PER_S // 10     # nats-server: push idle heartbeats of at least 100 ms
 
 _S, _I, _U, _D, _B = "string", "int", "uint64", "time.Duration", "bool"
 # field -> Go type (in decode errors); order = nats-server's key order in replies
@@ -37,9 +46,9 @@ FIELDS: dict[str, str] = {
     "opt_start_seq": _U, "opt_start_time": "time.Time", "ack_policy": "AckPolicy", "ack_wait": _D,
     "max_deliver": _I, "backoff": "[]time.Duration", "filter_subject": _S, "filter_subjects": "[]string",
     "replay_policy": "ReplayPolicy", "rate_limit_bps": _U, "sample_freq": _S, "max_waiting": _I,
-    "max_ack_pending": _I, "flow_control": _B, "idle_heartbeat": _D, "headers_only": _B, "max_batch": _I,
-    "max_expires": _D, "max_bytes": _I, "inactive_threshold": _D, "num_replicas": _I, "mem_storage": _B,
-    "metadata": "map[string]string",
+    "max_ack_pending": _I, "flow_control": _B, "headers_only": _B, "max_batch": _I, "max_expires": _D,
+    "max_bytes": _I, "deliver_subject": _S, "deliver_group": _S, "idle_heartbeat": _D, "inactive_threshold": _D,
+    "num_replicas": _I, "mem_storage": _B, "metadata": "map[string]string",
 }
 _ENUMS = {"deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
           "ack_policy": ("none", "all", "explicit"), "replay_policy": ("instant", "original")}
@@ -81,17 +90,14 @@ def _decode(doc: dict) -> dict[str, Any]:
     return cfg
 
 
-def parse_consumer_config(doc: Any, ephemeral: bool) -> dict[str, Any]:
-    """The checked, defaulted config of a create request's ``config``."""
+def parse_consumer_config(doc: Any, ephemeral: bool, stream_subjects: list[str] | None = None) -> dict[str, Any]:
+    """The checked, defaulted config of a create request's ``config``
+    (``stream_subjects``: the stream's, which a deliver subject must avoid)."""
     if not isinstance(doc, dict):
         doc = {}
     cfg = _decode(doc)
-    if doc.get("deliver_subject") or doc.get("deliver_group"):
-        raise JsApiError("JSConsumerCreateErrF", err="push consumers are not supported by Ferry")
-    if cfg.get("flow_control"):
-        raise JsApiError("JSConsumerFCRequiresPushErr")
-    if cfg.get("idle_heartbeat"):
-        raise JsApiError("JSConsumerHBRequiresPushErr")
+    if cfg.get("num_replicas", 0) > 1:
+        raise JsApiError("JSStreamReplicasNotSupportedErr")      # nats-server without clustering
     for name in (cfg.get("durable_name"), cfg.get("name")):
         if name is not None and (not name or not valid_name(name)):
             raise invalid_config("consumer name can not contain '.', '*', '>', '\\', '/'")
@@ -101,13 +107,38 @@ def parse_consumer_config(doc: Any, ephemeral: bool) -> dict[str, Any]:
     backoff = cfg.get("backoff") or []
     if backoff and 0 < cfg.get("max_deliver", 0) <= len(backoff):
         raise JsApiError("JSConsumerMaxDeliverBackoffErr")
+    if cfg.get("deliver_subject"):
+        _check_push(cfg, stream_subjects or [])
+    elif cfg.get("idle_heartbeat", 0) > 0:
+        raise JsApiError("JSConsumerHBRequiresPushErr")
+    elif cfg.get("flow_control"):
+        raise JsApiError("JSConsumerFCRequiresPushErr")
     _check_filters(cfg)
     for field, feature in _REFUSED.items():
         if cfg.get(field):
             raise JsApiError("JSConsumerCreateErrF", err=f"{feature} is not supported by Ferry")
     if cfg.get("replay_policy") == "original":
         raise JsApiError("JSConsumerCreateErrF", err="replay_policy original is not supported by Ferry")
+    if cfg.get("flow_control") and cfg.get("idle_heartbeat", 0) <= 0:
+        raise JsApiError("JSConsumerWithFlowControlNeedsHeartbeats")
     return _defaults(cfg, ephemeral)
+
+
+def _check_push(cfg: dict, stream_subjects: list[str]) -> None:
+    """nats-server's checks of a push consumer (``checkConsumerCfg``), in its order."""
+    subject = cfg["deliver_subject"]
+    if not is_literal(subject):
+        raise JsApiError("JSConsumerDeliverToWildcardsErr")
+    if not is_valid_subject(subject):
+        raise JsApiError("JSConsumerInvalidDeliverSubject")
+    if any(subject_matches(pattern, subject) for pattern in stream_subjects):
+        raise JsApiError("JSConsumerDeliverCycleErr")      # the stream would store its own deliveries
+    if cfg.get("max_waiting", 0) > 0:
+        raise JsApiError("JSConsumerPushMaxWaitingErr")
+    if cfg.get("max_ack_pending", 0) > 0 and cfg.get("ack_policy", "none") == "none":
+        raise JsApiError("JSConsumerMaxPendingAckPolicyRequiredErr")
+    if 0 < cfg.get("idle_heartbeat", 0) < MIN_HEARTBEAT:
+        raise JsApiError("JSConsumerSmallHeartbeatErr")
 
 
 # deliver policy -> the option it needs; every other policy must leave that option out
@@ -153,13 +184,15 @@ def _defaults(cfg: dict, ephemeral: bool) -> dict[str, Any]:
         cfg["ack_wait"] = DEFAULT_ACK_WAIT
     if cfg.get("max_deliver", 0) <= 0:
         cfg["max_deliver"] = -1
-    if cfg.get("max_waiting", 0) <= 0:
+    if cfg.get("deliver_subject"):
+        cfg.pop("max_waiting", None)
+    elif cfg.get("max_waiting", 0) <= 0:
         cfg["max_waiting"] = DEFAULT_MAX_WAITING
     if cfg["ack_policy"] != "none" and not cfg.get("max_ack_pending"):
         cfg["max_ack_pending"] = DEFAULT_MAX_ACK_PENDING
     if ephemeral and not cfg.get("inactive_threshold"):
         cfg["inactive_threshold"] = DEFAULT_INACTIVE
-    cfg["num_replicas"] = 0
+    cfg["num_replicas"] = 1 if cfg.get("num_replicas") == 1 else 0     # echoed as given (R1 only)
     return {k: cfg[k] for k in FIELDS if cfg.get(k) not in (None, "", 0, False, [], {}) or k == "num_replicas"}
 
 
@@ -176,11 +209,17 @@ def same_settings(old: dict, new: dict) -> bool:
 
 
 def check_consumer_update(old: dict, new: dict) -> None:
-    """nats-server's refusals for changes an existing consumer may not take."""
-    for field, text in (("ack_policy", "ack policy"), ("deliver_policy", "deliver policy"),
-                        ("opt_start_seq", "start sequence"), ("opt_start_time", "start time")):
+    """nats-server's refusals for changes an existing consumer may not take
+    (``checkNewConsumerConfig``, in its order)."""
+    for field, text in (("deliver_policy", "deliver policy"), ("mem_storage", "storage type"),
+                        ("opt_start_seq", "start sequence"), ("opt_start_time", "start time"),
+                        ("ack_policy", "ack policy"), ("replay_policy", "replay policy"),
+                        ("idle_heartbeat", "heart beats"), ("flow_control", "flow control")):
         if old.get(field) != new.get(field):
             raise JsApiError("JSConsumerCreateErrF", err=f"{text} can not be updated")
+    if bool(old.get("deliver_subject")) != bool(new.get("deliver_subject")):
+        way = "pull consumer to push" if new.get("deliver_subject") else "push consumer to pull"
+        raise JsApiError("JSConsumerCreateErrF", err=f"can not update {way} based")
 
 
 __all__ = ["DEFAULT_ACK_WAIT", "DEFAULT_INACTIVE", "DEFAULT_MAX_ACK_PENDING", "DEFAULT_MAX_WAITING", "FIELDS",

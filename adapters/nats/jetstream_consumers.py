@@ -18,6 +18,15 @@ status (404, 408, 409, 400, 100 heartbeat) to a request's inbox, or the empty
 reply to a synchronous ack. ``emit`` (set by the NATS session module) routes
 outputs to the inboxes' subscribers.
 
+Push consumers (``deliver_subject``) have a
+:class:`~adapters.nats.jetstream_push.PushState`: :meth:`JsConsumers.serve_push`
+sends to the deliver subject while someone subscribes to it (the session
+reports subscription changes through :meth:`interest_changed`), with the
+same ack, redelivery and ``max_ack_pending`` rules, plus flow control
+(:meth:`flow_reply`) and idle heartbeats. Ordered consumers are push
+consumers with ``ack_policy`` none, flow control and heartbeats: nothing
+else is special about them on the server side.
+
 Time is an argument (``now``, monotonic seconds): :meth:`JsConsumers.tick`
 expires requests, sends heartbeats, makes unacked messages due after
 ``ack_wait`` (or their ``backoff`` step), drops those past ``max_deliver``,
@@ -48,7 +57,9 @@ from core.subjects import subject_matches
 from .jetstream_consumer_config import filters_of
 from .jetstream_errors import JsApiError
 from .jetstream_pull import Out, heartbeat, parse_pull, status
+from .jetstream_push import PushDelivery, PushState
 from .jetstream_streams import JetStreams, JsStream, go_time
+from .translate import canonical_to_nats
 
 TABLE = "nats.jetstream.consumers"
 SAVE_INTERVAL = 0.2          # seconds between writes of a dirty durable consumer
@@ -80,10 +91,12 @@ class Consumer:
     waiting: deque = field(default_factory=deque)
     delivered_ns: int = 0
     acked_ns: int = 0
-    active: float = 0.0          # monotonic time of the last pull request or ack
+    active: float = 0.0          # monotonic time of the last pull request or ack (push: since no subscriber)
     scan: int = 0                # last stream seq looked at for new messages
     np_count: int = 0            # matching messages in (scan, np_to]
     np_to: int = 0
+    push: PushState | None = None
+    ahead: deque = field(default_factory=deque)   # records read past the cursor, not yet looked at
 
     @property
     def filters(self) -> list[str]:
@@ -100,7 +113,7 @@ class Consumer:
         return self.config.get("ack_wait", 0) / 1e9
 
 
-class JsConsumers:
+class JsConsumers(PushDelivery):
     """Every consumer of one broker's JetStream streams."""
 
     def __init__(self, streams: JetStreams, tables=None, clock: Callable[[], float] = time.monotonic) -> None:
@@ -113,6 +126,9 @@ class JsConsumers:
         self.emit: Callable[[list[Out]], None] | None = None
         self.wake: Callable[[], None] = lambda: None
         self.interest: Callable[[str], bool] = lambda inbox: True
+        # Bytes a deliver subject's subscribers can take below their outbox high water (session module).
+        self.room: Callable[[str], int] = lambda subject: 1 << 62
+        self.push_subjects: dict[str, set[Consumer]] = {}      # deliver subject -> push consumers
 
     # -- registry ---------------------------------------------------------------------
     def count(self, stream: str | None = None) -> int:
@@ -143,7 +159,12 @@ class JsConsumers:
             if action == "create":
                 raise JsApiError("JSConsumerAlreadyExists")
             check_consumer_update(con.config, cfg)
+            old = con.config.get("deliver_subject")
+            if old and old != cfg.get("deliver_subject") and self.interest(old):
+                raise JsApiError("JSConsumerNameExistErr")
+            self._unindex(con)
             con.config = cfg
+            self._set_push(con, self.clock())
             self._save(con)
             return con
         if action == "update":
@@ -152,6 +173,7 @@ class JsConsumers:
         start = self._start_seq(con)
         con.sseq = con.floor_sseq = con.scan = con.np_to = start - 1
         consumers[name] = con
+        self._set_push(con, con.active)
         self._save(con)
         return con
 
@@ -166,6 +188,7 @@ class JsConsumers:
 
     def _drop(self, con: Consumer) -> None:
         self.by_stream.get(con.stream.name, {}).pop(con.name, None)
+        self._unindex(con)
         self.dirty.discard(con)
         if con.durable and self.tables is not None:
             self.tables.remove(TABLE, [(_key(con), -(1 << 63))])
@@ -199,10 +222,15 @@ class JsConsumers:
         floor: dict[str, Any] = {"consumer_seq": con.floor_cseq, "stream_seq": con.floor_sseq}
         if con.acked_ns:
             floor["last_active"] = go_time(con.acked_ns)
-        return {"stream_name": con.stream.name, "name": con.name, "created": con.created, "config": con.config,
-                "delivered": delivered, "ack_floor": floor, "num_ack_pending": len(con.pending),
-                "num_redelivered": len(con.rdc), "num_waiting": len(con.waiting),
-                "num_pending": self.num_pending(con), "ts": go_time(time.time_ns())}
+        doc = {"stream_name": con.stream.name, "name": con.name, "created": con.created, "config": con.config,
+               "delivered": delivered, "ack_floor": floor, "num_ack_pending": len(con.pending),
+               # nats-server reports no redeliveries when max_deliver is 1 (there are none)
+               "num_redelivered": len(con.rdc) if con.config["max_deliver"] != 1 else 0,
+               "num_waiting": len(con.waiting), "num_pending": self.num_pending(con)}
+        if con.push is not None and con.push.active:
+            doc["push_bound"] = True
+        doc["ts"] = go_time(time.time_ns())
+        return doc
 
     def num_pending(self, con: Consumer) -> int:
         """Matching messages after the cursor, counted incrementally."""
@@ -234,6 +262,8 @@ class JsConsumers:
         if con is None or stream not in self.streams.streams:
             return None
         con.active = now
+        if con.push is not None:
+            return [status(inbox, 409, "Consumer is push based")]
         try:
             req = parse_pull(payload, inbox, now)
         except ValueError as exc:
@@ -299,7 +329,15 @@ class JsConsumers:
         if not con.ack_none and 0 < limit <= len(con.pending):
             return None
         self.num_pending(con)
-        for view in streams._forwards(st, max(con.scan + 1, first)):
+        last = streams.last_seq(st)
+        while con.scan < last:
+            seq = max(con.scan + 1, first)
+            ahead = con.ahead
+            if not ahead or ahead[0].offset + 1 != seq:      # empty, or the cursor moved: read on from it
+                ahead = con.ahead = deque(streams.views(st, seq))
+                if not ahead:
+                    return None
+            view = ahead.popleft()
             con.scan = view.offset + 1
             if self._matches(con, view):
                 return con.scan, view, False
@@ -314,7 +352,9 @@ class JsConsumers:
             pending -= 1                         # counted until _deliver
         ts = view.timestamp * 1000
         ack = f"{ACK_PREFIX}{con.stream.name}.{con.name}.{deliveries}.{seq}.{cseq}.{ts}.{max(pending, 0)}"
-        return Out(inbox, self.streams.subject_of(con.stream, view), ack, bytes(view.headers), bytes(view.payload))
+        headers = bytes(view.headers)
+        return Out(inbox, self.streams.subject_of(con.stream, view), ack, headers, bytes(view.payload),
+                   canonical_to_nats(headers))
 
     def _deliver(self, con: Consumer, seq: int, view, redelivery: bool, now: float) -> None:
         con.cseq += 1
@@ -361,7 +401,10 @@ class JsConsumers:
             p = con.pending.get(seq)
             if p is not None:
                 p.deadline = now + con.ack_wait(p.deliveries)
-        if kind == b"+NXT":
+        if kind == b"+NXT" and con.push is not None:
+            if reply:
+                out.append(status(reply, 409, "Consumer is push based"))
+        elif kind == b"+NXT":
             if reply:
                 try:
                     req = parse_pull(rest, reply, now)
@@ -371,7 +414,7 @@ class JsConsumers:
                     con.waiting.append(req)
         elif reply:
             out.append(Out(reply))
-        out.extend(self.serve(con, now))
+        out.extend(self.serve_push(con, now) if con.push is not None else self.serve(con, now))
         self.wake()
         return out
 
@@ -403,11 +446,18 @@ class JsConsumers:
 
     # -- appends and timers -------------------------------------------------------------------
     def appended(self, st: JsStream, now: float) -> list[Out]:
-        """New messages in ``st``: serve its waiting requests."""
+        """New messages in ``st``: serve its waiting requests and push consumers."""
         out: list[Out] = []
+        pushed = False
         for con in self.by_stream.get(st.name, {}).values():
-            if con.waiting:
+            if con.push is not None:
+                got = self.serve_push(con, now)
+                pushed = pushed or bool(got) or con.push.retry is not None
+                out.extend(got)
+            elif con.waiting:
                 out.extend(self.serve(con, now))
+        if pushed:
+            self.wake()                          # new ack deadlines, or a turn to finish
         return out
 
     def tick(self, now: float) -> list[Out]:
@@ -432,8 +482,12 @@ class JsConsumers:
                 out.append(heartbeat(req.inbox, con.cseq, con.sseq))
         if con.waiting:
             out.extend(self.serve(con, now))
+        push = con.push
+        if push is not None:
+            out.extend(self._tick_push(con, push, now))
         threshold = con.config.get("inactive_threshold", 0) / 1e9
-        if threshold and not con.waiting and now - con.active >= threshold and not con.durable:
+        if threshold and not con.waiting and now - con.active >= threshold and not con.durable \
+                and (push is None or not push.active):
             self._drop(con)
         return out
 
@@ -497,6 +551,7 @@ class JsConsumers:
             con.pending[seq] = Pending(cseq, deliveries, now + con.ack_wait(deliveries), ts)
         con.rdc = {int(k): v for k, v in doc.get("rdc", {}).items()}
         self.by_stream.setdefault(st.name, {})[con.name] = con
+        self._set_push(con, now)
 
 
 def _deadlines(con: Consumer) -> Iterator[float]:
@@ -507,8 +562,16 @@ def _deadlines(con: Consumer) -> Iterator[float]:
             yield req.next_beat
     if con.waiting and con.pending:
         yield min(p.deadline for p in con.pending.values())
+    push = con.push
+    if push is not None:
+        if push.retry is not None:
+            yield push.retry
+        elif push.active and con.pending and not push.blocked():
+            yield min(p.deadline for p in con.pending.values())
+        if push.active and push.heartbeat:
+            yield push.next_beat
     threshold = con.config.get("inactive_threshold", 0) / 1e9
-    if threshold and not con.durable and not con.waiting:
+    if threshold and not con.durable and not con.waiting and (push is None or not push.active):
         yield con.active + threshold
 
 

@@ -48,15 +48,23 @@ ERRORS: dict[str, ErrorSpec] = {
     "JSStreamRollupFailedF": ErrorSpec(500, 10111, "{err}"),
     # consumers (adapters/nats/jetstream_consumers.py)
     "JSConsumerCreateErrF": ErrorSpec(500, 10012, "{err}"),
+    "JSConsumerNameExistErr": ErrorSpec(400, 10013, "consumer name already in use"),
     "JSConsumerNotFoundErr": ErrorSpec(404, 10014, "consumer not found"),
     "JSConsumerDurableNameNotMatchSubjectErr": ErrorSpec(
         400, 10017, "consumer name in subject does not match durable name in request"),
     "JSConsumerDurableNameNotSetErr": ErrorSpec(400, 10018, "consumer expected to be durable but a durable name was not set"),
     "JSConsumerEphemeralWithDurableNameErr": ErrorSpec(
         400, 10020, "consumer expected to be ephemeral but a durable name was set in request"),
+    "JSConsumerDeliverToWildcardsErr": ErrorSpec(400, 10079, "consumer deliver subject has wildcards"),
+    "JSConsumerPushMaxWaitingErr": ErrorSpec(400, 10080, "consumer in push mode can not set max waiting"),
+    "JSConsumerDeliverCycleErr": ErrorSpec(400, 10081, "consumer deliver subject forms a cycle"),
+    "JSConsumerMaxPendingAckPolicyRequiredErr": ErrorSpec(400, 10082, "consumer requires ack policy for max ack pending"),
+    "JSConsumerSmallHeartbeatErr": ErrorSpec(400, 10083, "consumer idle heartbeat needs to be >= 100ms"),
     "JSConsumerHBRequiresPushErr": ErrorSpec(400, 10088, "consumer idle heartbeat requires a push based consumer"),
     "JSConsumerFCRequiresPushErr": ErrorSpec(400, 10089, "consumer flow control requires a push based consumer"),
     "JSConsumerInvalidPolicyErrF": ErrorSpec(400, 10094, "{err}"),
+    "JSConsumerWithFlowControlNeedsHeartbeats": ErrorSpec(400, 10108, "consumer with flow control also needs heartbeats"),
+    "JSConsumerInvalidDeliverSubject": ErrorSpec(400, 10112, "invalid push consumer deliver subject"),
     "JSConsumerMaxDeliverBackoffErr": ErrorSpec(400, 10116, "max deliver is required to be > length of backoff values"),
     "JSConsumerCreateFilterSubjectMismatchErr": ErrorSpec(
         400, 10131, "Consumer create request did not match filtered subject from create subject"),

@@ -22,15 +22,17 @@ _NUMBERS = {"batch": "int", "expires": "time.Duration", "max_bytes": "int", "idl
 
 @dataclass(frozen=True, slots=True)
 class Out:
-    """One message for an inbox: a stored message (``ack`` set), or a status
-    header block (``block``), or an empty reply (both empty)."""
+    """One message for an inbox (or a push consumer's deliver subject): a
+    stored message (``ack`` set), or a status header block (``block``, with a
+    ``reply`` for a flow control request), or an empty reply (all empty)."""
 
     inbox: str
     subject: str = ""
     ack: str = ""
     headers: bytes = b""          # canonical TLV of a stored message
     payload: bytes = b""
-    block: bytes = b""            # NATS header block of a status
+    block: bytes = b""            # NATS header block: a status's, or a stored message's already translated
+    reply: str = ""
 
 
 @dataclass(slots=True)

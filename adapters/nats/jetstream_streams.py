@@ -47,6 +47,7 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 MAX_DEDUP_IDS = 100_000
 # Records read per step when scanning the log backwards (last_by_subj).
 SCAN_CHUNK = 256
+READ_AHEAD_BYTES = 256 * 1024     # a consumer's read-ahead of records it has not handed out yet
 SUBJECT_CACHE_MAX = 10_000
 
 
@@ -317,6 +318,11 @@ class JetStreams:
                 if msg_id:
                     st.dedup[msg_id] = (view.offset + 1, mono - (now - view.timestamp * 1000))
         return st.dedup
+
+    def views(self, st: JsStream, seq: int, count: int = SCAN_CHUNK, max_bytes: int = READ_AHEAD_BYTES) -> list:
+        """Up to ``count`` stored records from ``seq`` on (at least one, else at
+        most ``max_bytes``), as record views that stay valid once read."""
+        return list(self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, count, max_bytes).records())
 
     def _forwards(self, st: JsStream, first: int) -> Iterator:
         seq, last = first, self.last_seq(st)

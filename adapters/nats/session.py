@@ -37,24 +37,16 @@ from __future__ import annotations
 
 import json
 import logging
-from functools import partial
 from typing import Callable
 
 from core.addressing import PARTITION_KEY_HEADER
-from core.errors import (
-    FerryError,
-    HeadersTooLarge,
-    InvalidHeaderKey,
-    InvalidHeaderValue,
-    TopicSealed,
-)
+from core.errors import FerryError
 from core.live import Delivery
 from core.log import AppendInput
 from core.subjects import subject_matches
 
 from .codec import CRLF, PreparedMessage
 from .connection import NatsServerConnection
-from .errors import NatsHeaderError
 from .events import (
     NEED_DATA,
     Connect,
@@ -68,11 +60,10 @@ from .events import (
     Unsub,
 )
 from .headers import HeaderBlock, no_responders_block, parse_headers
-from .jetstream_api import JetStreamApi, jetstream_for, pub_ack, pub_error
-from .jetstream_consumers import ACK_PREFIX
-from .jetstream_errors import JsApiError
-from .jetstream_pull import Out
-from .jetstream_streams import JS_STREAM
+from .jetstream_api import JetStreamApi, jetstream_for
+from .jetstream_session import UNSTORABLE as _UNSTORABLE
+from .jetstream_session import route as _route_js
+from .jetstream_session import subscription_changed, wire
 from .subscriptions import Subscription
 from .translate import block_to_canonical, canonical_to_nats
 
@@ -89,8 +80,6 @@ _STORE_ERROR_CODE = {"ShuttingDown": 503, "TopicSealed": 400}
 # APIError matches the one nats-server sends (server/errors.json:
 # JSStreamSealedErr 10109, "invalid operation on sealed stream", code 400).
 _STORE_ERROR_JS = {"TopicSealed": (10109, "invalid operation on sealed stream")}
-_PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
-_UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
 
 
 # Above this share of max_pending a client's outbox stalls whoever publishes
@@ -251,8 +240,8 @@ class NatsSession:
         self._batch: list = []
         # JetStream (adapters/nats/jetstream_api.py), None when the listener runs without it.
         self.js: JetStreamApi | None = jetstream_for(broker)
-        if self.js is not None and self.js.consumers.emit is None:
-            self.js.consumers.emit = partial(send_js, broker)
+        if self.js is not None:
+            wire(broker, self.js)
 
     # -- events from the client ----------------------------------------------------
     def process(self) -> None:
@@ -284,6 +273,8 @@ class NatsSession:
             sub = event.subscription  # type: ignore[union-attr]
             sub.owner = _sink_for(self, sub)
             self.broker.live.subscribe(sub.subject, sub.owner, sub.queue or None)
+            if self.js is not None:
+                subscription_changed(self.broker, self.js, sub.subject)   # push consumers start
         elif kind is Unsub:
             sub = event.subscription  # type: ignore[union-attr]
             if sub.closed:
@@ -303,6 +294,8 @@ class NatsSession:
         if sub.owner is not None:
             self.broker.live.unsubscribe(sub.subject, sub.owner, sub.queue or None)
             sub.owner = None
+            if self.js is not None:
+                subscription_changed(self.broker, self.js, sub.subject)   # push consumers stop
 
     # -- publishing -----------------------------------------------------------------
     def _publish(self, event: Pub | HPub) -> None:
@@ -313,7 +306,7 @@ class NatsSession:
 
     def _publish_parts(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
         broker = self.broker
-        if self.js is not None and self._jetstream(subject, reply, header, payload):
+        if self.js is not None and _route_js(self, self.js, subject, reply, header, payload):
             return
         topic = broker.topic_for_subject(subject)
         if topic is not None:
@@ -445,90 +438,6 @@ class NatsSession:
             if reply:
                 self._ack(reply, ack_stream, exc)
 
-    # -- JetStream ---------------------------------------------------------------------
-    def _jetstream(self, subject: str, reply: str, header: bytes, payload: bytes) -> bool:
-        """A ``$JS.API`` request or a publish on a JetStream stream's subjects:
-        handled here (True), else False. JetStream subjects take precedence
-        over topic capture (docs/addressing.md)."""
-        js = self.js
-        if js is None:
-            return False
-        if subject.startswith("$JS."):
-            if subject.startswith(_PULL_PREFIX):
-                self._pull(js, subject, reply, payload)
-                return True
-            if subject.startswith(ACK_PREFIX):
-                out = js.consumers.ack(subject, payload, reply, js.consumers.clock())
-                if out is None:
-                    return False                 # no such consumer: a plain publish
-                send_js(self.broker, out)
-                return True
-        if subject.startswith("$JS.API."):
-            data = js.handle(subject, payload)
-            if data is not None and reply:
-                self._reply(reply, data)
-            return True
-        st = js.streams.stream_for(subject)
-        if st is None:
-            return False
-        try:
-            block = parse_headers(header) if header else None
-            tlv = block_to_canonical(block, subject)
-            duplicate = js.check_publish(st, block, len(payload))
-            if duplicate is None:
-                js.check_subject_seq(st, block, subject)
-        except JsApiError as err:
-            if reply:
-                self._reply(reply, pub_error(st.name, err))
-            return True
-        except _UNSTORABLE as exc:
-            if reply:
-                self._ack(reply, st.name, exc, code=400)
-            return True
-        if duplicate is not None:
-            if reply:
-                self._reply(reply, pub_ack(st.name, duplicate, duplicate=True))
-            return True
-        self._store_js(st, subject, reply, header, payload, block, tlv)
-        return True
-
-    def _store_js(self, st, subject, reply, header, payload, block, tlv) -> None:
-        """Append to the stream's topic; the PubAck goes out once durable."""
-        name = st.name
-
-        def on_durable(result) -> None:
-            if not reply:
-                return
-            if isinstance(result, BaseException):
-                self._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
-            else:
-                self._reply(reply, pub_ack(name, result.base_offset + 1))
-
-        try:
-            result = self.broker.append(JS_STREAM, st.topic_id, [AppendInput(payload=payload, headers=tlv)],
-                                        partition=0, on_durable=on_durable, live_subject=subject, origin=ORIGIN,
-                                        native=header, publisher=self, reply=reply or None)
-        except FerryError as exc:
-            if reply:
-                sealed = isinstance(exc, TopicSealed)
-                err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))
-                self._reply(reply, pub_error(name, err))
-            return
-        js = self.js
-        if js is not None:
-            js.stored(st, block, result.base_offset + 1)
-
-    def _pull(self, js: JetStreamApi, subject: str, reply: str, payload: bytes) -> None:
-        """``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``: a pull request.
-        No such consumer: nobody answers (nats-server has no responder then)."""
-        stream, _, name = subject[len(_PULL_PREFIX):].partition(".")
-        out = js.consumers.pull(stream, name, reply, payload, js.consumers.clock()) if reply else []
-        if out is None:
-            if reply and self.conn.no_responders:
-                self._no_responders(subject, reply)
-            return
-        send_js(self.broker, out)
-
     def _reply(self, reply: str, data: bytes) -> None:
         self.broker.publish(Delivery(subject=reply, payload=data, origin=ORIGIN, native=b""))
 
@@ -605,24 +514,6 @@ class NatsSession:
         self.outbox.wake()
 
 
-def send_js(broker, outs: list[Out]) -> None:
-    """Deliver JetStream consumer outputs to the subscribers of their inboxes.
-    A stored message keeps its own subject on the MSG line (as nats-server
-    sends it), so it is offered to the inbox's subscribers directly."""
-    match = broker.live.trie.match
-    for out in outs:
-        if out.ack:
-            delivery = Delivery(subject=out.subject, payload=out.payload, headers=out.headers, reply=out.ack)
-        else:
-            delivery = Delivery(subject=out.inbox, payload=out.payload, origin=ORIGIN, native=out.block)
-        result = match(out.inbox)
-        for sink in result.plain:
-            sink.deliver(delivery)
-        for members in result.queues.values():
-            if members:
-                members[0].deliver(delivery)
-
-
 def _prepare(delivery: Delivery) -> PreparedMessage:
     """Encode a delivery once for every NATS subscriber."""
     if delivery.origin == ORIGIN:
@@ -648,4 +539,4 @@ def _wire(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["HIGH_WATER_FRACTION", "MAX_PENDING", "NatsSession", "Outbox", "send_js"]
+__all__ = ["HIGH_WATER_FRACTION", "MAX_PENDING", "NatsSession", "Outbox"]

@@ -17,8 +17,8 @@ text with ``tls_required``, then the client upgrades (nats.md section 13);
 ``tls_handshake_first`` (config ``tls { handshake_first: true }``) makes the
 TLS handshake come first and INFO follow inside it.
 
-``jetstream`` (default true) serves the JetStream streams API, pull consumers and
-acknowledged publishing on Ferry's log (adapters/nats/jetstream_api.py);
+``jetstream`` (default true) serves the JetStream streams API, pull, push and
+ordered consumers and acknowledged publishing on Ferry's log (adapters/nats/jetstream_api.py);
 false answers ``$JS.API`` requests as nats-server without ``-js`` does.
 
 The listener registers its state (adapters/nats/server_state.py) so the
@@ -27,7 +27,6 @@ The listener registers its state (adapters/nats/server_state.py) so the
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import trio
@@ -36,9 +35,9 @@ from adapters.nats.auth import Auth, AuthConfigError, auth_from_block, simple_au
 from adapters.nats.connection import NatsLimits, ServerInfo
 from adapters.nats.driver import new_server_id, run_jetstream_timers, serve_nats
 from adapters.nats.jetstream_api import enable as enable_jetstream
+from adapters.nats.jetstream_session import wire as wire_jetstream
 from adapters.nats.natsconf import NatsConfError, lookup, parse
 from adapters.nats.server_state import NatsServerState, register
-from adapters.nats.session import send_js
 from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
@@ -130,8 +129,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
         # On by default under `ferry serve`: Ferry's storage is always there
         # (docs/nats.md "JetStream"); `ferry nats-server` turns it on with -js.
         js = enable_jetstream(broker, state.info.server_name or state.info.server_id)
-        if js.consumers.emit is None:
-            js.consumers.emit = partial(send_js, broker)
+        wire_jetstream(broker, js)
     async with trio.open_nursery() as nursery:
         if js is not None and not js.timers_running:
             js.timers_running = True      # one timer task per broker (consumers' acks, pulls, saves)

@@ -193,19 +193,6 @@ def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 -
     assert_same_results(tmp_path, real_js, script)
 
 
-def test_push_consumers_are_refused(tmp_path):
-    async def main(url):
-        nc = await nats.connect(url)
-        await nc.jetstream().add_stream(name="R")
-        got = await raw(nc, "$JS.API.CONSUMER.CREATE.R.X", {"stream_name": "R",
-                                                             "config": {"durable_name": "X", "deliver_subject": "d"}})
-        await nc.close()
-        return got
-    with running_gateway(tmp_path) as gw:
-        got = run(main(gw.url()))
-    assert got["error"] == {"code": 500, "err_code": 10012, "description": "push consumers are not supported by Ferry"}
-
-
 async def _ack_some(url, settle: float = 0.0) -> None:
     """Stream R, 5 messages, durable W: fetch 3, ack the 1st and 3rd (m1 stays unacked);
     ``settle`` waits past the 0.2 s state-save interval before leaving."""
@@ -246,19 +233,21 @@ def test_durable_consumer_state_survives_a_restart(tmp_path):
         _assert_resumed(*run(_resume(gw.url())))
 
 
-def test_a_message_from_another_protocol_reaches_a_waiting_pull(tmp_path):
+def http_send(base: str, topic: str = "X", payload: bytes = b"from-http") -> int:
+    """Append one message to Ferry topic ``jetstream/<topic>`` through the HTTP API; the status."""
     import base64
 
     import httpx
 
-    def http_send(base: str) -> int:
-        with httpx.Client(base_url=base, timeout=WAIT) as c:
-            token = c.post("/users/login", json={"username": "iggy", "password": "iggy"}).json()
-            c.headers["authorization"] = f"Bearer {token['access_token']['token']}"
-            body = {"partitioning": {"kind": "balanced", "value": ""},
-                    "messages": [{"id": 0, "payload": base64.b64encode(b"from-http").decode()}]}
-            return c.post("/streams/jetstream/topics/X/messages", json=body).status_code
+    with httpx.Client(base_url=base, timeout=WAIT) as c:
+        token = c.post("/users/login", json={"username": "iggy", "password": "iggy"}).json()
+        c.headers["authorization"] = f"Bearer {token['access_token']['token']}"
+        body = {"partitioning": {"kind": "balanced", "value": ""},
+                "messages": [{"id": 0, "payload": base64.b64encode(payload).decode()}]}
+        return c.post(f"/streams/jetstream/topics/{topic}/messages", json=body).status_code
 
+
+def test_a_message_from_another_protocol_reaches_a_waiting_pull(tmp_path):
     async def main(gw):
         nc = await nats.connect(gw.url())
         js = nc.jetstream()

@@ -1,0 +1,199 @@
+"""JetStream as one NATS session sees it: routing of ``$JS.*`` publishes and stream appends (no trio).
+
+Theory of operation
+-------------------
+:class:`~adapters.nats.session.NatsSession` hands every publish to
+:func:`route` first while JetStream is on. It answers ``$JS.API`` requests
+(``jetstream_api.JetStreamApi.handle``), pull requests
+(``$JS.API.CONSUMER.MSG.NEXT``), acks (``$JS.ACK``) and flow control
+answers (``$JS.FC``), and appends publishes on a stream's subjects with
+nats-server's publish checks, the PubAck going out once the append is
+durable. Anything else returns False: plain core NATS or topic capture.
+
+:func:`send_js` delivers consumer outputs (``jetstream_pull.Out``) to the
+subscribers of an inbox or deliver subject: a stored message keeps its own
+subject on the MSG line, as nats-server sends it, and a queue group gets it
+once, on a member picked at random (a push consumer's ``deliver_group``).
+:func:`subscription_changed` tells the consumers that a subscription came or
+went, so push consumers start and stop; :func:`room` says how much a
+deliver subject's subscribers can take below their outbox high water mark,
+so push delivery waits instead of filling an outbox (docs/nats.md "Push consumers").
+"""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+
+from core.errors import (
+    FerryError,
+    HeadersTooLarge,
+    InvalidHeaderKey,
+    InvalidHeaderValue,
+    TopicSealed,
+)
+from core.live import Delivery
+from core.log import AppendInput
+
+from .errors import NatsHeaderError
+from .headers import parse_headers
+from .jetstream_api import JetStreamApi, pub_ack, pub_error
+from .jetstream_consumers import ACK_PREFIX
+from .jetstream_errors import JsApiError
+from .jetstream_pull import Out
+from .jetstream_push import FC_PREFIX
+from .jetstream_streams import JS_STREAM
+from .translate import block_to_canonical
+
+ORIGIN = "nats"
+PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
+UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
+_pick = random.Random()
+
+
+def wire(broker, js: JetStreamApi) -> None:
+    """Give the broker's consumers their way out (once per broker)."""
+    consumers = js.consumers
+    if consumers.emit is None:
+        consumers.emit = partial(send_js, broker)
+        consumers.room = partial(room, broker)
+
+
+def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, payload: bytes) -> bool:
+    """A ``$JS`` request or a publish on a JetStream stream's subjects:
+    handled here (True), else False. JetStream subjects take precedence
+    over topic capture (docs/addressing.md)."""
+    consumers = js.consumers
+    if subject.startswith("$JS."):
+        if subject.startswith(PULL_PREFIX):
+            _pull(session, js, subject, reply, payload)
+            return True
+        if subject.startswith((ACK_PREFIX, FC_PREFIX)):
+            now = consumers.clock()
+            if subject.startswith(ACK_PREFIX):
+                out = consumers.ack(subject, payload, reply, now)
+            else:
+                out = consumers.flow_reply(subject, now)
+            if out is None:
+                return False                 # no such consumer: a plain publish
+            send_js(session.broker, out)
+            return True
+    if subject.startswith("$JS.API."):
+        data = js.handle(subject, payload)
+        if data is not None and reply:
+            session._reply(reply, data)
+        return True
+    st = js.streams.stream_for(subject)
+    if st is None:
+        return False
+    try:
+        block = parse_headers(header) if header else None
+        tlv = block_to_canonical(block, subject)
+        duplicate = js.check_publish(st, block, len(payload))
+        if duplicate is None:
+            js.check_subject_seq(st, block, subject)
+    except JsApiError as err:
+        if reply:
+            session._reply(reply, pub_error(st.name, err))
+        return True
+    except UNSTORABLE as exc:
+        if reply:
+            session._ack(reply, st.name, exc, code=400)
+        return True
+    if duplicate is not None:
+        if reply:
+            session._reply(reply, pub_ack(st.name, duplicate, duplicate=True))
+        return True
+    _store(session, js, st, subject, reply, header, payload, block, tlv)
+    return True
+
+
+def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block, tlv) -> None:
+    """Append to the stream's topic; the PubAck goes out once durable."""
+    name = st.name
+
+    def on_durable(result) -> None:
+        if not reply:
+            return
+        if isinstance(result, BaseException):
+            session._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
+        else:
+            session._reply(reply, pub_ack(name, result.base_offset + 1))
+
+    try:
+        result = session.broker.append(JS_STREAM, st.topic_id, [AppendInput(payload=payload, headers=tlv)],
+                                       partition=0, on_durable=on_durable, live_subject=subject, origin=ORIGIN,
+                                       native=header, publisher=session, reply=reply or None)
+    except FerryError as exc:
+        if reply:
+            sealed = isinstance(exc, TopicSealed)
+            err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))
+            session._reply(reply, pub_error(name, err))
+        return
+    js.stored(st, block, result.base_offset + 1)
+
+
+def _pull(session, js: JetStreamApi, subject: str, reply: str, payload: bytes) -> None:
+    """``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``: a pull request.
+    No such consumer: nobody answers (nats-server has no responder then)."""
+    stream, _, name = subject[len(PULL_PREFIX):].partition(".")
+    consumers = js.consumers
+    out = consumers.pull(stream, name, reply, payload, consumers.clock()) if reply else []
+    if out is None:
+        if reply and session.conn.no_responders:
+            session._no_responders(subject, reply)
+        return
+    send_js(session.broker, out)
+
+
+def subscription_changed(broker, js: JetStreamApi, pattern: str) -> None:
+    """A NATS subscription on ``pattern`` was added or removed."""
+    consumers = js.consumers
+    if consumers.push_subjects:
+        out = consumers.interest_changed(pattern, consumers.clock())
+        if out:
+            send_js(broker, out)
+
+
+def send_js(broker, outs: list[Out]) -> None:
+    """Deliver JetStream consumer outputs to the subscribers of their inboxes
+    (or deliver subjects): every plain subscriber, one member per queue group."""
+    match = broker.live.trie.match
+    for out in outs:
+        if out.ack:
+            delivery = Delivery(subject=out.subject, payload=out.payload, headers=out.headers, reply=out.ack,
+                                origin=ORIGIN, native=out.block)
+        else:
+            delivery = Delivery(subject=out.inbox, payload=out.payload, origin=ORIGIN, native=out.block,
+                                reply=out.reply or None)
+        result = match(out.inbox)
+        for sink in result.plain:
+            sink.deliver(delivery)
+        for members in result.queues.values():
+            if members:
+                members[_pick.randrange(len(members))].deliver(delivery)
+
+
+def room(broker, subject: str) -> int:
+    """Bytes the subscribers of ``subject`` can still take below their outbox
+    high water mark (the fullest one counts; a queue group counts whole,
+    as any member may be picked)."""
+    result = broker.live.trie.match(subject)
+    best = _UNBOUNDED
+    for sink in result.plain:
+        best = min(best, _room(sink))
+    for members in result.queues.values():
+        for sink in members:
+            best = min(best, _room(sink))
+    return best
+
+
+_UNBOUNDED = 1 << 62
+
+
+def _room(sink) -> int:
+    outbox = getattr(getattr(sink, "session", None), "outbox", None)
+    return _UNBOUNDED if outbox is None else outbox.high_water - outbox.pending
+
+
+__all__ = ["ORIGIN", "PULL_PREFIX", "UNSTORABLE", "room", "route", "send_js", "subscription_changed", "wire"]
