@@ -11,7 +11,6 @@ what is missing; a reader group then reads each event exactly once."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ferry_harness import free_port, kill_process, serve_process
-from pravega_clients import SCENARIO_TIMEOUT_S, finish, start_scenario
+from pravega_clients import SCENARIO_TIMEOUT_S, finish, json_head, start_scenario
 
 pytestmark = pytest.mark.slow
 EVENTS = 600
@@ -42,8 +41,8 @@ def test_writer_survives_kill_9_without_loss_or_duplicates(tmp_path):
     try:
         deadline = time.monotonic() + SCENARIO_TIMEOUT_S
         for line in client.stdout:  # the client's JSON lines, among its own log lines
-            if line.startswith("{") and json.loads(line).get("step") == "acked":
-                n = json.loads(line)["n"]
+            if line.startswith("{") and json_head(line).get("step") == "acked":
+                n = json_head(line)["n"]
                 if n >= EVENTS // 3:
                     killed_at = n
                     break

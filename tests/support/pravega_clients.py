@@ -58,7 +58,7 @@ def client_python() -> Path:
     return python
 
 
-def start_scenario(script: str, *args: str, rust_log: str = "info", env: dict | None = None) -> subprocess.Popen:
+def start_scenario(script: str, *args: str, rust_log: str = "warn", env: dict | None = None) -> subprocess.Popen:
     """Start ``clients/<script> ARGS`` (for tests that act while it runs)."""
     return subprocess.Popen([str(client_python()), "-u", str(SCRIPTS / script), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
@@ -74,10 +74,16 @@ def finish(proc: subprocess.Popen, script: str, timeout: float = SCENARIO_TIMEOU
         proc.kill()
         stdout, stderr = proc.communicate()
         pytest.fail(f"{script} hung past {timeout} s\nstdout:\n{stdout}\nclient log (tail):\n{stderr[-LOG_TAIL:]}")
-    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    lines = [json_head(line) for line in stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         pytest.fail(f"{script} failed ({proc.returncode}):\nstdout:\n{stdout}\nclient log (tail):\n{stderr[-LOG_TAIL:]}")
     return lines
+
+
+def json_head(line: str) -> dict:
+    """The JSON object a line starts with: the client's log threads share stdout, so a log
+    record may follow it on the same line."""
+    return json.JSONDecoder().raw_decode(line)[0]
 
 
 def run_scenario(script: str, *args: str, timeout: float = SCENARIO_TIMEOUT_S, env: dict | None = None) -> dict[str, dict]:

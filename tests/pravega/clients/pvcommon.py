@@ -14,7 +14,10 @@ STEP_TIMEOUT_S = 30  # per awaited step; the test also kills the whole script at
 
 
 def out(step, **kw):
-    print(json.dumps({"step": step, **kw}), flush=True)
+    # One write for the line and its newline: the client's log threads write to the same
+    # stdout, and print() would write them separately, letting a log line in between.
+    sys.stdout.write(json.dumps({"step": step, **kw}) + "\n")
+    sys.stdout.flush()
 
 
 def attempt(step, fn, *args):
