@@ -25,3 +25,12 @@ class PravegaProtocolError(Exception):
 
 
 __all__ = ["PravegaProtocolError"]
+
+
+class Reply(Exception):
+    """Answer this command with ``reply`` (an error command) and carry on: raised by
+    the session's handlers (session.py, tables.py), caught in one place."""
+
+    def __init__(self, reply) -> None:
+        super().__init__(type(reply).__name__)
+        self.reply = reply
