@@ -46,6 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from _harness import pct  # noqa: E402
+
 from core.broker import Broker, BrokerConfig  # noqa: E402
 from core.flusher import run_broker_tasks  # noqa: E402
 from core.log import AppendInput, LogConfig  # noqa: E402
@@ -158,8 +160,8 @@ async def run_scenario(
             nursery.cancel_scope.cancel()
         elapsed = (t1 - t0) / 1e9
         lat = sorted(latencies[: n // per_call])
-        p50 = lat[len(lat) // 2] / 1e6 if lat else float("nan")
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] / 1e6 if lat else float("nan")
+        p50 = pct(lat, 0.5) / 1e6 if lat else float("nan")
+        p99 = pct(lat, 0.99) / 1e6 if lat else float("nan")
         return Row(size, policy, producers, in_flight, per_call, n / elapsed, n * size / elapsed / 1e6, p50, p99,
                    n / fsyncs if fsyncs else float("nan"))  # fmt: skip
     finally:

@@ -30,11 +30,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import os
 import random
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +40,7 @@ import time
 from pathlib import Path
 
 import trio
+from _harness import cpu_seconds, ferry_env, free_port, stop, wait_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261123
@@ -76,40 +74,12 @@ async def _echo_server(port: int) -> None:
 
 
 # -- helpers ----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_LIMIT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
 def make_body(batch: int, size: int, rng: random.Random) -> bytes:
     import json
 
     payload = base64.b64encode(rng.randbytes(size)).decode()
     return json.dumps({"partitioning": {"kind": "balanced", "value": ""},
                        "messages": [{"payload": payload} for _ in range(batch)]}).encode()
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 async def run_scenario(name, base, http2, concurrency, seconds, make_request, msgs_per_req, bytes_per_req):
@@ -202,7 +172,7 @@ def main() -> int:
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="ferry-http-bench-"))
     ferry_port, echo_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
+    env = ferry_env()
     procs = [
         subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "http", "--http-port", str(ferry_port),
                           "--data", str(tmp / "data"), "--fsync", args.fsync, "--log-level", "warning"],
@@ -211,17 +181,13 @@ def main() -> int:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
     try:
-        wait_listening(ferry_port, procs[0])
-        wait_listening(echo_port, procs[1])
+        for port, proc in ((ferry_port, procs[0]), (echo_port, procs[1])):
+            if not wait_listening(port, proc, START_LIMIT_S):
+                raise RuntimeError(f"server exited with {proc.returncode}" if proc.poll() is not None
+                                   else f"nothing listens on {port}")
         rows = trio.run(bench, args, ferry_port, echo_port, (procs[0].pid, procs[1].pid))
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(*procs)
         shutil.rmtree(tmp, ignore_errors=True)
     echo = rows[0]["rps"]
     print(f"batch={args.batch} x {args.size} B, {args.concurrency} in flight, {args.seconds:g} s each, "

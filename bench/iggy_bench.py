@@ -28,10 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import random
 import re
-import selectors
 import shutil
 import socket
 import statistics
@@ -44,6 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
+
+from _harness import ferry_env, pct, stop, wait_banner  # noqa: E402
 
 from adapters.iggy.codec import VSR_HEADER_SIZE, legacy_request, parse_vsr_reply, vsr_request  # noqa: E402
 from adapters.iggy.messages import WireMessage  # noqa: E402
@@ -207,7 +207,7 @@ def summarize(name: str, results: list[dict], seconds: float, size: int, raw_rat
     msgs = sum(r["msgs"] for r in results)
     lat = sorted(x for r in results for x in r["lat"]) or [0.0]
     rate = msgs / seconds
-    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    p99 = pct(lat, 0.99)
     ratio = f"{rate / raw_rate:6.2f}" if raw_rate else "   1.00"
     print(f"{name:<28} {rate:>12,.0f} {rate * size / 1e6:>9.1f} {statistics.median(lat) * 1e3:>9.2f} "
           f"{p99 * 1e3:>9.2f} {ratio}")
@@ -215,25 +215,14 @@ def summarize(name: str, results: list[dict], seconds: float, size: int, raw_rat
 
 
 def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[subprocess.Popen, int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
+    env = ferry_env()
     if pure_python:  # core/log/encoded.py, adapters/iggy/_compiled.py: no compiled loops
         env["FERRY_PURE_PYTHON"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "iggy_tcp", "--data", str(data),
                              "--host", "127.0.0.1", "--iggy-tcp-port", "0", "--fsync", fsync], cwd=data.parent,
                             stdout=subprocess.PIPE, stderr=open(data.parent / "server.log", "wb"), env=env)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    buf, deadline = b"", time.monotonic() + START_LIMIT_S
-    while not buf.endswith(b"\nready\n"):
-        if not sel.select(max(deadline - time.monotonic(), 0)):
-            proc.kill()
-            raise SystemExit(f"server did not start: {buf!r}")
-        got = os.read(proc.stdout.fileno(), 65536)
-        if not got:  # the server exited (a config error, say)
-            log = (data.parent / "server.log").read_text(errors="replace")
-            raise SystemExit(f"server exited with {proc.wait()} before it was ready: {buf!r}\n{log}")
-        buf += got
-    port = int(re.search(rb"iggy_tcp +127\.0\.0\.1:(\d+)/tcp", buf).group(1))
+    banner = wait_banner(proc, data.parent / "server.log", START_LIMIT_S, SystemExit, "server", None)
+    port = int(re.search(r"iggy_tcp +127\.0\.0\.1:(\d+)/tcp", banner).group(1))
     return proc, port
 
 
@@ -283,8 +272,7 @@ def main() -> None:
                 summarize(f"{spec} poll", [{"msgs": r["poll_msgs"], "lat": r["poll_lat"]} for r in res], a.seconds,
                           a.size, raw)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

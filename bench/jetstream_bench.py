@@ -70,14 +70,10 @@ import multiprocessing as mp
 import os
 import platform
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
-from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -91,7 +87,20 @@ try:
     from natsbench import js_api
 except ImportError as exc:  # pragma: no cover - a checkout without ../shared
     raise SystemExit(f"jetstream_bench: needs the shared NATS harness in {SHARED} ({exc})") from None
-from http_bench import cpu_seconds
+from _harness import (
+    BenchFailure,
+    ForkedClient,
+    Profiler,
+    ServerProcess,
+    Table,
+    client_failed,
+    ferry_env,
+    in_temp_dir,
+    pct,
+    run_cell,
+    summarize_stacks,
+    wait_go,
+)
 
 START_LIMIT_S = 60     # a server must print "Server is ready" by then
 DRAIN_S = 30           # outstanding async acks must arrive by then
@@ -104,22 +113,18 @@ NATS_PROBLEM = re.compile(r"\[(ERR|WRN|FTL)\]|panic:")
 FERRY_PROBLEM = re.compile(r"\b(ERROR|CRITICAL|Traceback)\b|\bWARNING\b")
 
 
-class BenchFailure(Exception):
-    """A server or a client misbehaved (error, hang, wrong count): the bench stops here."""
-
-
 # -- the servers --------------------------------------------------------------------------------
-class Server:
+class Server(ServerProcess):
     """One server process (its own process group), its port read from its log, the way
     harnesses read nats-server's (``-p -1``); ``log`` is its stdout and stderr."""
 
     def __init__(self, name: str, argv: list[str], workdir: Path, env: dict | None = None) -> None:
-        self.name, self.log = name, workdir / f"{name}.log"
-        self.log_pos = 0
-        self.logf = open(self.log, "wb")  # noqa: SIM115 - the server's, closed in stop()
-        self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self.logf, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        log = workdir / f"{name}.log"
+        self.logf = open(log, "wb")  # noqa: SIM115 - the server's, closed in stop()
+        pat = NATS_PROBLEM if name.startswith("nats-server") else FERRY_PROBLEM
+        super().__init__(name, subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                                                stdout=self.logf, stderr=subprocess.STDOUT, start_new_session=True),
+                         log, lambda ln: bool(pat.search(ln)) and "default password" not in ln, group=True)
         deadline = time.monotonic() + START_LIMIT_S
         text, port = "", None
         while True:
@@ -136,34 +141,13 @@ class Server:
                 raise BenchFailure(f"{name} not ready within {START_LIMIT_S} s:\n{text[-4000:]}")
             time.sleep(0.05)
         self.port, self.url = port, f"nats://127.0.0.1:{port}"
-        self.log_pos = len(self.log.read_bytes())
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def problems(self) -> list[str]:
-        """Error and warning lines logged since the last call."""
-        data = self.log.read_bytes()
-        new, self.log_pos = data[self.log_pos:].decode(errors="replace"), len(data)
-        pat = NATS_PROBLEM if self.name.startswith("nats-server") else FERRY_PROBLEM
-        return [ln for ln in new.splitlines() if pat.search(ln) and "default password" not in ln]
-
-    def tail(self, n: int = 40) -> str:
-        lines = self.log.read_text(errors="replace").splitlines()
-        return "\n".join(f"  | {ln}" for ln in lines[-n:])
+        self.log_pos = len(self.log.read_bytes())  # problems(): what it logs from now on
 
     def api(self, subject: str, body: dict | None) -> dict:
         return js_api("127.0.0.1", self.port, subject, body, timeout=20)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # start_new_session: the group is our child's
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        super().stop()  # start_new_session: the group is our child's
         self.logf.close()
 
 
@@ -177,8 +161,7 @@ def start_pair(sync: str, tmp: Path, nats_bin: str, ferry_src: str | None) -> tu
     always = "\n  sync_interval: always" if sync == "always" else ""
     conf.write_text(f'jetstream {{\n  store_dir: "{ref_store}"{always}\n}}\n')
     ref = Server(f"nats-server-{sync}", [nats_bin, "-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], tmp)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
-    env |= {"FERRY_LOG_FSYNC": FERRY_FSYNC[sync], "PYTHONUNBUFFERED": "1"}
+    env = ferry_env(FERRY_LOG_FSYNC=FERRY_FSYNC[sync], PYTHONUNBUFFERED="1")
     if ferry_src:
         env["PYTHONPATH"] = ferry_src
     try:
@@ -190,20 +173,7 @@ def start_pair(sync: str, tmp: Path, nats_bin: str, ferry_src: str | None) -> tu
     return ref, ferry
 
 
-# -- client processes (forked; nats-py on asyncio) ----------------------------------------------
-def _child(target, conn, cfg) -> None:
-    """Run one client coroutine; whatever happens, one result dict goes back."""
-    try:
-        res = asyncio.run(target(conn, cfg))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        res = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-1500:]}
-    try:
-        conn.send(res)
-    except (BrokenPipeError, OSError):
-        pass
-    os._exit(0)
-
-
+# -- client processes (forked: _harness.ForkedClient; nats-py on asyncio) -----------------------
 async def _connect(url: str, errors: list[str]):
     import nats
 
@@ -212,11 +182,6 @@ async def _connect(url: str, errors: list[str]):
             errors.append(f"connection error: {exc!r}")
 
     return await nats.connect(url, allow_reconnect=False, error_cb=err_cb, max_outstanding_pings=100)
-
-
-def _wait_go(conn) -> bool:
-    conn.send({"ready": True})
-    return conn.recv() == "go"
 
 
 async def publisher(conn, cfg: dict) -> dict:
@@ -232,7 +197,7 @@ async def publisher(conn, cfg: dict) -> dict:
     seqs: list[int] = []
     bad = 0
     clock = time.perf_counter_ns
-    if not _wait_go(conn):
+    if not wait_go(conn):
         return {"error": "no go"}
     t0, c0 = time.monotonic(), time.process_time()
     end = t0 + cfg["seconds"]
@@ -295,7 +260,7 @@ async def filler(conn, cfg: dict) -> dict:
     js = nc.jetstream(publish_async_max_pending=256, timeout=10)
     pad = b"x" * max(cfg["size"] - ID_LEN, 0)
     futs = []
-    if not _wait_go(conn):
+    if not wait_go(conn):
         return {"error": "no go"}
     for i in range(cfg["n"]):  # in order: one connection, so the stream sequence is i + 1
         futs.append(await js.publish_async(cfg["subject"], b"%010d" % i + pad))
@@ -339,7 +304,7 @@ async def fetcher(conn, cfg: dict) -> dict:
     lat: list[int] = []
     got = dup = wrong = 0
     clock = time.perf_counter_ns
-    if not _wait_go(conn):
+    if not wait_go(conn):
         return {"error": "no go"}
     t0, c0 = time.monotonic(), time.process_time()
     limit = t0 + cfg["limit_s"]
@@ -388,10 +353,6 @@ async def fetcher(conn, cfg: dict) -> dict:
 
 
 # -- the bench ------------------------------------------------------------------------------------
-def pct(vals: list, q: float) -> float:
-    return vals[min(len(vals) - 1, int(len(vals) * q))] if vals else 0.0
-
-
 class Bench:
     def __init__(self, a, tmp: Path) -> None:
         self.a, self.tmp = a, tmp
@@ -403,59 +364,18 @@ class Bench:
     # one side of a cell: fork the clients, wait for every "ready", go, collect, check
     def clients(self, srv: Server, label: str, target, cfgs: list[dict], limit_s: float,
                 profile: str | None = None) -> tuple[list[dict], float]:
-        procs, pipes, prof = [], [], None
-        try:
-            for cfg in cfgs:
-                parent, child = self.ctx.Pipe()
-                p = self.ctx.Process(target=_child, args=(target, child, cfg), daemon=True)
-                p.start()
-                child.close()
-                procs.append(p)
-                pipes.append(parent)
-            deadline = time.monotonic() + 60
-            for pipe in pipes:
-                msg = self._recv(pipe, deadline, srv, label)
-                if "ready" not in msg:
-                    raise BenchFailure(self._client_failed(srv, label, msg))
-            if profile:
-                prof = Profiler(self.a.py_spy, srv.pid, self.tmp / f"profile-{profile.replace(':', '-')}.txt",
-                                self.a.spy_rate)
-            cpu0 = cpu_seconds(srv.pid)
-            for pipe in pipes:
-                pipe.send("go")
-            deadline = time.monotonic() + limit_s
-            results = [self._recv(pipe, deadline, srv, label) for pipe in pipes]
-            srv_cpu = cpu_seconds(srv.pid) - cpu0
-        finally:
-            if prof:
-                self.profiles[profile] = prof.stop()
-            for p in procs:
-                p.join(5)
-                if p.is_alive():
-                    p.kill()
-                    p.join(5)
-            for pipe in pipes:
-                pipe.close()
+        profiler = profile and (lambda: Profiler(
+            self.a.py_spy, srv.pid, self.tmp / f"profile-{profile.replace(':', '-')}.txt", self.a.spy_rate,
+            ("--gil", "--threads", "--nonblocking"), summarize_profile))
+        results, srv_cpu, prof = run_cell((ForkedClient(self.ctx, label, target, cfg) for cfg in cfgs), srv, 60,
+                                          None, limit_s, profiler)
+        if profile:
+            self.profiles[profile] = prof
         for r in results:
             if "error" in r or r.get("errors"):
-                raise BenchFailure(self._client_failed(srv, label, r))
+                raise BenchFailure(client_failed(label, srv, r))
         self.check_server(srv, label)
         return results, srv_cpu
-
-    def _recv(self, pipe, deadline: float, srv: Server, label: str) -> dict:
-        while not pipe.poll(0.5):
-            if srv.proc.poll() is not None:
-                raise BenchFailure(f"{label}: {srv.name} exited ({srv.proc.returncode})\n{srv.tail()}")
-            if time.monotonic() > deadline:
-                raise BenchFailure(f"{label}: a client on {srv.name} hung (no answer within the limit)\n{srv.tail()}")
-        try:
-            return pipe.recv()
-        except EOFError:
-            return {"error": "client process died without a result"}
-
-    def _client_failed(self, srv: Server, label: str, r: dict) -> str:
-        what = r.get("error") or "; ".join(r.get("errors", [])[:5])
-        return f"{label} on {srv.name}: {what}\n{r.get('trace', '')}\n{srv.name} log (tail):\n{srv.tail()}"
 
     def check_server(self, srv: Server, label: str) -> None:
         if srv.proc.poll() is not None:
@@ -549,7 +469,7 @@ class Bench:
         row = {"sync": sync, "size": size, "cell": cell, "desc": desc, "ref": r, "ferry": f,
                "x_rate": f["rate"] / r["rate"], "x_p50": r["p50"] / f["p50"] if f["p50"] else 0.0}
         self.rows.append(row)
-        print_row(row)
+        print(TABLE.row(row), flush=True)
         for who, res in (("nats-server", r), ("Ferry", f)):
             if res.get("of") and res["msgs"] < res["of"]:
                 print(f"{'':15}({who} read {res['msgs']:,} of {res['of']:,} messages within --fetch-seconds "
@@ -587,27 +507,6 @@ class Bench:
 
 
 # -- py-spy ---------------------------------------------------------------------------------------
-class Profiler:
-    """``py-spy record --gil`` of Ferry while one cell runs on it (attached before ``go``,
-    stopped by SIGINT to its own pid afterwards), raw collapsed stacks in ``out``."""
-
-    def __init__(self, py_spy: str, pid: int, out: Path, rate: int) -> None:
-        self.out = out
-        self.proc = subprocess.Popen([py_spy, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--gil",
-                                      "--threads", "--nonblocking", "-o", str(out)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.5)
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        return summarize_profile(self.out) if self.out.exists() else self.proc.stderr.read().decode()
-
-
 PROJECT_FRAME = re.compile(r"\((?:adapters/nats|core|gateway)/[^:)]*")
 
 
@@ -616,39 +515,12 @@ def summarize_profile(path: Path, top: int = 10) -> str:
     as its coroutine stacks do not always unwind to the module): the innermost Ferry frame of
     each (its own time plus the trio/stdlib calls under it), and inclusive counts per Ferry
     function; samples of other threads (trio's worker threads: write + fdatasync) apart."""
-    own, incl, workers = Counter(), Counter(), Counter()
-    main = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n, (thread, *frames) = int(count), stack.split(";")
-        frames = [re.sub(r":\d+\)", ")", f) for f in frames] or ["?"]
-        if "MainThread" not in thread:
-            ferry = [f for f in frames if PROJECT_FRAME.search(f)]
-            workers[ferry[-1] if ferry else frames[-1]] += n
-            continue
-        main += n
-        names = [f for f in frames if PROJECT_FRAME.search(f)
-                 and not re.search(r"gateway/(cli|__main__|natscli)\.py", f)]
-        own[names[-1] if names else "(trio / stdlib only) " + frames[-1]] += n
-        for f in set(names):
-            incl[f] += n
-    busy = max(main, 1)
-    lines = [f"  event loop: {main} GIL samples; innermost Ferry frame (own + trio/stdlib under it):"]
-    lines += [f"    {n / busy:6.1%}  {f}" for f, n in own.most_common(top)]
-    lines += ["  inclusive (Ferry functions on the stack):"]
-    lines += [f"    {n / busy:6.1%}  {f}" for f, n in incl.most_common(top)]
-    lines += [f"  other threads: {sum(workers.values())} GIL samples: "
-              + ", ".join(f"{f} {n}" for f, n in workers.most_common(3))]
-    return "\n".join(lines)
+    return summarize_stacks(path, project=PROJECT_FRAME, skip=r"gateway/(cli|__main__|natscli)\.py", threads=True,
+                            top=top, head="  event loop: {main} GIL samples; innermost Ferry frame "
+                            "(own + trio/stdlib under it):", others="  other threads: {} GIL samples: ")
 
 
 # -- output ---------------------------------------------------------------------------------------
-HEADER = (f"{'sync':<8}{'size':>5}  {'cell':<36}{'nats-server':>12}{'Ferry':>9}{'x rate':>7}"
-          f"{'p50 ms n/F':>16}{'p99 ms n/F':>16}{'x p50':>7}{'srv us/msg n/F':>16}{'cli us/msg n/F':>16}")
-
-
 def ms(seconds: float) -> str:
     """Milliseconds with three significant digits or so."""
     x = seconds * 1e3
@@ -659,22 +531,27 @@ def us(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
 
 
-def print_row(r: dict) -> None:
-    n, f = r["ref"], r["ferry"]
-    print(f"{r['sync']:<8}{r['size']:>5}  {r['desc']:<36}{n['rate']:>12,.0f}{f['rate']:>9,.0f}{r['x_rate']:>7.2f}"
-          f"{ms(n['p50']):>8}/{ms(f['p50']):<7}{ms(n['p99']):>8}/{ms(f['p99']):<7}{r['x_p50']:>7.2f}"
-          f"{us(n['srv']):>8}/{us(f['srv']):<7}{us(n['cli']):>8}/{us(f['cli']):<7}", flush=True)
+def _both(head: str, md_head: str, key: str, fmt) -> tuple:
+    """A column of nats-server / Ferry values."""
+    return (head, 16, lambda r: f"{fmt(r['ref'][key]):>8}/{fmt(r['ferry'][key]):<7}", md_head, "---:",
+            lambda r: f"{fmt(r['ref'][key])} / {fmt(r['ferry'][key])}")
 
 
-def print_markdown(rows: list[dict]) -> None:
-    print("\n| sync | size | cell | nats-server msgs/s | Ferry msgs/s | × rate | p50 ms n / F | p99 ms n / F | "
-          "× p50 | srv µs/msg n / F | cli µs/msg n / F |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        n, f = r["ref"], r["ferry"]
-        print(f"| {r['sync']} | {r['size']} | {r['desc']} | {n['rate']:,.0f} | {f['rate']:,.0f} | "
-              f"**{r['x_rate']:.2f}** | {ms(n['p50'])} / {ms(f['p50'])} | {ms(n['p99'])} / {ms(f['p99'])} | "
-              f"{r['x_p50']:.2f} | {us(n['srv'])} / {us(f['srv'])} | {us(n['cli'])} / {us(f['cli'])} |")
+TABLE = Table(
+    ("<sync", 8, lambda r: r["sync"], "sync", "---", lambda r: r["sync"]),
+    ("size", 5, lambda r: str(r["size"]), "size", "---:", lambda r: str(r["size"])),
+    Table.gap(),
+    ("<cell", 36, lambda r: r["desc"], "cell", "---", lambda r: r["desc"]),
+    ("nats-server", 12, lambda r: f"{r['ref']['rate']:,.0f}", "nats-server msgs/s", "---:",
+     lambda r: f"{r['ref']['rate']:,.0f}"),
+    ("Ferry", 9, lambda r: f"{r['ferry']['rate']:,.0f}", "Ferry msgs/s", "---:", lambda r: f"{r['ferry']['rate']:,.0f}"),
+    ("x rate", 7, lambda r: f"{r['x_rate']:.2f}", "× rate", "---:", lambda r: f"**{r['x_rate']:.2f}**"),
+    _both("p50 ms n/F", "p50 ms n / F", "p50", ms),
+    _both("p99 ms n/F", "p99 ms n / F", "p99", ms),
+    ("x p50", 7, lambda r: f"{r['x_p50']:.2f}", "× p50", "---:", lambda r: f"{r['x_p50']:.2f}"),
+    _both("srv us/msg n/F", "srv µs/msg n / F", "srv", us),
+    _both("cli us/msg n/F", "cli µs/msg n / F", "cli", us),
+)
 
 
 def ferry_tree(src: str | None) -> str:
@@ -747,7 +624,10 @@ def main() -> int:
     nats_bin = find_nats_server(a.nats_server)
     import nats  # noqa: F401  (imported once here, before the clients fork)
 
-    tmp = Path(tempfile.mkdtemp(prefix="jetstream-bench-", dir=a.dir)).resolve()
+    return in_temp_dir("jetstream-bench-", a.dir, a.keep, partial(run, a, nats_bin))
+
+
+def run(a, nats_bin: str, tmp: Path) -> None:
     started = time.monotonic()
     version = subprocess.run([nats_bin, "--version"], capture_output=True, text=True, timeout=10,
                              check=False).stdout.strip()
@@ -758,31 +638,19 @@ def main() -> int:
           f"pub8 as {a.publishers_as}; stores in {tmp.parent}")
     print("n/F = nats-server / Ferry; x rate = Ferry/nats-server msgs/s, x p50 = nats-server/Ferry p50 "
           "(above 1 Ferry is better)")
-    print(HEADER)
+    print(TABLE.header())
     bench = Bench(a, tmp)
-    try:
-        for sync in a.syncs:
-            bench.run_sync(sync, nats_bin)
-        if a.markdown:
-            print_markdown(bench.rows)
-        for key, text in bench.profiles.items():
-            print(f"\nFerry profile (py-spy --gil), {key}:\n{text}")
-        load1 = os.getloadavg()
-        print(f"\n{time.monotonic() - started:.0f} s; load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
-        if a.json_out:
-            Path(a.json_out).write_text(json.dumps({"date": str(datetime.date.today()), "load": [load0, load1],
-                                                    "nats_server": version, "rows": bench.rows}, indent=1))
-    except BenchFailure as exc:
-        print(f"\nFAILED: {exc}", file=sys.stderr)
-        a.keep = True
-        return 1
-    finally:
-        if a.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return 0
-
+    for sync in a.syncs:
+        bench.run_sync(sync, nats_bin)
+    if a.markdown:
+        print("\n" + TABLE.markdown(bench.rows))
+    for key, text in bench.profiles.items():
+        print(f"\nFerry profile (py-spy --gil), {key}:\n{text}")
+    load1 = os.getloadavg()
+    print(f"\n{time.monotonic() - started:.0f} s; load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps({"date": str(datetime.date.today()), "load": [load0, load1],
+                                                "nats_server": version, "rows": bench.rows}, indent=1))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -50,26 +50,34 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
+import itertools
 import os
 import platform
 import re
-import selectors
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections import Counter
+from functools import partial
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from http_bench import cpu_seconds  # noqa: E402
+from _harness import (  # noqa: E402
+    BenchFailure,
+    Client,
+    Profiler,
+    ServerProcess,
+    Table,
+    ferry_env,
+    in_temp_dir,
+    pct,
+    run_cell,
+    summarize_stacks,
+    wait_banner,
+)
 from iggy_bench import connect, frame, recv_reply  # noqa: E402  (puts ROOT, tests/support on sys.path)
 from iggy_clients import client_python as iggy_python  # noqa: E402
 from pravega_clients import client_python as pravega_python  # noqa: E402
@@ -259,151 +267,27 @@ os._exit(0)
 '''
 
 
-class BenchFailure(Exception):
-    """The gateway or a client misbehaved (error, hang, wrong count): the bench stops here."""
-
-
 # -- the gateway ------------------------------------------------------------------------------
-class Gateway:
+class Gateway(ServerProcess):
     """``ferry serve`` in a subprocess: ``ports`` from its banner, ``log`` (its stderr)."""
 
     def __init__(self, tmp: Path, fsync: str) -> None:
-        self.log = tmp / "server.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
+        log = tmp / "server.log"
+        super().__init__("gateway", subprocess.Popen(
             [sys.executable, "-m", "gateway", "serve", "--data", str(tmp / "data"), "--host", "127.0.0.1",
              "--only", "pravega,pravega_controller,iggy_tcp", "--fsync", fsync, "--iggy-tcp-port", "0",
              "--pravega-port", "0", "--pravega-controller-port", "0"],
-            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=open(self.log, "wb"))
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        buf, deadline = b"", time.monotonic() + START_LIMIT_S
-        while not buf.endswith(b"\nready\n"):
-            if not sel.select(max(deadline - time.monotonic(), 0)):
-                self.stop()
-                raise BenchFailure(f"gateway did not start: {buf!r}")
-            got = os.read(self.proc.stdout.fileno(), 65536)
-            if not got:
-                raise BenchFailure(f"gateway exited with {self.proc.wait()} before it was ready: {buf!r}\n"
-                                   f"{self.log.read_text(errors='replace')[-4000:]}")
-            buf += got
-        sel.close()
-        self.banner = buf.decode()
+            cwd=tmp, env=ferry_env(PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE, stderr=open(log, "wb")),
+            log, lambda ln: bool(re.search(r"\b(ERROR|CRITICAL|Traceback)\b", ln))
+            or (" WARNING " in ln and "default password" not in ln))
+        self.banner = wait_banner(self.proc, self.log, START_LIMIT_S)
         listed = re.findall(r"^\s+(iggy_tcp|pravega|pravega_controller) +127\.0\.0\.1:(\d+)/tcp", self.banner, re.M)
         self.ports = {name: int(port) for name, port in listed}
         # Anything printed to stdout later must not fill the pipe and block the server.
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
-    def log_problems(self, since: int) -> tuple[int, list[str]]:
-        """``(new size, error/warning lines)`` of the server log after byte ``since``."""
-        text = self.log.read_bytes()
-        lines = [ln for ln in text[since:].decode(errors="replace").splitlines()
-                 if re.search(r"\b(ERROR|CRITICAL|Traceback)\b", ln) or
-                 (" WARNING " in ln and "default password" not in ln)]
-        return len(text), lines
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-# -- client processes ---------------------------------------------------------------------------
-class Client:
-    """One client subprocess: JSON lines on stdout (the Rust client also logs there: only lines
-    starting with ``{`` are data), its stderr in ``log``."""
-
-    def __init__(self, python: Path, script: str, cfg: dict, log: Path) -> None:
-        self.cfg, self.log, self.buf = cfg, log, b""
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"RUST_LOG": "warn",
-                                                                           "RUST_BACKTRACE": "1"}
-        self.err = open(log, "ab")
-        self.proc = subprocess.Popen([str(python), "-u", "-c", script, json.dumps(cfg)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env)
-        self.out_lines: list[str] = []
-
-    def expect(self, key: str, deadline: float, server: subprocess.Popen | None = None) -> dict:
-        """The next JSON line that has ``key``; BenchFailure on exit, past ``deadline``, or
-        when ``server`` exits first (the client would retry for minutes)."""
-        fd = self.proc.stdout.fileno()
-        while True:
-            while b"\n" in self.buf:
-                line, self.buf = self.buf.split(b"\n", 1)
-                text = line.decode(errors="replace")
-                self.out_lines.append(text)
-                if text.startswith("{"):
-                    msg = json.loads(text)
-                    if key in msg:
-                        return msg
-            if server is not None and server.poll() is not None:
-                self.kill()
-                raise BenchFailure(f"the gateway exited ({server.returncode}) while client {self.cfg['mode']} "
-                                   f"waited for '{key}'\n" + self.tail())
-            if time.monotonic() >= deadline:
-                self.kill()
-                raise BenchFailure(f"client {self.cfg['mode']} {self.cfg} hung (no '{key}' within the limit)\n"
-                                   + self.tail())
-            with selectors.DefaultSelector() as sel:
-                sel.register(fd, selectors.EVENT_READ)
-                if not sel.select(min(max(deadline - time.monotonic(), 0), 1.0)):
-                    continue
-            got = os.read(fd, 1 << 20)
-            if not got:
-                code = self.proc.wait()
-                raise BenchFailure(f"client {self.cfg['mode']} exited with {code} before '{key}'\n" + self.tail())
-            self.buf += got
-
-    def go(self) -> None:
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-
-    def tail(self) -> str:
-        self.err.flush()
-        return ("stdout (tail):\n" + "\n".join(self.out_lines[-15:]) + "\nstderr (tail):\n"
-                + self.log.read_text(errors="replace")[-3000:])
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def close(self) -> None:
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        self.err.close()
-
-
-class Profiler:
-    """``py-spy record`` of the gateway while a cell runs (started before ``go``, stopped by
-    SIGINT to its own pid after the cell), raw collapsed stacks in ``out``."""
-
-    def __init__(self, py_spy: str, pid: int, out: Path, rate: int, gil: bool) -> None:
-        self.out = out
-        self.proc = subprocess.Popen([py_spy, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--nonblocking",
-                                      *(["--gil"] if gil else []), "-o", str(out)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.5)  # attached before the clients start
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        return summarize_profile(self.out) if self.out.exists() else self.proc.stderr.read().decode()
-
-
+# -- py-spy: _harness.Profiler ------------------------------------------------------------------
 PROJECT_FRAME = re.compile(r"\((?:adapters/pravega|adapters/iggy|core|gateway)/[^:)]*")
 
 
@@ -411,35 +295,11 @@ def summarize_profile(path: Path, top: int = 8) -> str:
     """Where the gateway's event loop (main thread) spends its samples: idle in epoll, and the
     innermost Ferry frame of every busy sample (its own time plus the trio/stdlib calls under
     it) and inclusive counts per Ferry function; worker threads (fdatasync) apart."""
-    own, incl, workers = Counter(), Counter(), Counter()
-    main = idle = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n, frames = int(count), stack.split(";")
-        if not frames[0].startswith("_run_module_as_main"):
-            ferry = [f for f in frames if PROJECT_FRAME.search(f)]
-            workers[re.sub(r":\d+\)", ")", ferry[-1]) if ferry else re.sub(r":\d+\)", ")", frames[-1])] += n
-            continue
-        main += n
-        if "get_events (trio/_core/_io_epoll.py" in frames[-1]:
-            idle += n
-            continue
-        names = [re.sub(r":\d+\)", ")", f) for f in frames if PROJECT_FRAME.search(f)]
-        names = [f for f in names if "gateway/cli.py" not in f and "gateway/__main__" not in f]
-        own[names[-1] if names else "(trio / stdlib only) " + re.sub(r":\d+\)", ")", frames[-1])] += n
-        for f in set(names):
-            incl[f] += n
-    busy = max(main - idle, 1)
-    lines = [f"  event loop: {main} samples, {idle / max(main, 1):.0%} idle in epoll; of the {main - idle} busy ones:",
-             "  innermost Ferry frame (own + trio/stdlib under it):"]
-    lines += [f"    {n / busy:6.1%}  {f}" for f, n in own.most_common(top)]
-    lines += ["  inclusive (Ferry functions on the stack):"]
-    lines += [f"    {n / busy:6.1%}  {f}" for f, n in incl.most_common(top)]
-    lines += [f"  worker threads: {sum(workers.values())} samples: "
-              + ", ".join(f"{f} {n}" for f, n in workers.most_common(3))]
-    return "\n".join(lines)
+    return summarize_stacks(path, project=PROJECT_FRAME, skip=r"gateway/cli\.py|gateway/__main__", threads=False,
+                            top=top, idle="get_events (trio/_core/_io_epoll.py",
+                            head="  event loop: {main} samples, {idle:.0%} idle in epoll; of the {busy} busy ones:"
+                                 "\n  innermost Ferry frame (own + trio/stdlib under it):",
+                            others="  worker threads: {} samples: ")
 
 
 # -- the bench ------------------------------------------------------------------------------------
@@ -452,38 +312,19 @@ class Bench:
         self.rows: list[dict] = []
         self.written: dict[str, int] = {}  # Pravega stream -> events stored (warm-up included)
         self.iggy_written: dict[str, list[int]] = {}  # Iggy topic -> events per partition
-        self.log_pos = 0
         self.profiles: dict[str, str] = {}
-        self.n = 0
+        self.logs = itertools.count(1)
 
     # one cell: start every client, wait for all ready, go, collect
     def run(self, label: str, python: Path, script: str, cfgs: list[dict], profile_key: str | None = None) -> dict:
-        clients, prof = [], None
-        try:
-            for cfg in cfgs:
-                self.n += 1
-                clients.append(Client(python, script, cfg, self.tmp / f"client-{self.n:03d}.log"))
-            deadline = time.monotonic() + CELL_LIMIT_S
-            for c in clients:
-                c.expect("ready", deadline, self.gw.proc)
-            if profile_key and profile_key in self.a.profile:
-                prof = Profiler(self.a.py_spy, self.gw.pid, self.tmp / f"profile-{profile_key.replace(':', '-')}.txt",
-                                self.a.spy_rate, self.a.spy_gil)
-            cpu0 = cpu_seconds(self.gw.pid)
-            for c in clients:
-                c.go()
-            results = [c.expect("t1", time.monotonic() + CELL_LIMIT_S, self.gw.proc) for c in clients]
-            srv_cpu = cpu_seconds(self.gw.pid) - cpu0
-        except BaseException:
-            for c in clients:
-                c.kill()
-            raise
-        finally:
-            if prof:
-                self.profiles[f"{profile_key} ({label})"] = prof.stop()
-            for c in clients:
-                c.close()
-        self.log_pos, problems = self.gw.log_problems(self.log_pos)
+        profile = profile_key in self.a.profile and (lambda: Profiler(
+            self.a.py_spy, self.gw.pid, self.tmp / f"profile-{profile_key.replace(':', '-')}.txt", self.a.spy_rate,
+            ("--nonblocking", *(["--gil"] if self.a.spy_gil else [])), summarize_profile))
+        clients = (Client(python, script, cfg, self.tmp / f"client-{next(self.logs):03d}.log") for cfg in cfgs)
+        results, srv_cpu, prof = run_cell(clients, self.gw, CELL_LIMIT_S, "t1", CELL_LIMIT_S, profile or None)
+        if profile:
+            self.profiles[f"{profile_key} ({label})"] = prof
+        problems = self.gw.problems()
         if self.gw.proc.poll() is not None:
             raise BenchFailure(f"{label}: the gateway exited ({self.gw.proc.returncode})\n" + "\n".join(problems))
         bad = [b for r in results for b in r.get("bad", [])]
@@ -498,8 +339,7 @@ class Bench:
                 "rate": events / seconds, "mbs": sum(r["bytes"] for r in results) / seconds / 1e6,
                 # per-process percentiles are exact; pooled ones come from a thinned sample (<= 20k a process)
                 "p50": (results[0]["p50"] if len(results) == 1 else (statistics.median(lat) / 1e6 if lat else 0)),
-                "p99": (results[0]["p99"] if len(results) == 1 else
-                        (lat[min(len(lat) - 1, int(len(lat) * 0.99))] / 1e6 if lat else 0)),
+                "p99": results[0]["p99"] if len(results) == 1 else pct(lat, 0.99) / 1e6,
                 "n_lat": n_lat, "srv": srv_cpu / events * 1e6, "cli": sum(r["cpu"] for r in results) / events * 1e6}
 
     def pcfg(self, **kw) -> dict:
@@ -512,8 +352,8 @@ class Bench:
         ratio = pravega["rate"] / iggy["rate"]
         self.rows.append({"size": size, "cell": cell, "side": label, **pravega, "ratio": ratio})
         self.rows.append({"size": size, "cell": "", "side": iggy_label, **iggy, "ratio": None})
-        print_row(self.rows[-2])
-        print_row(self.rows[-1])
+        print(TABLE.row(self.rows[-2]), flush=True)
+        print(TABLE.row(self.rows[-1]), flush=True)
 
     def setup(self) -> None:
         streams = []
@@ -522,7 +362,7 @@ class Bench:
         c = Client(self.pravega, PRAVEGA_SCRIPT, self.pcfg(mode="setup", streams=streams),
                    self.tmp / "client-setup.log")
         try:
-            c.expect("done", time.monotonic() + CELL_LIMIT_S, self.gw.proc)
+            c.expect("done", time.monotonic() + CELL_LIMIT_S, self.gw)
         finally:
             c.close()
         sock, _ = connect(self.gw.ports["iggy_tcp"])
@@ -600,27 +440,28 @@ class Bench:
 
 
 PRAVEGA_VERSION = "0.3.8"
-HEADER = (f"{'size':>5}  {'cell':<36}{'client':<52}{'events/s':>10}{'MB/s':>8}{'p50 ms':>8}{'p99 ms':>8}"
-          f"{'srv us/ev':>10}{'cli us/ev':>10}{'x iggy':>8}")
+def _ms(key: str, dash: str):
+    return lambda r: f"{r[key] * 1e3:.2f}" if r["n_lat"] else dash
 
 
-def print_row(r: dict) -> None:
-    ratio = f"{r['ratio']:8.2f}" if r["ratio"] is not None else f"{'':>8}"
-    size = f"{r['size']:>5}" if r["cell"] else " " * 5
-    p50, p99 = (f"{r['p50'] * 1e3:>8.2f}", f"{r['p99'] * 1e3:>8.2f}") if r["n_lat"] else (f"{'-':>8}", f"{'-':>8}")
-    print(f"{size}  {r['cell']:<36}{r['side']:<52}{r['rate']:>10,.0f}{r['mbs']:>8.1f}{p50}{p99}"
-          f"{r['srv']:>10.1f}{r['cli']:>10.1f}{ratio}", flush=True)
+def _ratio(fmt: str):
+    return lambda r: fmt.format(r["ratio"]) if r["ratio"] is not None else ""
 
 
-def print_markdown(rows: list[dict]) -> None:
-    print("\n| size | cell | client | events/s | MB/s | p50 ms | p99 ms | srv µs/ev | cli µs/ev | × iggy |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        show = r["size"] if r["cell"] else ""
-        ratio = f"**{r['ratio']:.2f}**" if r["ratio"] is not None else ""
-        p50, p99 = (f"{r['p50'] * 1e3:.2f}", f"{r['p99'] * 1e3:.2f}") if r["n_lat"] else ("–", "–")
-        print(f"| {show} | {r['cell']} | {r['side']} | {r['rate']:,.0f} | {r['mbs']:.1f} | {p50} | {p99} | "
-              f"{r['srv']:.1f} | {r['cli']:.1f} | {ratio} |")
+TABLE = Table(
+    ("size", 5, lambda r: str(r["size"]) if r["cell"] else "", "size", "---:",
+     lambda r: str(r["size"]) if r["cell"] else ""),
+    Table.gap(),
+    ("<cell", 36, lambda r: r["cell"], "cell", "---", lambda r: r["cell"]),
+    ("<client", 52, lambda r: r["side"], "client", "---", lambda r: r["side"]),
+    ("events/s", 10, lambda r: f"{r['rate']:,.0f}", "events/s", "---:", lambda r: f"{r['rate']:,.0f}"),
+    ("MB/s", 8, lambda r: f"{r['mbs']:.1f}", "MB/s", "---:", lambda r: f"{r['mbs']:.1f}"),
+    ("p50 ms", 8, _ms("p50", "-"), "p50 ms", "---:", _ms("p50", "–")),
+    ("p99 ms", 8, _ms("p99", "-"), "p99 ms", "---:", _ms("p99", "–")),
+    ("srv us/ev", 10, lambda r: f"{r['srv']:.1f}", "srv µs/ev", "---:", lambda r: f"{r['srv']:.1f}"),
+    ("cli us/ev", 10, lambda r: f"{r['cli']:.1f}", "cli µs/ev", "---:", lambda r: f"{r['cli']:.1f}"),
+    ("x iggy", 8, _ratio("{:.2f}"), "× iggy", "---:", _ratio("**{:.2f}**")),
+)
 
 
 def main() -> int:
@@ -659,37 +500,33 @@ def main() -> int:
         ap.error("--profile needs --py-spy")
     if min(a.sizes) < ID_LEN or a.cells - set(CELLS) or set(a.four) - {"objects", "processes"}:
         ap.error("bad --sizes / --cells / --four")
-    tmp = Path(tempfile.mkdtemp(prefix="pravega-bench-", dir=a.dir)).resolve()
-    started, gw = time.monotonic(), None
+    return in_temp_dir("pravega-bench-", a.dir, a.keep, partial(run, a), gateway_log)
+
+
+def run(a, tmp: Path) -> None:
+    started = time.monotonic()
+    gw = Gateway(tmp, a.fsync)
     try:
-        gw = Gateway(tmp, a.fsync)
         bench = Bench(a, gw, tmp)
         bench.setup()
         print(f"{datetime.date.today()} {platform.node()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
               f"fsync {a.fsync}; {a.events:,} events per write cell; window {a.window} per writer; "
               f"reference {bench.iggy_spec}; {a.read_rounds} read round(s)")
-        print(HEADER)
+        print(TABLE.header())
         for size in a.sizes:
             bench.size_cells(size)
         if a.markdown:
-            print_markdown(bench.rows)
+            print("\n" + TABLE.markdown(bench.rows))
         for key, text in bench.profiles.items():
             print(f"\ngateway profile, {key}:\n{text}")
         print(f"\n{time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.2f}")
-    except BenchFailure as exc:
-        log = (tmp / "server.log").read_text(errors="replace")[-6000:] if (tmp / "server.log").exists() else ""
-        print(f"\nFAILED: {exc}\n--- gateway log (tail) ---\n{log}", file=sys.stderr)
-        a.keep = True
-        return 1
     finally:
-        if gw is not None:
-            gw.stop()
-        if a.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+        gw.stop()
 
+
+def gateway_log(tmp: Path) -> str:
+    log = (tmp / "server.log").read_text(errors="replace")[-6000:] if (tmp / "server.log").exists() else ""
+    return f"\n--- gateway log (tail) ---\n{log}"
 
 if __name__ == "__main__":
     sys.exit(main())

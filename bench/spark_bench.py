@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import pyarrow as pa  # noqa: E402
+from _harness import cpu_seconds, free_port, stop, wait_listening  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 from adapters.spark.batches import ARROW_SCHEMA, SCHEMA_DDL, polled_to_batch  # noqa: E402
@@ -128,26 +128,15 @@ class TupleSource(FerryDataSource):
 
 
 # -- harness -------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_gateway(data: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())", "serve", "--only", "iggy_tcp", "--host",
                              "127.0.0.1", "--iggy-tcp-port", str(port), "--data", str(data), "--fsync", "never",
                              "--log-level", "warning"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + START_LIMIT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"gateway exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.1)
+    if wait_listening(port, proc, START_LIMIT_S, pause=0.1, connect_timeout=1):
+        return proc, port
+    if proc.poll() is not None:
+        raise RuntimeError(f"gateway exited: {proc.stderr.read().decode()[-2000:]}")
     proc.kill()
     raise RuntimeError("gateway did not listen in time")
 
@@ -163,17 +152,6 @@ def produce(port: int, rows: int, size: int, partitions: int) -> float:
             n = per + (1 if p < rows % partitions else 0)
             c.send_many("bench", "t", p, (WireMessage(0, payload, headers) for _ in range(n)))
     return rows / (time.perf_counter() - t0)
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process, from /proc (0 when unavailable)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def timed(fn, repeat: int, pid: int | None = None) -> tuple[float, float]:
@@ -202,7 +180,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    tmp = Path(tempfile.mkdtemp(prefix="ferry-spark-bench-", dir="."))
+    tmp = Path(tempfile.mkdtemp(prefix="ferry-spark-bench-", dir=".")).resolve()
     proc = None
     spark = None
     try:
@@ -258,11 +236,7 @@ def main() -> None:
         if spark is not None:
             spark.stop()
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -32,9 +32,13 @@ from .jetstream_config import API_PREFIX, parse_config, type_error
 from .jetstream_consumer_config import parse_consumer_config
 from .jetstream_consumers import JsConsumers
 from .jetstream_errors import JsApiError
+from .jetstream_index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
+from .jetstream_pull import Out, status
 from .jetstream_streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
+from .translate import canonical_to_nats
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
+DIRECT_PREFIX = "$JS.API.DIRECT.GET."
 NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST
 LIST_LIMIT = 256
 API_LEVEL = 1
@@ -170,6 +174,23 @@ class JetStreamApi:
             raise JsApiError("JSNoMessageFoundErr")
         return {"message": streams.message_json(st, view)}
 
+    def msg_delete(self, name: str, payload: bytes) -> dict:
+        st = self.streams.get(name)
+        if not payload.strip():
+            raise JsApiError("JSBadRequestErr")
+        req = _body(payload, "JSApiMsgDeleteRequest", {"seq": "uint64"})
+        if st.config["sealed"]:
+            raise JsApiError("JSStreamSealedErr")
+        if st.config["deny_delete"]:
+            raise JsApiError("JSStreamMsgDeleteFailedF", err="message delete not permitted")
+        seq = req.get("seq", 0)
+        if seq > self.streams.last_seq(st):
+            # nats-server's file store answers past its end with its EOF error
+            raise JsApiError("JSStreamMsgDeleteFailedF", err="stream store EOF")
+        if seq < self.streams.first_seq(st) or not self.streams.delete_msg(st, seq):
+            raise JsApiError("JSStreamMsgDeleteFailedF", err="no message found")
+        return {"success": True}
+
     def _config(self, name: str, payload: bytes) -> dict:
         try:
             doc = json.loads(payload) if payload.strip() else {}
@@ -185,6 +206,46 @@ class JetStreamApi:
             out["cluster"] = {"leader": self.server_name}
         out["ts"] = go_time(time.time_ns())
         return out
+
+    # -- direct get --------------------------------------------------------------------
+    def direct_get(self, subject: str, payload: bytes, inbox: str) -> list[Out]:
+        """``$JS.API.DIRECT.GET.<stream>[.<subject>]`` for a stream with
+        ``allow_direct``: the stored message itself (its headers plus
+        Nats-Stream/Subject/Sequence/Time-Stamp) or a status, nats-server's
+        replies. An empty list: nobody answers (no such stream, or not direct)."""
+        rest = subject[len(DIRECT_PREFIX):]
+        name, _, last_for = rest.partition(".")
+        st = self.streams.streams.get(name)
+        if st is None or not st.config["allow_direct"]:
+            return []
+        req: dict = {}
+        if payload.strip():
+            try:
+                req = json.loads(payload)
+                if not isinstance(req, dict):
+                    raise ValueError
+            except (ValueError, UnicodeDecodeError):
+                return [status(inbox, 408, "Malformed Request")]
+        seq, last, after = req.get("seq") or 0, req.get("last_by_subj") or "", req.get("next_by_subj") or ""
+        batch = req.get("batch") or 0
+        if last_for:
+            if seq or last or after or batch or req.get("multi_last") or req.get("start_time"):
+                return [status(inbox, 408, "Bad Request")]
+            last = last_for
+        elif not payload.strip() or not (seq or last or after or req.get("start_time")):
+            return [status(inbox, 408, "Empty Request")]
+        if (seq and last) or (last and after) or (last and batch) or req.get("multi_last"):
+            return [status(inbox, 408, "Bad Request")]
+        streams = self.streams
+        if last:
+            view = streams.last_for_subject(st, last)
+        elif after:
+            view = streams.next_for_subject(st, after, seq)
+        else:
+            view = streams.record(st, seq) if seq >= streams.first_seq(st) else None
+        if view is None:
+            return [status(inbox, 404, "Message Not Found")]
+        return [direct_reply(inbox, st.name, streams.subject_of(st, view), view)]
 
     # -- consumers ---------------------------------------------------------------------
     def consumer_create(self, rest: str, payload: bytes) -> dict:
@@ -256,11 +317,20 @@ class JetStreamApi:
         expected = get("Nats-Expected-Stream")
         if expected is not None and expected != st.name:
             raise JsApiError("JSStreamNotMatchErr")
-        limit = st.config["max_msg_size"]
+        cfg = st.config
+        limit = cfg["max_msg_size"]
         if 0 <= limit < size:
             raise JsApiError("JSStreamMessageExceedsMaximumErr")
-        if get("Nats-Rollup") is not None:
-            raise JsApiError("JSStreamRollupFailedF", err="rollup not permitted")
+        ttl = get(TTL_HEADER)
+        if ttl is not None:
+            try:
+                seconds = parse_ttl(ttl)
+            except ValueError:
+                seconds = None
+            if seconds != 0 and not cfg.get("allow_msg_ttl"):
+                raise JsApiError("JSMessageTTLDisabledErr")
+            if seconds is None:
+                raise JsApiError("JSMessageTTLInvalidErr")
         msg_id = get(MSG_ID_HEADER)
         if msg_id:
             seq = self.streams.duplicate_of(st, msg_id)
@@ -273,23 +343,54 @@ class JetStreamApi:
         expected = get("Nats-Expected-Last-Msg-Id")
         if expected is not None and expected != streams.last_msg_id(st):
             raise JsApiError("JSStreamWrongLastMsgIDErrF", id=streams.last_msg_id(st))
+        rollup = get(ROLLUP_HEADER)
+        if rollup is not None:
+            if not cfg["allow_rollup_hdrs"] or cfg["deny_purge"]:
+                raise JsApiError("JSStreamRollupFailedF", err="rollup not permitted")
+            if rollup not in ("sub", "all"):
+                raise JsApiError("JSStreamRollupFailedF", err=f"rollup value invalid: {json.dumps(rollup)}")
+        if cfg["discard"] == "new":
+            self._check_room(st, size)
         return None
 
+    def _check_room(self, st: JsStream, size: int) -> None:
+        """Discard new: refuse what would pass ``max_msgs`` or ``max_bytes``
+        (nats-server's store errors, sent as JSStreamStoreFailedF)."""
+        cfg, streams = st.config, self.streams
+        if cfg["max_msgs"] > 0 and streams.state(st)["messages"] >= cfg["max_msgs"]:
+            raise JsApiError("JSStreamStoreFailedF", err="maximum messages exceeded")
+        if cfg["max_bytes"] > 0 and streams.stored_bytes(st) + size > cfg["max_bytes"]:
+            raise JsApiError("JSStreamStoreFailedF", err="maximum bytes exceeded")
+
     def check_subject_seq(self, st: JsStream, block, subject: str) -> None:
-        """``Nats-Expected-Last-Subject-Sequence``: the last seq stored on ``subject``."""
+        """``Nats-Expected-Last-Subject-Sequence`` (the last seq stored on
+        ``subject``) and discard new per subject."""
         expected = block.get("Nats-Expected-Last-Subject-Sequence") if block is not None else None
-        if expected is None:
-            return
-        view = self.streams.last_for_subject(st, subject)
-        actual = view.offset + 1 if view is not None else 0
-        if _uint(expected) != actual:
-            raise JsApiError("JSStreamWrongLastSequenceErrF", seq=actual)
+        if expected is not None:
+            view = self.streams.last_for_subject(st, subject)
+            actual = view.offset + 1 if view is not None else 0
+            if _uint(expected) != actual:
+                raise JsApiError("JSStreamWrongLastSequenceErrF", seq=actual)
+        cfg = st.config
+        if cfg.get("discard_new_per_subject") and (block is None or block.get(ROLLUP_HEADER) is None):
+            idx = self.streams.index(st, force=True)
+            if len(idx.subjects.get(subject, ())) >= cfg["max_msgs_per_subject"]:
+                raise JsApiError("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
 
     def stored(self, st: JsStream, block, seq: int) -> None:
         """Remember a stored publish's msg id for de-duplication."""
         msg_id = block.get(MSG_ID_HEADER) if block is not None else None
         if msg_id:
             self.streams.remember(st, msg_id, seq)
+
+
+def direct_reply(inbox: str, stream: str, subject: str, view) -> Out:
+    """A direct get's answer: the message's own headers, then nats-server's four."""
+    block = canonical_to_nats(view.headers) if len(view.headers) else b""
+    lines = block[:-2] if block else b"NATS/1.0\r\n"
+    lines += (f"Nats-Stream: {stream}\r\nNats-Subject: {subject}\r\nNats-Sequence: {view.offset + 1}\r\n"
+              f"Nats-Time-Stamp: {go_time(view.timestamp * 1000)}\r\n\r\n").encode()
+    return Out(inbox, block=lines, payload=bytes(view.payload))
 
 
 def _uint(text: str) -> int:
@@ -313,6 +414,7 @@ ROUTES: dict[str, tuple[bool | str, str, Handler]] = {
     "STREAM.DELETE": (True, "stream_delete_response", JetStreamApi.delete),
     "STREAM.PURGE": (True, "stream_purge_response", JetStreamApi.purge),
     "STREAM.MSG.GET": (True, "stream_msg_get_response", JetStreamApi.msg_get),
+    "STREAM.MSG.DELETE": (True, "stream_msg_delete_response", JetStreamApi.msg_delete),
     "CONSUMER.CREATE": (REST, "consumer_create_response", JetStreamApi.consumer_create),
     "CONSUMER.DURABLE.CREATE": (REST, "consumer_create_response", JetStreamApi.durable_create),
     "CONSUMER.INFO": (REST, "consumer_info_response", JetStreamApi.consumer_info),

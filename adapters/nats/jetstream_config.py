@@ -58,17 +58,19 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "deny_delete": (_BOOL, False),
     "deny_purge": (_BOOL, False),
     "allow_rollup_hdrs": (_BOOL, False),
+    "allow_msg_ttl": (_BOOL, False),
+    "discard_new_per_subject": (_BOOL, None),
     "metadata": (_MAP, None),
 }
 _ENUMS = {"retention": ("limits", "interest", "workqueue"), "discard": ("old", "new"),
           "storage": ("file", "memory"), "compression": ("none", "s2")}
 # Fields nats-server has that Ferry refuses when set (docs/nats.md "JetStream").
 REFUSED = ("mirror", "sources", "republish", "subject_transform", "placement", "first_seq",
-           "allow_msg_ttl", "subject_delete_marker_ttl", "allow_msg_counter", "allow_atomic",
-           "allow_msg_schedules")
+           "subject_delete_marker_ttl", "allow_msg_counter", "allow_atomic", "allow_msg_schedules")
 # Key order of a config in nats-server's replies.
 _ORDER = ("name", "description", "subjects", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
-          "max_msgs_per_subject", "max_msg_size", "discard", "storage", "num_replicas", "no_ack",
+          "max_msgs_per_subject", "max_msg_size", "discard", "discard_new_per_subject", "storage", "num_replicas",
+          "no_ack",
           "duplicate_window", "compression", "allow_direct", "mirror_direct", "sealed", "deny_delete",
           "deny_purge", "allow_rollup_hdrs", "consumer_limits", "allow_msg_ttl", "metadata")
 _INT_RANGE = {"int32": (-(1 << 31), (1 << 31) - 1)}
@@ -144,12 +146,11 @@ def parse_config(doc: Any) -> dict[str, Any]:
             raise not_supported(field)
     if cfg["retention"] != "limits":
         raise not_supported(f"retention {cfg['retention']}")
-    if cfg["max_msgs_per_subject"] > 0:
-        raise not_supported("max_msgs_per_subject")
-    if cfg["discard"] == "new":
-        raise not_supported("discard new")
-    if cfg["allow_rollup_hdrs"]:
-        raise not_supported("allow_rollup_hdrs")
+    if cfg["discard_new_per_subject"]:
+        if cfg["discard"] != "new":
+            raise invalid_config("discard new per subject requires discard new policy to be set")
+        if cfg["max_msgs_per_subject"] <= 0:
+            raise invalid_config("discard new per subject requires max msgs per subject > 0")
     if cfg["sealed"]:
         raise invalid_config("stream configuration for create can not be sealed")
     _normalise_limits(cfg)
@@ -185,8 +186,10 @@ def _check_subjects(subjects: list[str]) -> list[str]:
 
 
 def _ordered(cfg: dict[str, Any], metadata: dict | None) -> dict[str, Any]:
-    cfg = dict(cfg, consumer_limits={}, allow_msg_ttl=False, metadata=metadata or None)
-    return {k: cfg[k] for k in _ORDER if cfg.get(k) is not None}
+    cfg = dict(cfg, consumer_limits={}, metadata=metadata or None)
+    # no_ack and discard_new_per_subject are omitempty in nats-server's StreamConfig
+    return {k: cfg[k] for k in _ORDER if cfg.get(k) is not None
+            and not (k in ("no_ack", "discard_new_per_subject") and cfg[k] is False)}
 
 
 def subjects_overlap(a: str, b: str) -> bool:

@@ -56,7 +56,7 @@ _POLICY_TEXT = {"all": "deliver all", "last": "deliver last", "new": "deliver ne
                 "by_start_sequence": "deliver by start sequence", "by_start_time": "deliver by start time",
                 "last_per_subject": "deliver last per subject"}
 # Set (non-empty) fields Ferry refuses, with the feature named in the error.
-_REFUSED = {"rate_limit_bps": "rate_limit_bps", "sample_freq": "sample_freq", "headers_only": "headers_only",
+_REFUSED = {"rate_limit_bps": "rate_limit_bps", "sample_freq": "sample_freq",
             "max_batch": "max_batch", "max_expires": "max_expires", "max_bytes": "max_bytes"}
 
 
@@ -98,8 +98,11 @@ def parse_consumer_config(doc: Any, ephemeral: bool, stream_subjects: list[str] 
     cfg = _decode(doc)
     if cfg.get("num_replicas", 0) > 1:
         raise JsApiError("JSStreamReplicasNotSupportedErr")      # nats-server without clustering
+    for key in ("durable_name", "name"):
+        if cfg.get(key) == "":
+            del cfg[key]                     # nats-server: an empty name is no name (nats.js sends "")
     for name in (cfg.get("durable_name"), cfg.get("name")):
-        if name is not None and (not name or not valid_name(name)):
+        if name is not None and not valid_name(name):
             raise invalid_config("consumer name can not contain '.', '*', '>', '\\', '/'")
     _check_policy(cfg)
     if cfg.get("ack_wait", 0) < 0:
@@ -158,7 +161,6 @@ def _check_policy(cfg: dict) -> None:
         if not cfg.get("filter_subject") and not cfg.get("filter_subjects"):
             raise JsApiError("JSConsumerInvalidPolicyErrF",
                              err=f"consumer delivery policy is {text}, but optional filter subject is not set")
-        raise JsApiError("JSConsumerCreateErrF", err="deliver_policy last_per_subject is not supported by Ferry")
 
 
 def _check_filters(cfg: dict) -> None:

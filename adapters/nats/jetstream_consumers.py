@@ -97,6 +97,9 @@ class Consumer:
     np_to: int = 0
     push: PushState | None = None
     ahead: deque = field(default_factory=deque)   # records read past the cursor, not yet looked at
+    np_version: int = 0          # the stream index's hide events applied to np_count
+    lps: set | None = None       # last_per_subject: the seqs at or below lps_to it delivers
+    lps_to: int = 0
 
     @property
     def filters(self) -> list[str]:
@@ -212,6 +215,15 @@ class JsConsumers(PushDelivery):
             ns = _parse_time(cfg["opt_start_time"])
             part = streams.broker.partition("jetstream", st.topic_id, 0)
             return max(part.offset_for_timestamp(ns // 1000) + 1, first)
+        if policy == "last_per_subject":
+            # nats-server: each matching subject's last message as of now, in
+            # stream order, then everything new.
+            idx = streams.index(st, force=True)
+            filters = con.filters
+            con.lps = {seqs[-1] for subj, seqs in idx.subjects.items()
+                       if not filters or any(subject_matches(f, subj) for f in filters)}
+            con.lps_to = last
+            return min(con.lps) if con.lps else last + 1
         return first
 
     # -- info ---------------------------------------------------------------------------
@@ -233,27 +245,58 @@ class JsConsumers(PushDelivery):
         return doc
 
     def num_pending(self, con: Consumer) -> int:
-        """Matching messages after the cursor, counted incrementally."""
+        """Matching messages after the cursor, counted incrementally (for an
+        indexed stream: live ones, minus those hidden since they were counted)."""
         streams, st = self.streams, con.stream
-        first, last = streams.first_seq(st), streams.last_seq(st)
+        first, last = streams.first_seq(st), streams.last_seq(st)     # catches the index up
+        idx = st.index
         if con.scan < first - 1:
             con.scan = con.np_to = first - 1
             con.np_count = 0
-        if not con.filters:
-            return max(0, last - con.scan)
+            con.np_version = idx.version if idx is not None else 0
+        if idx is None:
+            if not con.filters:
+                return max(0, last - con.scan)
+            if con.np_to < last:
+                for view in streams._forwards(st, max(con.np_to + 1, first)):
+                    if self._matches(con, view):
+                        con.np_count += 1
+                con.np_to = last
+            return con.np_count
+        hides = idx.hides_since(con.np_version)
+        if hides is None:                            # too far behind: count again
+            con.np_to, con.np_count = con.scan, 0
+        else:
+            for seq, subject in hides:
+                if con.scan < seq <= con.np_to and self._wanted(con, seq, subject):
+                    con.np_count -= 1
+        con.np_version = idx.version
         if con.np_to < last:
-            for view in streams._forwards(st, max(con.np_to + 1, first)):
-                if self._matches(con, view):
+            live = idx.live
+            for seq in range(max(con.np_to + 1, first), last + 1):
+                subject = live.get(seq)
+                if subject is not None and self._wanted(con, seq, subject):
                     con.np_count += 1
             con.np_to = last
-        return con.np_count
+        return max(con.np_count, 0)
+
+    def _counted(self, con: Consumer) -> bool:
+        """Whether :meth:`num_pending` counts (rather than subtracts) for this consumer."""
+        return bool(con.filters) or con.stream.index is not None
+
+    def _wanted(self, con: Consumer, seq: int, subject: str) -> bool:
+        if con.lps is not None and seq <= con.lps_to and seq not in con.lps:
+            return False
+        filters = con.filters
+        return not filters or any(subject_matches(f, subject) for f in filters)
 
     def _matches(self, con: Consumer, view) -> bool:
-        filters = con.filters
-        if not filters:
+        seq = view.offset + 1
+        if not self.streams.visible(con.stream, seq):
+            return False
+        if not con.filters and con.lps is None:
             return True
-        subject = self.streams.subject_of(con.stream, view)
-        return any(subject_matches(f, subject) for f in filters)
+        return self._wanted(con, seq, self.streams.subject_of(con.stream, view))
 
     # -- pull requests ----------------------------------------------------------------------
     def pull(self, stream: str, name: str, inbox: str, payload: bytes, now: float) -> list[Out] | None:
@@ -348,20 +391,25 @@ class JsConsumers(PushDelivery):
         deliveries = p.deliveries + 1 if p is not None else 1
         cseq = con.cseq + 1
         pending = self.num_pending(con)           # the cursor is already past a new message
-        if con.filters and not redelivery:
+        if self._counted(con) and not redelivery:
             pending -= 1                         # counted until _deliver
         ts = view.timestamp * 1000
         ack = f"{ACK_PREFIX}{con.stream.name}.{con.name}.{deliveries}.{seq}.{cseq}.{ts}.{max(pending, 0)}"
         headers = bytes(view.headers)
-        return Out(inbox, self.streams.subject_of(con.stream, view), ack, headers, bytes(view.payload),
-                   canonical_to_nats(headers))
+        block = canonical_to_nats(headers)
+        payload = bytes(view.payload)
+        if con.config.get("headers_only"):
+            # nats-server: no body, its size in Nats-Msg-Size
+            block = (block[:-2] if block else b"NATS/1.0\r\n") + f"Nats-Msg-Size: {len(payload)}\r\n\r\n".encode()
+            payload = b""
+        return Out(inbox, self.streams.subject_of(con.stream, view), ack, headers, payload, block)
 
     def _deliver(self, con: Consumer, seq: int, view, redelivery: bool, now: float) -> None:
         con.cseq += 1
         con.delivered_ns = time.time_ns()
         if not redelivery:
             con.sseq = seq
-            if con.filters:
+            if self._counted(con):
                 con.np_count = max(con.np_count - 1, 0)
         if con.ack_none:
             con.floor_sseq, con.floor_cseq = con.sseq, con.cseq
@@ -550,6 +598,9 @@ class JsConsumers(PushDelivery):
         for seq, cseq, deliveries, ts in doc["pending"]:
             con.pending[seq] = Pending(cseq, deliveries, now + con.ack_wait(deliveries), ts)
         con.rdc = {int(k): v for k, v in doc.get("rdc", {}).items()}
+        if "lps" in doc:
+            con.lps_to, con.lps = doc["lps"][0], set(doc["lps"][1])
+            st.want_index = True
         self.by_stream.setdefault(st.name, {})[con.name] = con
         self._set_push(con, now)
 
@@ -584,6 +635,8 @@ def _dump(con: Consumer) -> bytes:
            "delivered": [con.sseq, con.cseq], "ack_floor": [con.floor_sseq, con.floor_cseq],
            "pending": [[s, p.cseq, p.deliveries, p.ts] for s, p in sorted(con.pending.items())],
            "rdc": {str(k): v for k, v in con.rdc.items()}}
+    if con.lps is not None:
+        doc["lps"] = [con.lps_to, sorted(q for q in con.lps if q > con.sseq)]
     return json.dumps(doc, separators=(",", ":")).encode()
 
 

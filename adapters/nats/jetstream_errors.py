@@ -46,6 +46,9 @@ ERRORS: dict[str, ErrorSpec] = {
     "JSStreamSealedErr": ErrorSpec(400, 10109, "invalid operation on sealed stream"),
     "JSStreamPurgeFailedF": ErrorSpec(500, 10110, "{err}"),
     "JSStreamRollupFailedF": ErrorSpec(500, 10111, "{err}"),
+    "JSStreamMsgDeleteFailedF": ErrorSpec(500, 10057, "{err}"),
+    "JSMessageTTLInvalidErr": ErrorSpec(400, 10165, "invalid per-message TTL"),
+    "JSMessageTTLDisabledErr": ErrorSpec(400, 10166, "per-message TTL is disabled"),
     # consumers (adapters/nats/jetstream_consumers.py)
     "JSConsumerCreateErrF": ErrorSpec(500, 10012, "{err}"),
     "JSConsumerNameExistErr": ErrorSpec(400, 10013, "consumer name already in use"),

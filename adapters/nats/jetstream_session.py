@@ -37,7 +37,7 @@ from core.log import AppendInput
 
 from .errors import NatsHeaderError
 from .headers import parse_headers
-from .jetstream_api import JetStreamApi, pub_ack, pub_error
+from .jetstream_api import DIRECT_PREFIX, JetStreamApi, pub_ack, pub_error
 from .jetstream_consumers import ACK_PREFIX
 from .jetstream_errors import JsApiError
 from .jetstream_pull import Out
@@ -78,6 +78,10 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
                 return False                 # no such consumer: a plain publish
             send_js(session.broker, out)
             return True
+    if subject.startswith(DIRECT_PREFIX):
+        if reply:
+            send_js(session.broker, js.direct_get(subject, payload, reply))
+        return True
     if subject.startswith("$JS.API."):
         data = js.handle(subject, payload)
         if data is not None and reply:

@@ -27,15 +27,16 @@ import base64
 import json
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from core.errors import NotFound
 from core.message import Headers
-from core.subjects import subject_matches
+from core.subjects import is_literal, subject_matches
 
 from .jetstream_config import NS_PER_S, check_update, same_config, subjects_overlap
 from .jetstream_errors import JsApiError
+from .jetstream_index import ROLLUP_HEADER, TABLE, TTL_HEADER, SubjectCounts, SubjectIndex, needs_index, parse_ttl
 from .translate import canonical_to_nats, stored_subject
 
 JS_STREAM = "jetstream"                 # the Ferry stream holding every JetStream stream
@@ -61,6 +62,11 @@ class JsStream:
     topic_id: int
     floor: int = 0                                   # purge floor: first visible seq
     dedup: OrderedDict | None = None                 # msg id -> (seq, monotonic ns); None until loaded
+    floors: dict = field(default_factory=dict)       # subject -> first visible seq (filtered purges), saved
+    deleted: set = field(default_factory=set)        # seqs removed by STREAM.MSG.DELETE, saved
+    index: SubjectIndex | None = None                # built on first need (jetstream_index)
+    counts: SubjectCounts | None = None              # subjects of a stream without index (num_subjects)
+    want_index: bool = False                         # a last_per_subject consumer asked for one
 
 
 def go_time(ns: int) -> str:
@@ -97,6 +103,45 @@ class JetStreams:
             doc = json.loads(attrs[CONFIG_ATTR])
             self.streams[topic.name] = JsStream(topic.name, doc["config"], doc["created"], topic.id,
                                                 floor=int(attrs.get(FLOOR_ATTR, "0")))
+        self._load_removed()
+
+    def _load_removed(self) -> None:
+        """Subject floors and deleted seqs saved by earlier purges and deletes."""
+        tables = getattr(self.broker, "tables", None)
+        if tables is None or not tables.exists(TABLE):
+            return
+        after = None
+        while True:
+            page = tables.entries(TABLE, after, 1000)
+            if not page:
+                return
+            for key, value, _version in page:
+                name, kind, rest = key.decode().split("\x1f", 2)
+                st = self.streams.get(name)
+                if st is None:
+                    continue
+                if kind == "f":
+                    st.floors[rest] = int(value)
+                else:
+                    st.deleted.add(int(rest))
+            after = page[-1][0]
+
+    def _save_removed(self, st: JsStream, floors: dict[str, int], deleted: list[int]) -> None:
+        tables = self.broker.tables
+        tables.create(TABLE)
+        entries = [(f"{st.name}\x1ff\x1f{s}".encode(), str(q).encode(), -(1 << 63)) for s, q in floors.items()]
+        entries += [(f"{st.name}\x1fd\x1f{q}".encode(), b"", -(1 << 63)) for q in deleted]
+        for i in range(0, len(entries), 1000):
+            tables.update(TABLE, entries[i:i + 1000])
+
+    def _drop_removed(self, st: JsStream) -> None:
+        tables = getattr(self.broker, "tables", None)
+        if tables is None or not (st.floors or st.deleted) or not tables.exists(TABLE):
+            return
+        keys = [(f"{st.name}\x1ff\x1f{s}".encode(), -(1 << 63)) for s in st.floors]
+        keys += [(f"{st.name}\x1fd\x1f{q}".encode(), -(1 << 63)) for q in st.deleted]
+        for i in range(0, len(keys), 1000):
+            tables.remove(TABLE, keys[i:i + 1000])
 
     # -- lookups -----------------------------------------------------------------
     def get(self, name: str) -> JsStream:
@@ -154,12 +199,14 @@ class JetStreams:
         self._check_overlap(st.name, cfg["subjects"])
         self.broker.update_topic(JS_STREAM, st.topic_id, **_retention(cfg))
         st.config = cfg
+        st.index = None                              # limits may have changed: rebuilt on next need
         self._save(st)
         self._subjects.clear()
         return st
 
     def delete(self, name: str) -> None:
         st = self.get(name)
+        self._drop_removed(st)
         self.broker.delete_topic(JS_STREAM, st.topic_id)
         del self.streams[name]
         self._subjects.clear()
@@ -170,21 +217,57 @@ class JetStreams:
         st = self.get(name)
         if st.config["deny_purge"]:
             raise JsApiError("JSStreamPurgeFailedF", err="stream purge not permitted")
-        if request.get("filter") and request["filter"] != ">":
-            raise JsApiError("JSStreamPurgeFailedF", err="purge by subject filter is not supported by Ferry")
-        state = self.state(st)
-        last, first = state["last_seq"], self.first_seq(st)
+        subject = request.get("filter") or ">"
+        if subject != ">" or (st.index is not None or needs_index(st.config, st.floors, st.deleted)) \
+                and request.get("keep"):
+            return self._purge_subject(st, subject, int(request.get("seq") or 0), int(request.get("keep") or 0))
+        last, first = self.last_seq(st), self.first_seq(st)
         new_floor = last + 1
         if request.get("seq"):
             new_floor = min(int(request["seq"]), last + 1)
         elif request.get("keep"):
             new_floor = max(last - int(request["keep"]) + 1, first)
         purged = max(0, new_floor - first)
+        idx = self.index(st)
+        if idx is not None:
+            purged = sum(1 for q in idx.live if q < new_floor)
         if new_floor > st.floor:
             st.floor = new_floor
             self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(new_floor)})
             self._drop_segments(st)
         return purged
+
+    def _purge_subject(self, st: JsStream, subject: str, seq: int, keep: int) -> int:
+        """nats-server's filtered purge: the oldest matching messages below
+        ``seq`` (if given), all but the newest ``keep`` of them (if given).
+        Within each subject that is a prefix, so it is saved as per-subject
+        floors."""
+        idx = self.index(st, force=True)
+        matching = [q for q, subj in idx.live.items() if subject_matches(subject, subj)]
+        if keep:
+            matching = matching[:max(len(matching) - keep, 0)]
+        if seq:
+            matching = [q for q in matching if q < seq]
+        floors: dict[str, int] = {}
+        for q in matching:
+            subj = idx.live[q]
+            floors[subj] = max(floors.get(subj, 0), q + 1)
+            idx.hide(q)
+        if floors:
+            for subj, q in floors.items():
+                st.floors[subj] = max(st.floors.get(subj, 0), q)
+            self._save_removed(st, floors, [])
+        return len(matching)
+
+    def delete_msg(self, st: JsStream, seq: int) -> bool:
+        """``STREAM.MSG.DELETE``: hide one message, saved; False when it is not there."""
+        idx = self.index(st, force=True)
+        if seq not in idx.live:
+            return False
+        idx.hide(seq)
+        st.deleted.add(seq)
+        self._save_removed(st, {}, [seq])
+        return True
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
         for other in self.streams.values():
@@ -212,32 +295,116 @@ class JetStreams:
         return self._partition(st).next_offset
 
     def first_seq(self, st: JsStream) -> int:
-        """First visible sequence: purge floor, the log's start, max_msgs, max_age."""
+        """First visible sequence: purge floor, the log's start, max_msgs,
+        max_age, and (indexed streams) the first live one."""
         part = self._partition(st)
         last = part.next_offset
         first = max(st.floor, part.first_offset + 1, 1)
         max_msgs, max_age = st.config["max_msgs"], st.config["max_age"]
-        if max_msgs > 0:
-            first = max(first, last - max_msgs + 1)
         if max_age > 0 and last:
             cutoff_us = (time.time_ns() - max_age) // 1000
             first = max(first, part.offset_for_timestamp(cutoff_us) + 1)
+        idx = self.index(st, base=first)
+        if idx is not None:
+            if max_msgs > 0:
+                idx.keep_at_most(max_msgs)
+            live = idx.first()
+            return last + 1 if live is None else live
+        if max_msgs > 0:
+            first = max(first, last - max_msgs + 1)
         return first
+
+    def index(self, st: JsStream, force: bool = False, base: int = 0) -> SubjectIndex | None:
+        """The stream's subject index caught up with the log (built on first
+        need), or None for a stream that needs none (every record in
+        ``first_seq..last_seq`` is visible). ``base``: the first sequence the
+        log still shows (:meth:`first_seq` passes it)."""
+        idx = st.index
+        if idx is None:
+            if not (force or st.want_index or needs_index(st.config, st.floors, st.deleted)):
+                return None
+            st.want_index = True
+            cfg = st.config
+            part = self._partition(st)
+            start = max(st.floor, part.first_offset + 1, 1)
+            idx = st.index = SubjectIndex(start, cfg["max_msgs_per_subject"], cfg["allow_rollup_hdrs"],
+                                          cfg.get("allow_msg_ttl", False), st.floors, st.deleted)
+        last = self.last_seq(st)
+        while idx.to < last:
+            views = self.views(st, idx.to + 1, SCAN_CHUNK, 1 << 20)
+            if not views:
+                break
+            for view in views:
+                rollup, ttl = _index_headers(view.headers)
+                idx.add(view.offset + 1, self.subject_of(st, view), view.timestamp * 1000, rollup, ttl)
+        if idx.ttls:
+            idx.expire(time.time_ns())
+        if not base:
+            part = self._partition(st)
+            base = max(st.floor, part.first_offset + 1, 1)
+        idx.trim_below(base)
+        return idx
+
+    def visible(self, st: JsStream, seq: int) -> bool:
+        """Whether JetStream still shows ``seq`` (the index as it stands: no catch-up)."""
+        idx = st.index
+        return idx is None or seq in idx.live or seq > idx.to
 
     def state(self, st: JsStream) -> dict[str, Any]:
         """nats-server's ``state`` object (``bytes`` are Ferry's stored bytes)."""
         part = self._partition(st)
         last = part.next_offset
         first = self.first_seq(st)
-        messages = max(0, last - first + 1)
+        idx = st.index
+        messages = len(idx.live) if idx is not None else max(0, last - first + 1)
         first_view = self.record(st, first) if messages else None
-        last_view = self.record(st, last) if last else None
+        last_view = self._raw(st, last) if last else None
         if not last and first <= 1:
             first = 0
-        return {"messages": messages, "bytes": part.size_bytes if messages else 0, "first_seq": first,
-                "first_ts": go_time(first_view.timestamp * 1000 if first_view else 0), "last_seq": last,
-                "last_ts": go_time(last_view.timestamp * 1000 if last_view else 0),
-                "consumer_count": self.consumer_count(st.name)}
+        out = {"messages": messages, "bytes": part.size_bytes if messages else 0, "first_seq": first,
+               "first_ts": go_time(first_view.timestamp * 1000 if first_view else 0), "last_seq": last,
+               "last_ts": go_time(last_view.timestamp * 1000 if last_view else 0)}
+        if idx is not None:
+            if messages and last - first + 1 > messages:
+                out["num_deleted"] = last - first + 1 - messages
+            subjects = len(idx.subjects)
+        else:
+            subjects = self._subject_count(st, first, last) if messages else 0
+        if subjects:
+            out["num_subjects"] = subjects
+        out["consumer_count"] = self.consumer_count(st.name)
+        return out
+
+    def _subject_count(self, st: JsStream, first: int, last: int) -> int:
+        """Distinct subjects in ``first..last`` of a stream without index:
+        counts kept up to date by reading each record once as it arrives and
+        once as it leaves (a rebuild when the records that left are gone or
+        many)."""
+        counts = st.counts
+        if counts is None or first < counts.start or first - counts.start > counts.to - first:
+            counts = st.counts = SubjectCounts(first)
+        elif first > counts.start:
+            gone = [self.subject_of(st, v) for v in self._range(st, counts.start, first - 1)]
+            if len(gone) != first - counts.start:
+                counts = st.counts = SubjectCounts(first)
+            else:
+                counts.drop(gone, first)
+        if counts.to < last:
+            counts.add([self.subject_of(st, v) for v in self._range(st, counts.to + 1, last)], last)
+        return len(counts.subjects)
+
+    def _range(self, st: JsStream, first: int, last: int) -> Iterator:
+        seq = first
+        while seq <= last:
+            views = self.views(st, seq, min(SCAN_CHUNK, last - seq + 1), 1 << 20)
+            views = [v for v in views if v.offset + 1 <= last]
+            if not views:
+                return
+            yield from views
+            seq = views[-1].offset + 2
+
+    def stored_bytes(self, st: JsStream) -> int:
+        return self._partition(st).size_bytes
 
     def totals(self) -> tuple[int, int]:
         """(memory, storage) bytes for account info: memory streams count as memory."""
@@ -252,7 +419,13 @@ class JetStreams:
 
     # -- messages -------------------------------------------------------------------
     def record(self, st: JsStream, seq: int):
-        """The stored record of ``seq`` (a RecordView), or None."""
+        """The visible stored record of ``seq`` (a RecordView), or None."""
+        if not self.visible(st, seq):
+            return None
+        return self._raw(st, seq)
+
+    def _raw(self, st: JsStream, seq: int):
+        """The stored record of ``seq``, visible or not, or None."""
         if seq < 1:
             return None
         batch = self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, 1)
@@ -283,6 +456,14 @@ class JetStreams:
     def last_for_subject(self, st: JsStream, subject: str):
         """The newest visible record whose subject ``subject`` matches (a scan back)."""
         first = self.first_seq(st)
+        idx = st.index
+        if idx is not None:
+            if is_literal(subject):
+                seq = idx.last_of(subject)
+            else:
+                seq = max((seqs[-1] for subj, seqs in idx.subjects.items() if subject_matches(subject, subj)),
+                          default=0)
+            return self._raw(st, seq) if seq else None
         for view in self._backwards(st, first):
             if subject_matches(subject, self.subject_of(st, view)):
                 return view
@@ -291,7 +472,7 @@ class JetStreams:
     def next_for_subject(self, st: JsStream, subject: str, seq: int):
         """The first visible record at or after ``seq`` whose subject ``subject`` matches."""
         for view in self._forwards(st, max(seq, self.first_seq(st))):
-            if subject_matches(subject, self.subject_of(st, view)):
+            if self.visible(st, view.offset + 1) and subject_matches(subject, self.subject_of(st, view)):
                 return view
         return None
 
@@ -353,7 +534,7 @@ class JetStreams:
             window.popitem(last=False)
 
     def last_msg_id(self, st: JsStream) -> str:
-        view = self.record(st, self.last_seq(st))
+        view = self._raw(st, self.last_seq(st))
         return (msg_id_of(view.headers) or "") if view is not None else ""
 
 
@@ -364,10 +545,27 @@ def msg_id_of(tlv) -> str | None:
     return value.as_str() if value is not None else None
 
 
+def _index_headers(tlv) -> tuple[str | None, int]:
+    """A record's ``Nats-Rollup`` value and ``Nats-TTL`` seconds (0: none)."""
+    if not len(tlv):
+        return None, 0
+    headers = Headers.decode(tlv)
+    rollup = headers.get(ROLLUP_HEADER)
+    ttl = headers.get(TTL_HEADER)
+    seconds = 0
+    if ttl is not None:
+        try:
+            seconds = parse_ttl(ttl.as_str())
+        except ValueError:
+            seconds = 0
+    return (rollup.as_str() if rollup is not None else None), seconds
+
+
 def _retention(cfg: dict[str, Any]) -> dict[str, int]:
-    """Ferry topic retention for a stream config: max_age ns -> µs, max_bytes."""
+    """Ferry topic retention for a stream config: max_age ns -> µs, max_bytes
+    (discard new refuses publishes instead of dropping old messages)."""
     return {"message_expiry": cfg["max_age"] // 1000 if cfg["max_age"] > 0 else 0,
-            "max_topic_size": cfg["max_bytes"] if cfg["max_bytes"] > 0 else 0}
+            "max_topic_size": cfg["max_bytes"] if cfg["max_bytes"] > 0 and cfg["discard"] == "old" else 0}
 
 
 __all__ = ["CONFIG_ATTR", "FLOOR_ATTR", "JS_STREAM", "JetStreams", "JsStream", "MSG_ID_HEADER", "go_time", "msg_id_of"]

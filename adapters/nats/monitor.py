@@ -5,7 +5,9 @@ Theory of operation
 nats-server serves JSON on its HTTP monitoring port (8222). Tools and test
 harnesses read a handful of fields (nats.md section 14): ``/varz`` server
 totals, ``/connz`` open connections with their counters, ``/subsz``
-subscription counts, ``/healthz`` for readiness probes. :func:`respond`
+subscription counts, ``/healthz`` for readiness probes, ``/jsz`` JetStream
+usage, streams and consumers (built by ``jetstream_monitor.py`` from the
+broker's JetStream API state). :func:`respond`
 maps a request path and query to ``(status, body)``; the listener
 (``gateway/listeners/nats_monitor.py``) only moves bytes.
 
@@ -13,7 +15,8 @@ Field names and encodings are nats-server's (server/monitor.go): durations
 such as ``ping_interval`` are Go ``time.Duration`` integers (nanoseconds),
 ``uptime``/``idle`` use its compact ``1d2h3m4s`` form, times are RFC 3339 in
 UTC. Fields for features Ferry does not have (routes, gateways, leaf nodes,
-JetStream, closed-connection history) are left out or zero, never invented.
+closed-connection history; ``/varz``'s ``jetstream`` section) are left out or
+zero, never invented.
 Byte counters are what the session counts: ``in_bytes`` is payload bytes, as
 in nats-server; ``out_bytes`` counts the MSG frames written (control line
 included), a little more than nats-server's payload-only figure.
@@ -28,13 +31,14 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 from urllib.parse import parse_qs
 
+from . import jetstream_monitor
 from .server_state import NatsServerState
 
 NS = 1_000_000_000                 # Go time.Duration unit
 DEFAULT_CONNZ_LIMIT = 1024         # nats-server DefaultConnListSize
 MAX_CONNECTIONS = 64 * 1024        # nats-server DEFAULT_MAX_CONNECTIONS, reported in varz
 WRITE_DEADLINE_S = 10              # nats-server DEFAULT_FLUSH_DEADLINE (driver.WRITE_DEADLINE)
-ENDPOINTS = ("/varz", "/connz", "/subsz", "/healthz")
+ENDPOINTS = ("/varz", "/connz", "/subsz", "/healthz", "/jsz")
 _SORTS = {
     "cid": lambda c: c[0], "start": lambda c: c[1].start,
     "subs": lambda c: -len(c[1].session.conn.subscriptions),
@@ -58,6 +62,8 @@ def respond(state: NatsServerState, path: str, query: str = "", now: float | Non
             return 400, _json({"error": str(exc)})
     if path == "/subsz" or path == "/subscriptionsz":
         return 200, _json(subsz(state, now))
+    if path == "/jsz":
+        return jetstream_monitor.respond(state, query, now)
     if path == "/healthz":
         if getattr(state.broker, "draining", False):
             return 503, _json({"status": "unavailable", "status_code": 503, "error": "lame duck mode"})

@@ -1,8 +1,10 @@
-"""nats-server's HTTP monitoring port (default 8222): ``/varz``, ``/connz``, ``/subsz``, ``/healthz``.
+"""nats-server's HTTP monitoring port (default 8222): ``/varz``, ``/connz``, ``/subsz``, ``/healthz``, ``/jsz``.
 
 The JSON comes from :mod:`adapters.nats.monitor` over the state the ``nats``
 listener registered for this broker (adapters/nats/server_state.py), so the
-WebSocket clients of ``nats_ws`` are counted too. HTTP/1.1 through h11, GET
+WebSocket clients of ``nats_ws`` are counted too; ``/jsz`` reads the
+broker's JetStream state, which the ``nats`` listener turned on
+(``adapters.nats.jetstream_api.enable``), else it reports ``disabled``. HTTP/1.1 through h11, GET
 and HEAD only, keep-alive, one small request at a time per connection.
 Without a running ``nats`` listener every endpoint answers 503.
 """
@@ -102,4 +104,4 @@ async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_onl
 
 
 LISTENER = ListenerSpec(name="nats_monitor", default_port=8222, transport="tcp", serve=serve,
-                        description="nats-server monitoring endpoints (/varz, /connz, /subsz, /healthz)")
+                        description="nats-server monitoring endpoints (/varz, /connz, /subsz, /healthz, /jsz)")

@@ -217,19 +217,18 @@ def test_features_ferry_lacks_are_refused_with_invalid_config(tmp_path):
     async def main(url):
         nc = await nats.connect(url)
         out = [await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "retention": "interest"}),
-               await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "max_msgs_per_subject": 5}),
                await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "mirror": {"name": "X"}}),
-               await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R"}),
+               await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "deny_purge": True}),
                await raw(nc, "$JS.API.STREAM.PURGE.R", {"filter": "R.x"})]
         await nc.close()
         return out
     with running_gateway(tmp_path) as gw:
         out = run(main(gw.url()))
-    refused = [o["error"] for o in out[:3]]
+    refused = [o["error"] for o in out[:2]]
     assert refused == [{"code": 500, "err_code": 10052, "description": f"{what} is not supported by Ferry"}
-                       for what in ("retention interest", "max_msgs_per_subject", "mirror")]
-    assert out[3]["config"]["name"] == "R"
-    assert out[4]["error"]["err_code"] == 10110
+                       for what in ("retention interest", "mirror")]
+    assert out[2]["config"]["name"] == "R"
+    assert out[3]["error"] == {"code": 500, "err_code": 10110, "description": "stream purge not permitted"}
 
 
 def test_published_messages_are_a_ferry_topic_and_survive_a_restart(tmp_path):

@@ -1,0 +1,219 @@
+"""Which stored records a JetStream stream still shows: the per-subject index (no trio, no broker).
+
+Theory of operation
+-------------------
+Ferry's log is append-only, but JetStream removes single messages: the
+oldest of a subject past ``max_msgs_per_subject`` (what KV history is), every
+earlier message of a subject or of the stream after a ``Nats-Rollup`` (KV
+purge, object store metadata), a message whose ``Nats-TTL`` ran out, a
+purge with a subject filter, ``STREAM.MSG.DELETE``. Ferry never rewrites the
+log for these; a :class:`SubjectIndex` records which sequences are still
+*live* and every JetStream read (consumers, MSG.GET, DIRECT.GET, stream
+state) asks it. Other protocols read the log as appended.
+
+Most of the index is a function of the log itself: limits, rollups and TTLs
+are recomputed from the stored records (:meth:`SubjectIndex.add`, in order)
+whenever the index is rebuilt, so nothing about them needs saving. Only the
+removals a client asks for by API (subject-filtered purges as per-subject
+floors, message deletes as sequences) are saved, by the streams module, in
+the broker's key-value table :data:`TABLE`, and handed to the index as
+``floors`` and ``deleted``.
+
+Memory: one dict entry per live message and a deque entry per live message
+of its subject (about 150 bytes), for streams that use these features only
+(:func:`needs_index`); nats-server keeps a comparable per-subject index in
+memory. Hidden sequences are reported in a bounded log (:data:`HIDDEN_LOG`)
+so consumers can keep their pending counts without recounting.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Iterator
+
+TABLE = "nats.jetstream.removed"
+ROLLUP_HEADER = "Nats-Rollup"
+TTL_HEADER = "Nats-TTL"
+# Hide events kept for consumers to catch up on; one further behind recounts.
+HIDDEN_LOG = 4096
+NS_PER_S = 1_000_000_000
+
+
+def parse_ttl(text: str) -> int:
+    """nats-server's ``Nats-TTL`` value in seconds: a Go duration of at least
+    1s, a whole number of seconds, or ``never`` (-1). Raises ValueError."""
+    text = text.strip()
+    if text.lower() == "never":
+        return -1
+    if text.isdigit():
+        return int(text)
+    secs = _go_duration(text)
+    if secs is None or secs < 1:
+        raise ValueError(f"invalid per-message TTL {text!r}")
+    return int(secs)
+
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _go_duration(text: str) -> float | None:
+    """Seconds in a Go duration (``1h30m``, ``1.5s``), None when it is not one."""
+    total, i, n = 0.0, 0, len(text)
+    if not text:
+        return None
+    while i < n:
+        j = i
+        while j < n and (text[j].isdigit() or text[j] == "."):
+            j += 1
+        if j == i:
+            return None
+        number = text[i:j]
+        k = j
+        while k < n and not (text[k].isdigit() or text[k] == "."):
+            k += 1
+        unit = _UNITS.get(text[j:k])
+        if unit is None:
+            return None
+        try:
+            total += float(number) * unit
+        except ValueError:
+            return None
+        i = k
+    return total
+
+
+def needs_index(config: dict, floors: dict, deleted: set) -> bool:
+    """True when a stream's visible messages are not simply a range of the log."""
+    return bool(config.get("max_msgs_per_subject", -1) > 0 or config.get("allow_rollup_hdrs")
+                or config.get("allow_msg_ttl") or floors or deleted)
+
+
+class SubjectIndex:
+    """Live sequences of one stream, by subject, built from its records in order."""
+
+    def __init__(self, start: int, per_subject: int, rollups: bool, ttls: bool,
+                 floors: dict[str, int], deleted: set[int]) -> None:
+        self.to = start - 1                           # last sequence looked at
+        self.head = start                             # no live sequence is below it
+        self.per_subject = per_subject
+        self.rollups, self.ttls = rollups, ttls
+        self.floors, self.deleted = floors, deleted
+        self.live: dict[int, str] = {}                # seq -> subject, ascending
+        self.subjects: dict[str, deque[int]] = {}     # subject -> its live seqs, ascending
+        self.expiry: list[tuple[int, int]] = []       # heap of (expires ns, seq)
+        self.version = 0                              # hide events so far
+        self.hidden: deque[tuple[int, str]] = deque(maxlen=HIDDEN_LOG)
+
+    # -- building --------------------------------------------------------------------
+    def add(self, seq: int, subject: str, ts_ns: int, rollup: str | None = None, ttl: int = 0) -> None:
+        """The record ``seq`` (the next after :attr:`to`) with its subject,
+        stored time, ``Nats-Rollup`` value and ``Nats-TTL`` seconds."""
+        self.to = seq
+        if seq in self.deleted or seq < self.floors.get(subject, 0):
+            return
+        if rollup and self.rollups:
+            if rollup == "all":
+                for old in list(self.live):
+                    self.hide(old)
+            elif rollup == "sub":
+                for old in list(self.subjects.get(subject, ())):
+                    self.hide(old)
+        self.live[seq] = subject
+        seqs = self.subjects.get(subject)
+        if seqs is None:
+            seqs = self.subjects[subject] = deque()
+        seqs.append(seq)
+        if self.per_subject > 0:
+            while len(seqs) > self.per_subject:
+                self.hide(seqs[0])
+        if ttl > 0 and self.ttls:
+            heapq.heappush(self.expiry, (ts_ns + ttl * NS_PER_S, seq))
+
+    # -- removing ------------------------------------------------------------------------
+    def hide(self, seq: int) -> bool:
+        subject = self.live.pop(seq, None)
+        if subject is None:
+            return False
+        seqs = self.subjects[subject]
+        if seqs[0] == seq:
+            seqs.popleft()
+        else:
+            seqs.remove(seq)
+        if not seqs:
+            del self.subjects[subject]
+        self.version += 1
+        self.hidden.append((seq, subject))
+        return True
+
+    def expire(self, now_ns: int) -> None:
+        expiry = self.expiry
+        while expiry and expiry[0][0] <= now_ns:
+            self.hide(heapq.heappop(expiry)[1])
+
+    def trim_below(self, seq: int) -> None:
+        """Hide every live sequence below ``seq`` (a purge floor, max_age, log start)."""
+        while self.live:
+            first = self.first()
+            if first is None or first >= seq:
+                return
+            self.hide(first)
+
+    def keep_at_most(self, count: int) -> None:
+        """Hide the oldest until at most ``count`` are live (``max_msgs``)."""
+        while len(self.live) > count:
+            first = self.first()
+            if first is None:
+                return
+            self.hide(first)
+
+    # -- questions ----------------------------------------------------------------------
+    def first(self) -> int | None:
+        """The lowest live sequence (a pointer that only moves up: amortised O(1))."""
+        if not self.live:
+            self.head = max(self.head, self.to + 1)
+            return None
+        live, head = self.live, self.head
+        while head not in live:
+            head += 1
+        self.head = head
+        return head
+
+    def last_of(self, subject: str) -> int:
+        seqs = self.subjects.get(subject)
+        return seqs[-1] if seqs else 0
+
+    def hides_since(self, version: int) -> Iterator[tuple[int, str]] | None:
+        """The hide events after ``version``, or None when they are no longer all kept."""
+        behind = self.version - version
+        if behind > len(self.hidden):
+            return None
+        return iter(list(self.hidden)[len(self.hidden) - behind:]) if behind else iter(())
+
+
+class SubjectCounts:
+    """Messages per subject in ``start..to`` of a stream without an index
+    (``num_subjects``): nats-server's per-subject counts, without sequences."""
+
+    def __init__(self, start: int) -> None:
+        self.start, self.to = start, start - 1
+        self.subjects: dict[str, int] = {}
+
+    def add(self, subjects: list[str], to: int) -> None:
+        counts = self.subjects
+        for subject in subjects:
+            counts[subject] = counts.get(subject, 0) + 1
+        self.to = to
+
+    def drop(self, subjects: list[str], start: int) -> None:
+        counts = self.subjects
+        for subject in subjects:
+            left = counts.get(subject, 0) - 1
+            if left > 0:
+                counts[subject] = left
+            else:
+                counts.pop(subject, None)
+        self.start = start
+
+
+__all__ = ["HIDDEN_LOG", "SubjectCounts", "ROLLUP_HEADER", "TABLE", "TTL_HEADER", "SubjectIndex", "needs_index", "parse_ttl"]

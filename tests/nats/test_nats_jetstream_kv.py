@@ -1,0 +1,275 @@
+"""JetStream key-value buckets, the object store and the stream features under them, against the real nats-server.
+
+The same nats-py steps run against a Ferry gateway and ``nats-server -js``
+(``assert_same_results``): KV put/get/create/update with revision checks,
+delete and purge markers, history, keys, watch (deliver last per subject,
+headers only), purge_deletes (filtered purge with keep), bucket status; the
+object store with a 5 MiB object (chunks, digest, overwrite, delete); and
+raw requests for max_msgs_per_subject, Nats-Rollup, STREAM.MSG.DELETE,
+DIRECT.GET, filtered purges, discard new and Nats-TTL. Ferry-only tests
+cover kill -9 of the gateway with a KV bucket and a watcher's durable state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import re
+
+import pytest
+from test_nats_jetstream_streams import (  # noqa: F401 - real_js is a fixture
+    WAIT,
+    api_error,
+    assert_same_results,
+    needs_server,
+    norm,
+    raw,
+    real_js,
+    run,
+)
+
+nats = pytest.importorskip("nats")
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError  # noqa: E402
+
+
+async def _try(coro):
+    try:
+        return await coro
+    except (KeyNotFoundError, NoKeysError) as exc:
+        return ("missing", type(exc).__name__)
+    except APIError as exc:
+        return api_error(exc)
+
+
+def entry(e) -> tuple | None:
+    if e is None:
+        return None
+    return (e.key, e.value, e.revision, e.operation)
+
+
+async def kv_steps(url: str) -> list:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+    kv = await js.create_key_value(bucket="CFG", history=3)
+    status = await kv.status()
+    out.append(("bucket", status.bucket, status.history, status.values))
+    out.append(norm((await js.stream_info("KV_CFG")).config.as_dict()))
+    out.append(await kv.put("color", b"red"))
+    out.append(await kv.put("color", b"blue"))
+    out.append(await kv.put("size", b"L"))
+    out.append(entry(await kv.get("color")))
+    out.append(entry(await kv.get("color", revision=1)))
+    try:
+        await kv.update("color", b"green", last=1)
+        out.append("update with a stale revision accepted")
+    except KeyWrongLastSequenceError as exc:
+        out.append(("wrong last", exc.description))
+    out.append(await kv.update("color", b"green", last=2))
+    try:
+        await kv.create("size", b"XL")
+        out.append("create over a live key accepted")
+    except KeyWrongLastSequenceError as exc:
+        out.append(("create refused", exc.description))
+    for value in (b"red", b"pink", b"teal"):          # history 3: the oldest go
+        await kv.put("color", value)
+    out.append([entry(e) for e in await kv.history("color")])
+    out.append(await _try(kv.get("color", revision=2)))    # past history: gone
+    await kv.delete("size")
+    out.append(await _try(kv.get("size")))
+    out.append(await kv.create("size", b"S"))              # create over a delete marker
+    await kv.purge("color")
+    out.append([entry(e) for e in await kv.history("color")])
+    out.append(sorted(await kv.keys()))
+    await kv.put("shape", b"round")
+    watcher = await kv.watchall()
+    seen = []
+    while True:
+        e = await watcher.updates(timeout=WAIT)
+        seen.append(entry(e))
+        if e is None:
+            break
+    await kv.put("shape", b"square")
+    seen.append(entry(await watcher.updates(timeout=WAIT)))
+    await watcher.stop()
+    out.append(seen)
+    meta = await kv.watchall(meta_only=True)
+    first = await meta.updates(timeout=WAIT)
+    out.append(("meta only", first.key, first.value))
+    await meta.stop()
+    await kv.purge_deletes(olderthan=-1)
+    status = await kv.status()
+    out.append(("values", status.values))
+    state = (await js.stream_info("KV_CFG")).state
+    out.append(("state", state.messages, state.first_seq, state.last_seq))
+    await js.delete_key_value("CFG")
+    await nc.close()
+    return out
+
+
+async def object_steps(url: str) -> list:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+    obs = await js.create_object_store("FILES")
+    blob = bytes(range(256)) * (5 * 1024 * 4)                     # 5 MiB
+    info = await obs.put("big.bin", blob)
+    out.append((info.name, info.size, info.chunks, info.digest))
+    got = await obs.get("big.bin")
+    out.append((len(got.data), hashlib.sha256(got.data).hexdigest() == hashlib.sha256(blob).hexdigest(),
+                got.info.digest))
+    await obs.put("big.bin", b"small now")                        # overwrite: old chunks purged
+    out.append((await obs.get("big.bin")).data)
+    state = (await js.stream_info("OBJ_FILES")).state
+    out.append(("after overwrite", state.messages))
+    await obs.put("other", b"x" * 1000)
+    out.append(sorted(i.name for i in await obs.list()))
+    await obs.delete("other")
+    out.append(sorted(i.name for i in await obs.list(ignore_deletes=True)))
+    out.append(await _try(obs.get("nope")))
+    await nc.close()
+    return out
+
+
+def _b64(text: str | None) -> str | None:
+    return base64.b64decode(text).decode() if text else None
+
+
+async def feature_steps(url: str) -> list:
+    """Raw requests for each stream feature KV and the object store build on."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+
+    async def pub(subject, data=b"", headers=None):
+        msg = await nc.request(subject, data, headers=headers, timeout=WAIT)
+        return json.loads(msg.data)
+
+    async def direct(subject, body=b""):
+        msg = await nc.request(subject, body, timeout=WAIT)
+        hdrs = {k: v for k, v in (msg.headers or {}).items() if k != "Nats-Time-Stamp"}
+        return (hdrs, msg.data)
+
+    await js.add_stream(name="F", subjects=["f.>"], max_msgs_per_subject=2, allow_rollup_hdrs=True,
+                        allow_direct=True)
+    for i in range(3):
+        out.append(await pub("f.a", b"a%d" % i))
+    out.append(await pub("f.b", b"b0"))
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.F")))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.GET.F", {"seq": 1}))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.GET.F", {"last_by_subj": "f.a"}))
+    out.append(await direct("$JS.API.DIRECT.GET.F.f.a"))
+    out.append(await direct("$JS.API.DIRECT.GET.F", b'{"seq": 2}'))
+    out.append(await direct("$JS.API.DIRECT.GET.F", b'{"next_by_subj": "f.b", "seq": 1}'))
+    out.append(await direct("$JS.API.DIRECT.GET.F", b'{"seq": 1}'))
+    out.append(await direct("$JS.API.DIRECT.GET.F", b""))
+    out.append(await direct("$JS.API.DIRECT.GET.F", b"{bad"))
+    out.append(await pub("f.c", b"c0"))
+    out.append(await pub("f.a", b"roll", {"Nats-Rollup": "sub"}))
+    out.append(await pub("f.a", b"x", {"Nats-Rollup": "bogus"}))
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.F"))["state"])
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.DELETE.F", {"seq": 4}))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.DELETE.F", {"seq": 4}))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.DELETE.F", b""))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.DELETE.F", {"seq": 999}))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.DELETE.F", {"seq": 1}))
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.GET.F", {"seq": 4}))
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.F"))["state"])
+    out.append(await pub("f.all", b"everything", {"Nats-Rollup": "all"}))
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.F"))["state"])
+    for s in ("f.x", "f.y", "f.x", "f.y", "f.z"):
+        await pub(s, s.encode())
+    out.append(await raw(nc, "$JS.API.STREAM.PURGE.F", {"filter": "f.x"}))
+    out.append(await raw(nc, "$JS.API.STREAM.PURGE.F", {"filter": "f.*", "keep": 2}))
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.F"))["state"])
+    sub = await js.pull_subscribe("f.>", "all", stream="F")
+    msgs = await sub.fetch(10, timeout=WAIT)
+    out.append([(m.subject, m.data, m.metadata.sequence.stream, m.metadata.num_pending) for m in msgs])
+
+    await js.add_stream(name="N", subjects=["n.*"], discard="new", max_msgs=2, max_msgs_per_subject=1,
+                        discard_new_per_subject=True)
+    out.append(await pub("n.a", b"1"))
+    out.append(await pub("n.a", b"2"))
+    out.append(await pub("n.b", b"3"))
+    out.append(await pub("n.c", b"4"))
+    out.append(await raw(nc, "$JS.API.STREAM.CREATE.P", {"name": "P", "discard_new_per_subject": True}))
+
+    await js.add_stream(name="T", subjects=["t.*"])
+    out.append(await pub("t.a", b"ttl", {"Nats-TTL": "1s"}))
+    await js.add_stream(name="TT", subjects=["tt.*"], allow_msg_ttl=True)
+    out.append(await pub("tt.a", b"ttl", {"Nats-TTL": "1s"}))
+    out.append(await pub("tt.a", b"ttl", {"Nats-TTL": "bad"}))
+    out.append(await pub("tt.b", b"stays"))
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.TT"))["state"]["messages"])
+    await asyncio.sleep(2.2)
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.TT"))["state"])
+    out.append(await raw(nc, "$JS.API.STREAM.MSG.GET.TT", {"seq": 1}))
+
+    ordered = await js.subscribe("f.>", ordered_consumer=True, deliver_policy="last_per_subject", headers_only=True)
+    got = []
+    while not got or got[-1][-1]:
+        m = await ordered.next_msg(timeout=WAIT)
+        got.append((m.subject, m.data, m.headers.get("Nats-Msg-Size"), m.metadata.num_pending))
+    out.append(got)
+    await nc.close()
+    return out
+
+
+@pytest.mark.slow
+@needs_server
+@pytest.mark.parametrize("script", [kv_steps, object_steps, feature_steps], ids=["kv", "object_store", "features"])
+def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 - the fixture imported above
+    assert_same_results(tmp_path, real_js, script)
+
+
+def test_kv_bucket_survives_kill_9(tmp_path):
+    """KV contents, deletes and purges come back after kill -9 of the gateway."""
+    from ferry_harness import kill_process, serve_process
+
+    async def first(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        kv = await js.create_key_value(bucket="K", history=2)
+        for i in range(5):
+            await kv.put("a", b"a%d" % i)
+        await kv.put("b", b"b")
+        await kv.put("c", b"c")
+        await kv.delete("b")
+        await kv.purge("c")
+        await js.purge_stream("KV_K", subject="$KV.K.a", keep=1)
+        await nc.close()
+
+    async def second(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        kv = await js.key_value("K")
+        out = [[entry(e) for e in await kv.history("a")]]
+        out.append(await _try(kv.get("b")))
+        out.append(sorted(await kv.keys()))
+        out.append((await kv.status()).values)
+        await nc.close()
+        return out
+
+    def start():
+        proc, banner = serve_process(tmp_path, tmp_path / "data", "--fsync", "always", "--only", "nats",
+                                     "--nats-port", "0")
+        port = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
+        assert port, banner
+        return proc, f"nats://127.0.0.1:{port.group(1)}"
+
+    proc, url = start()
+    try:
+        run(first(url))
+    finally:
+        kill_process(proc)
+    proc, url = start()
+    try:
+        out = run(second(url))
+    finally:
+        kill_process(proc)
+    assert out[0] == [("a", b"a4", 5, None)]
+    assert out[1] == ("missing", "KeyNotFoundError")
+    assert out[2] == ["a"]
+    assert out[3] == 4            # a4; b and its delete marker (history 2); the purge marker of c
