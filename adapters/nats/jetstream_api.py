@@ -304,6 +304,19 @@ class JetStreamApi:
         infos = [self.consumers.info(self.consumers.get(stream, n)) for n in names[offset:offset + LIST_LIMIT]]
         return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "consumers": infos}
 
+    def consumer_pause(self, rest: str, payload: bytes) -> dict:
+        """``CONSUMER.PAUSE.<stream>.<consumer>``: ``{"pause_until": time}``; none or a past time resumes."""
+        stream, _, name = rest.partition(".")
+        req = _body(payload, "JSApiConsumerPauseRequest", {"pause_until": "string"}) \
+            if payload.strip()[:1] in (b"{", b"[") else {}
+        con = self.consumers.get(stream, name)
+        self.consumers.set_pause(con, req.get("pause_until"))
+        remaining = self.consumers.paused_ns(con)
+        out: dict = {"paused": bool(remaining), "pause_until": con.config.get("pause_until") or go_time(0)}
+        if remaining:
+            out["pause_remaining"] = remaining
+        return out
+
     def consumer_delete(self, rest: str, _payload: bytes) -> dict:
         stream, _, name = rest.partition(".")
         self.consumers.delete(stream, name)
@@ -327,7 +340,7 @@ class JetStreamApi:
                 seconds = parse_ttl(ttl)
             except ValueError:
                 seconds = None
-            if seconds != 0 and not cfg.get("allow_msg_ttl"):
+            if seconds and not cfg.get("allow_msg_ttl"):
                 raise JsApiError("JSMessageTTLDisabledErr")
             if seconds is None:
                 raise JsApiError("JSMessageTTLInvalidErr")
@@ -421,6 +434,7 @@ ROUTES: dict[str, tuple[bool | str, str, Handler]] = {
     "CONSUMER.NAMES": (True, "consumer_names_response", JetStreamApi.consumer_names),
     "CONSUMER.LIST": (True, "consumer_list_response", JetStreamApi.consumer_list),
     "CONSUMER.DELETE": (REST, "consumer_delete_response", JetStreamApi.consumer_delete),
+    "CONSUMER.PAUSE": (REST, "consumer_pause_response", JetStreamApi.consumer_pause),
 }
 # Fields nats-server's error replies carry besides "error", per route.
 _ERROR_EXTRAS: dict[str, dict] = {

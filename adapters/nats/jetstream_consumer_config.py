@@ -48,7 +48,7 @@ FIELDS: dict[str, str] = {
     "replay_policy": "ReplayPolicy", "rate_limit_bps": _U, "sample_freq": _S, "max_waiting": _I,
     "max_ack_pending": _I, "flow_control": _B, "headers_only": _B, "max_batch": _I, "max_expires": _D,
     "max_bytes": _I, "deliver_subject": _S, "deliver_group": _S, "idle_heartbeat": _D, "inactive_threshold": _D,
-    "num_replicas": _I, "mem_storage": _B, "metadata": "map[string]string",
+    "num_replicas": _I, "mem_storage": _B, "metadata": "map[string]string", "pause_until": "time.Time",
 }
 _ENUMS = {"deliver_policy": ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"),
           "ack_policy": ("none", "all", "explicit"), "replay_policy": ("instant", "original")}

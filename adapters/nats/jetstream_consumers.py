@@ -34,12 +34,8 @@ deletes idle ephemerals and saves dirty state; :meth:`next_deadline` says
 when to call it next. The NATS driver runs both in one task per broker and
 is woken through ``wake`` when a deadline may have moved earlier.
 
-Durable consumers are kept in the broker's key-value table
-:data:`TABLE` (``core/kvtables.py``, one key ``<stream>/<name>``, JSON:
-config, created, delivered, ack floor, pending). State changes mark the
-consumer dirty; it is written at most every :data:`SAVE_INTERVAL`, on
-create and delete at once, and on shutdown. After a crash, at most the last
-interval of acks is lost: those messages are delivered again (at least once).
+Durable consumers are saved and restored by :class:`ConsumerStore`
+(``jetstream_consumer_store``).
 """
 
 from __future__ import annotations
@@ -51,18 +47,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from core.errors import FerryError
 from core.subjects import subject_matches
 
 from .jetstream_consumer_config import filters_of
+from .jetstream_consumer_store import ANY_VERSION, SAVE_INTERVAL, TABLE, ConsumerStore, _key
 from .jetstream_errors import JsApiError
 from .jetstream_pull import Out, heartbeat, parse_pull, status
 from .jetstream_push import PushDelivery, PushState
 from .jetstream_streams import JetStreams, JsStream, go_time
 from .translate import canonical_to_nats
 
-TABLE = "nats.jetstream.consumers"
-SAVE_INTERVAL = 0.2          # seconds between writes of a dirty durable consumer
 ACK_PREFIX = "$JS.ACK."
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -98,8 +92,10 @@ class Consumer:
     push: PushState | None = None
     ahead: deque = field(default_factory=deque)   # records read past the cursor, not yet looked at
     np_version: int = 0          # the stream index's hide events applied to np_count
+    np_index: object = None      # ... of this index (a rebuilt one means counting again)
     lps: set | None = None       # last_per_subject: the seqs at or below lps_to it delivers
     lps_to: int = 0
+    pause: tuple[str, int] = ("", 0)    # config pause_until text and its ns since the epoch
 
     @property
     def filters(self) -> list[str]:
@@ -116,7 +112,7 @@ class Consumer:
         return self.config.get("ack_wait", 0) / 1e9
 
 
-class JsConsumers(PushDelivery):
+class JsConsumers(PushDelivery, ConsumerStore):
     """Every consumer of one broker's JetStream streams."""
 
     def __init__(self, streams: JetStreams, tables=None, clock: Callable[[], float] = time.monotonic) -> None:
@@ -194,7 +190,7 @@ class JsConsumers(PushDelivery):
         self._unindex(con)
         self.dirty.discard(con)
         if con.durable and self.tables is not None:
-            self.tables.remove(TABLE, [(_key(con), -(1 << 63))])
+            self.tables.remove(TABLE, [(_key(con), ANY_VERSION)])
 
     def _start_seq(self, con: Consumer) -> int:
         streams, st, cfg = self.streams, con.stream, con.config
@@ -241,6 +237,9 @@ class JsConsumers(PushDelivery):
                "num_waiting": len(con.waiting), "num_pending": self.num_pending(con)}
         if con.push is not None and con.push.active:
             doc["push_bound"] = True
+        paused = self.paused_ns(con)
+        if paused:
+            doc["paused"], doc["pause_remaining"] = True, paused
         doc["ts"] = go_time(time.time_ns())
         return doc
 
@@ -263,8 +262,9 @@ class JsConsumers(PushDelivery):
                         con.np_count += 1
                 con.np_to = last
             return con.np_count
-        hides = idx.hides_since(con.np_version)
-        if hides is None:                            # too far behind: count again
+        hides = idx.hides_since(con.np_version) if con.np_index is idx else None
+        con.np_index = idx
+        if hides is None:                            # too far behind, or a new index: count again
             con.np_to, con.np_count = con.scan, 0
         else:
             for seq, subject in hides:
@@ -353,8 +353,28 @@ class JsConsumers(PushDelivery):
             req.no_wait = False
         return out
 
+    def paused_ns(self, con: Consumer) -> int:
+        """How long the consumer stays paused (``pause_until``), ns; 0 = not paused."""
+        text = con.config.get("pause_until")
+        if not text:
+            return 0
+        if con.pause[0] != text:
+            con.pause = (text, _parse_time(text))
+        return max(con.pause[1] - time.time_ns(), 0)
+
+    def set_pause(self, con: Consumer, until: str | None) -> None:
+        """``CONSUMER.PAUSE``: pause until ``until`` (RFC 3339), or resume (None)."""
+        cfg = {k: v for k, v in con.config.items() if k != "pause_until"}
+        if until and _parse_time(until) > 0:
+            cfg["pause_until"] = go_time(_parse_time(until))
+        con.config = cfg
+        self._save(con)
+        self.wake()
+
     def _next(self, con: Consumer, now: float):
         """(seq, record view, is redelivery) of the next message to hand out, or None."""
+        if "pause_until" in con.config and self.paused_ns(con):
+            return None                          # nats-server: requests wait, heartbeats go on
         streams, st = self.streams, con.stream
         first = streams.first_seq(st)
         for seq in sorted(s for s, p in con.pending.items() if p.deadline <= now):
@@ -546,64 +566,12 @@ class JsConsumers(PushDelivery):
                 for when in _deadlines(con):
                     if best is None or when < best:
                         best = when
+                if "pause_until" in con.config and (con.waiting or con.push is not None):
+                    paused = self.paused_ns(con)
+                    if paused:                   # deliver again when the pause ends
+                        when = self.clock() + paused / 1e9
+                        best = when if best is None else min(best, when)
         return best
-
-    # -- persistence ----------------------------------------------------------------------------
-    def _mark(self, con: Consumer) -> None:
-        if con.durable:
-            self.dirty.add(con)
-
-    def _save(self, con: Consumer) -> None:
-        if con.durable and self.tables is not None:
-            self.tables.create(TABLE)
-            self.tables.update(TABLE, [(_key(con), _dump(con), -(1 << 63))])
-        self.dirty.discard(con)
-
-    def save_dirty(self) -> None:
-        """Write every dirty durable consumer (one transaction)."""
-        if not self.dirty or self.tables is None:
-            self.dirty.clear()
-            return
-        entries = [(_key(c), _dump(c), -(1 << 63)) for c in self.dirty if c.stream.name in self.by_stream]
-        self.dirty.clear()
-        if entries:
-            try:
-                self.tables.create(TABLE)
-                self.tables.update(TABLE, entries)
-            except FerryError:
-                pass                            # the broker is closing: the last interval is lost
-
-    def load(self) -> None:
-        """Rebuild the durable consumers from the table (at start)."""
-        if self.tables is None or not self.tables.exists(TABLE):
-            return
-        now = self.clock()
-        after = None
-        while True:
-            page = self.tables.entries(TABLE, after, 1000)
-            if not page:
-                return
-            for key, value, _version in page:
-                self._restore(json.loads(value), now)
-            after = page[-1][0]
-
-    def _restore(self, doc: dict, now: float) -> None:
-        st = self.streams.streams.get(doc["stream"])
-        if st is None:
-            return
-        con = Consumer(st, doc["name"], doc["config"], doc["created"], True, active=now)
-        con.sseq, con.cseq = doc["delivered"]
-        con.floor_sseq, con.floor_cseq = doc["ack_floor"]
-        con.scan = con.np_to = con.sseq
-        for seq, cseq, deliveries, ts in doc["pending"]:
-            con.pending[seq] = Pending(cseq, deliveries, now + con.ack_wait(deliveries), ts)
-        con.rdc = {int(k): v for k, v in doc.get("rdc", {}).items()}
-        if "lps" in doc:
-            con.lps_to, con.lps = doc["lps"][0], set(doc["lps"][1])
-            st.want_index = True
-        self.by_stream.setdefault(st.name, {})[con.name] = con
-        self._set_push(con, now)
-
 
 def _deadlines(con: Consumer) -> Iterator[float]:
     for req in con.waiting:
@@ -624,20 +592,6 @@ def _deadlines(con: Consumer) -> Iterator[float]:
     threshold = con.config.get("inactive_threshold", 0) / 1e9
     if threshold and not con.durable and not con.waiting and (push is None or not push.active):
         yield con.active + threshold
-
-
-def _key(con: Consumer) -> bytes:
-    return f"{con.stream.name}/{con.name}".encode()
-
-
-def _dump(con: Consumer) -> bytes:
-    doc = {"stream": con.stream.name, "name": con.name, "config": con.config, "created": con.created,
-           "delivered": [con.sseq, con.cseq], "ack_floor": [con.floor_sseq, con.floor_cseq],
-           "pending": [[s, p.cseq, p.deliveries, p.ts] for s, p in sorted(con.pending.items())],
-           "rdc": {str(k): v for k, v in con.rdc.items()}}
-    if con.lps is not None:
-        doc["lps"] = [con.lps_to, sorted(q for q in con.lps if q > con.sseq)]
-    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def parse_ack_subject(subject: str) -> tuple[str, str, int] | None:

@@ -43,44 +43,64 @@ NS_PER_S = 1_000_000_000
 def parse_ttl(text: str) -> int:
     """nats-server's ``Nats-TTL`` value in seconds: a Go duration of at least
     1s, a whole number of seconds, or ``never`` (-1). Raises ValueError."""
-    text = text.strip()
     if text.lower() == "never":
         return -1
-    if text.isdigit():
-        return int(text)
-    secs = _go_duration(text)
-    if secs is None or secs < 1:
-        raise ValueError(f"invalid per-message TTL {text!r}")
-    return int(secs)
+    ns = _go_duration_ns(text)
+    if ns is not None:
+        if ns < NS_PER_S:
+            raise ValueError(f"invalid per-message TTL {text!r}")
+        return ns // NS_PER_S
+    if text and all("0" <= ch <= "9" for ch in text) and len(text) <= 18:
+        return int(text)                   # nats-server's parseInt64: ASCII digits only
+    raise ValueError(f"invalid per-message TTL {text!r}")
 
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Go's time.ParseDuration units, in ns ("µ" U+00B5 and "μ" U+03BC both mean micro).
+_UNITS = {"ns": 1, "us": 1000, "\u00b5s": 1000, "\u03bcs": 1000, "ms": 10**6, "s": NS_PER_S,
+          "m": 60 * NS_PER_S, "h": 3600 * NS_PER_S}
+_MAX_NS = (1 << 63) - 1
 
 
-def _go_duration(text: str) -> float | None:
-    """Seconds in a Go duration (``1h30m``, ``1.5s``), None when it is not one."""
-    total, i, n = 0.0, 0, len(text)
+def _go_duration_ns(text: str) -> int | None:
+    """ns in a Go duration (``1h30m``, ``1.5s``, ``+5s``, ``0``) as
+    time.ParseDuration reads it (fractions truncated, int64 range), None
+    when it is not one."""
+    if text[:1] in ("+", "-"):
+        sign, text = (-1 if text[0] == "-" else 1), text[1:]
+    else:
+        sign = 1
+    if text == "0":
+        return 0
     if not text:
         return None
+    total, i, n = 0, 0, len(text)
     while i < n:
         j = i
-        while j < n and (text[j].isdigit() or text[j] == "."):
+        while j < n and "0" <= text[j] <= "9":
             j += 1
-        if j == i:
+        whole = text[i:j]
+        frac = ""
+        if j < n and text[j] == ".":
+            k = j + 1
+            while k < n and "0" <= text[k] <= "9":
+                k += 1
+            frac, j = text[j + 1:k], k
+        if not whole and not frac:
             return None
-        number = text[i:j]
         k = j
-        while k < n and not (text[k].isdigit() or text[k] == "."):
+        while k < n and not ("0" <= text[k] <= "9" or text[k] == "."):
             k += 1
         unit = _UNITS.get(text[j:k])
         if unit is None:
             return None
-        try:
-            total += float(number) * unit
-        except ValueError:
+        value = int(whole or "0") * unit
+        if frac:
+            value += int(frac) * unit // 10 ** len(frac)      # Go truncates the fraction
+        total += value
+        if total > _MAX_NS:
             return None
         i = k
-    return total
+    return sign * total
 
 
 def needs_index(config: dict, floors: dict, deleted: set) -> bool:
@@ -110,8 +130,9 @@ class SubjectIndex:
         """The record ``seq`` (the next after :attr:`to`) with its subject,
         stored time, ``Nats-Rollup`` value and ``Nats-TTL`` seconds."""
         self.to = seq
-        if seq in self.deleted or seq < self.floors.get(subject, 0):
-            return
+        # A record deleted or purged later still had its effects (limits,
+        # rollups) when it was stored: apply them, then hide it.
+        gone = seq in self.deleted or seq < self.floors.get(subject, 0)
         if rollup and self.rollups:
             if rollup == "all":
                 for old in list(self.live):
@@ -127,7 +148,9 @@ class SubjectIndex:
         if self.per_subject > 0:
             while len(seqs) > self.per_subject:
                 self.hide(seqs[0])
-        if ttl > 0 and self.ttls:
+        if gone:
+            self.hide(seq)
+        elif ttl > 0 and self.ttls:
             heapq.heappush(self.expiry, (ts_ns + ttl * NS_PER_S, seq))
 
     # -- removing ------------------------------------------------------------------------

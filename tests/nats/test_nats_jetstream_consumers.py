@@ -12,6 +12,7 @@ another protocol reaches a waiting pull request.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from ferry_harness import running_gateway
@@ -185,10 +186,44 @@ async def api_errors(url: str) -> list:
     return out
 
 
+async def pause_and_resume(url: str) -> list:
+    """CONSUMER.PAUSE: a paused consumer holds pull requests until resumed or the pause ends."""
+    import datetime
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+    await js.add_stream(name="PZ", subjects=["pz.*"])
+    psub = await js.pull_subscribe("pz.*", "W", stream="PZ")
+    for i in range(3):
+        await js.publish("pz.a", b"p%d" % i)
+    later = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1))
+    until = later.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    reply = json.loads((await nc.request("$JS.API.CONSUMER.PAUSE.PZ.W", json.dumps({"pause_until": until}).encode(),
+                                         timeout=WAIT)).data)
+    out.append((reply["type"], reply["paused"], reply["pause_until"][:19] == until[:19], reply["pause_remaining"] > 0))
+    ci = (await js.consumer_info("PZ", "W")).as_dict()
+    out.append((ci.get("paused"), ci.get("pause_remaining", 0) > 0, ci["config"].get("pause_until", "")[:19]
+                == until[:19]))
+    out.append(await fetch(psub, 2, timeout=0.5))               # paused: nothing
+    resumed = await js.resume_consumer("PZ", "W")
+    out.append((resumed.paused, resumed.pause_remaining))
+    out.append(await fetch(psub, 2))
+    ci = (await js.consumer_info("PZ", "W")).as_dict()
+    out.append((ci.get("paused"), "pause_remaining" in ci))
+    short = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1))
+    await js.pause_consumer("PZ", "W", short.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    out.append(await fetch(psub, 1, timeout=3.0))               # waits out the pause, then delivers
+    out.append(json.loads((await nc.request("$JS.API.CONSUMER.PAUSE.PZ.NOPE", b"", timeout=WAIT)).data)["error"])
+    out.append(json.loads((await nc.request("$JS.API.CONSUMER.PAUSE.PZ.W", b"{bad", timeout=WAIT)).data)["error"]
+               ["err_code"])
+    await nc.close()
+    return out
+
+
 @pytest.mark.slow
 @needs_server
-@pytest.mark.parametrize("script", [acks_and_redelivery, policies_and_api, api_errors],
-                         ids=["acks_and_redelivery", "policies_and_api", "api_errors"])
+@pytest.mark.parametrize("script", [acks_and_redelivery, policies_and_api, api_errors, pause_and_resume],
+                         ids=["acks_and_redelivery", "policies_and_api", "api_errors", "pause_and_resume"])
 def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 - the fixture imported above
     assert_same_results(tmp_path, real_js, script)
 

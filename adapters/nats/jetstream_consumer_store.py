@@ -1,0 +1,104 @@
+"""Durable JetStream consumers: saving and restoring their state (no trio).
+
+Theory of operation
+-------------------
+Durable consumers are kept in the broker's key-value table :data:`TABLE`
+(``core/kvtables.py``), one key ``<stream>/<name>``, JSON: config, created,
+delivered, ack floor, pending, redelivery counts and, for deliver last per
+subject, the sequences still to send. State changes mark a consumer dirty;
+:class:`ConsumerStore` (mixed into ``JsConsumers``) writes it at most every
+:data:`SAVE_INTERVAL`, on create and delete at once, and on shutdown. After
+a crash at most the last interval of acks is lost: those messages are
+delivered again (at least once, as JetStream promises). Ephemerals live in
+memory only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from core.errors import FerryError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream_consumers import Consumer
+
+TABLE = "nats.jetstream.consumers"
+SAVE_INTERVAL = 0.2          # seconds between writes of a dirty durable consumer
+ANY_VERSION = -(1 << 63)     # kvtables: write whatever version the key holds
+
+
+class ConsumerStore:
+    """The persistence half of ``JsConsumers`` (its registry, tables and dirty set)."""
+
+    # -- persistence ----------------------------------------------------------------------------
+    def _mark(self, con: "Consumer") -> None:
+        if con.durable:
+            self.dirty.add(con)
+
+    def _save(self, con: "Consumer") -> None:
+        if con.durable and self.tables is not None:
+            self.tables.create(TABLE)
+            self.tables.update(TABLE, [(_key(con), _dump(con), ANY_VERSION)])
+        self.dirty.discard(con)
+
+    def save_dirty(self) -> None:
+        """Write every dirty durable consumer (one transaction)."""
+        if not self.dirty or self.tables is None:
+            self.dirty.clear()
+            return
+        entries = [(_key(c), _dump(c), ANY_VERSION) for c in self.dirty if c.stream.name in self.by_stream]
+        self.dirty.clear()
+        if entries:
+            try:
+                self.tables.create(TABLE)
+                self.tables.update(TABLE, entries)
+            except FerryError:
+                pass                            # the broker is closing: the last interval is lost
+
+    def load(self) -> None:
+        """Rebuild the durable consumers from the table (at start)."""
+        if self.tables is None or not self.tables.exists(TABLE):
+            return
+        now = self.clock()
+        after = None
+        while True:
+            page = self.tables.entries(TABLE, after, 1000)
+            if not page:
+                return
+            for key, value, _version in page:
+                self._restore(json.loads(value), now)
+            after = page[-1][0]
+
+    def _restore(self, doc: dict, now: float) -> None:
+        st = self.streams.streams.get(doc["stream"])
+        if st is None:
+            return
+        from .jetstream_consumers import Consumer, Pending   # the registry module imports this one
+        con = Consumer(st, doc["name"], doc["config"], doc["created"], True, active=now)
+        con.sseq, con.cseq = doc["delivered"]
+        con.floor_sseq, con.floor_cseq = doc["ack_floor"]
+        con.scan = con.np_to = con.sseq
+        for seq, cseq, deliveries, ts in doc["pending"]:
+            con.pending[seq] = Pending(cseq, deliveries, now + con.ack_wait(deliveries), ts)
+        con.rdc = {int(k): v for k, v in doc.get("rdc", {}).items()}
+        if "lps" in doc:
+            con.lps_to, con.lps = doc["lps"][0], set(doc["lps"][1])
+            st.want_index = True
+        self.by_stream.setdefault(st.name, {})[con.name] = con
+        self._set_push(con, now)
+
+
+
+def _key(con: "Consumer") -> bytes:
+    return f"{con.stream.name}/{con.name}".encode()
+
+
+def _dump(con: "Consumer") -> bytes:
+    doc = {"stream": con.stream.name, "name": con.name, "config": con.config, "created": con.created,
+           "delivered": [con.sseq, con.cseq], "ack_floor": [con.floor_sseq, con.floor_cseq],
+           "pending": [[s, p.cseq, p.deliveries, p.ts] for s, p in sorted(con.pending.items())],
+           "rdc": {str(k): v for k, v in con.rdc.items()}}
+    if con.lps is not None:
+        doc["lps"] = [con.lps_to, sorted(q for q in con.lps if q > con.sseq)]
+    return json.dumps(doc, separators=(",", ":")).encode()
