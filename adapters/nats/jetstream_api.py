@@ -279,6 +279,8 @@ class JetStreamApi:
         if filter_subject and doc.get("filter_subject") != filter_subject:
             raise JsApiError("JSConsumerCreateFilterSubjectMismatchErr")
         cfg = parse_consumer_config(doc, ephemeral=not durable, stream_subjects=st.config["subjects"])
+        if st.config["retention"] == "workqueue" and not cfg.get("deliver_subject") and cfg["ack_policy"] == "none":
+            raise JsApiError("JSConsumerPullRequiresAckErr")
         if name is not None and "name" not in cfg:
             cfg = {**({"durable_name": name} if durable else {}), "name": name,
                    **{k: v for k, v in cfg.items() if k != "durable_name"}}
@@ -390,11 +392,14 @@ class JetStreamApi:
             if len(idx.subjects.get(subject, ())) >= cfg["max_msgs_per_subject"]:
                 raise JsApiError("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
 
-    def stored(self, st: JsStream, block, seq: int) -> None:
-        """Remember a stored publish's msg id for de-duplication."""
+    def stored(self, st: JsStream, block, seq: int, subject: str) -> None:
+        """After an append: remember its msg id for de-duplication; under
+        interest retention, remove it when no consumer's filter matches."""
         msg_id = block.get(MSG_ID_HEADER) if block is not None else None
         if msg_id:
             self.streams.remember(st, msg_id, seq)
+        if st.config["retention"] == "interest" and not self.consumers.interested(st, subject):
+            self.streams.no_interest(st, seq)
 
 
 def direct_reply(inbox: str, stream: str, subject: str, view) -> Out:

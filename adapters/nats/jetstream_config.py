@@ -144,8 +144,8 @@ def parse_config(doc: Any) -> dict[str, Any]:
     for field in REFUSED:
         if doc.get(field) not in (None, False, 0, [], {}, ""):
             raise not_supported(field)
-    if cfg["retention"] != "limits":
-        raise not_supported(f"retention {cfg['retention']}")
+    if cfg["deny_purge"] and cfg["allow_rollup_hdrs"]:
+        raise invalid_config("roll-ups require the purge permission")
     if cfg["discard_new_per_subject"]:
         if cfg["discard"] != "new":
             raise invalid_config("discard new per subject requires discard new policy to be set")
@@ -215,8 +215,8 @@ def check_update(old: dict, new: dict) -> None:
     """nats-server's refusals for changes an UPDATE may not make."""
     if old["storage"] != new["storage"]:
         raise invalid_config("stream configuration update can not change storage type")
-    if old["retention"] != new["retention"]:
-        raise invalid_config("stream configuration update can not change retention policy")
+    if old["retention"] != new["retention"] and "workqueue" in (old["retention"], new["retention"]):
+        raise invalid_config("stream configuration update can not change retention policy to/from workqueue")
 
 
 __all__ = ["API_PREFIX", "DEFAULT_DUPLICATE_WINDOW", "FIELDS", "NS_PER_S", "REFUSED", "check_update",

@@ -54,6 +54,7 @@ from .jetstream_consumer_store import ANY_VERSION, SAVE_INTERVAL, TABLE, Consume
 from .jetstream_errors import JsApiError
 from .jetstream_pull import Out, heartbeat, parse_pull, status
 from .jetstream_push import PushDelivery, PushState
+from .jetstream_retention import RetentionRules
 from .jetstream_streams import JetStreams, JsStream, go_time
 from .translate import canonical_to_nats
 
@@ -112,7 +113,7 @@ class Consumer:
         return self.config.get("ack_wait", 0) / 1e9
 
 
-class JsConsumers(PushDelivery, ConsumerStore):
+class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
     """Every consumer of one broker's JetStream streams."""
 
     def __init__(self, streams: JetStreams, tables=None, clock: Callable[[], float] = time.monotonic) -> None:
@@ -128,6 +129,7 @@ class JsConsumers(PushDelivery, ConsumerStore):
         # Bytes a deliver subject's subscribers can take below their outbox high water (session module).
         self.room: Callable[[str], int] = lambda subject: 1 << 62
         self.push_subjects: dict[str, set[Consumer]] = {}      # deliver subject -> push consumers
+        streams.needed = self.needed
 
     # -- registry ---------------------------------------------------------------------
     def count(self, stream: str | None = None) -> int:
@@ -168,6 +170,8 @@ class JsConsumers(PushDelivery, ConsumerStore):
             return con
         if action == "update":
             raise JsApiError("JSConsumerDoesNotExist")
+        if st.config["retention"] == "workqueue":
+            self._check_work_queue(st, name, cfg)
         con = Consumer(st, name, cfg, go_time(time.time_ns()), durable, active=self.clock())
         start = self._start_seq(con)
         con.sseq = con.floor_sseq = con.scan = con.np_to = start - 1
@@ -180,17 +184,15 @@ class JsConsumers(PushDelivery, ConsumerStore):
         con = self.get(stream, name)
         self._drop(con)
 
-    def drop_stream(self, stream: str) -> None:
-        for con in list(self.by_stream.get(stream, {}).values()):
-            self._drop(con)
-        self.by_stream.pop(stream, None)
-
     def _drop(self, con: Consumer) -> None:
         self.by_stream.get(con.stream.name, {}).pop(con.name, None)
         self._unindex(con)
         self.dirty.discard(con)
         if con.durable and self.tables is not None:
             self.tables.remove(TABLE, [(_key(con), ANY_VERSION)])
+        st = con.stream
+        if st.config["retention"] != "limits" and st.index is not None:
+            self.streams.release(st, list(st.index.live))    # what only it still needed goes
 
     def _start_seq(self, con: Consumer) -> int:
         streams, st, cfg = self.streams, con.stream, con.config
@@ -433,6 +435,8 @@ class JsConsumers(PushDelivery, ConsumerStore):
                 con.np_count = max(con.np_count - 1, 0)
         if con.ack_none:
             con.floor_sseq, con.floor_cseq = con.sseq, con.cseq
+            if con.stream.config["retention"] != "limits":
+                self.streams.release(con.stream, (seq,))
         else:
             p = con.pending.get(seq)
             deliveries = p.deliveries + 1 if p is not None else 1
@@ -499,6 +503,8 @@ class JsConsumers(PushDelivery, ConsumerStore):
         for s in done:
             del con.pending[s]
             con.rdc.pop(s, None)
+        if con.stream.config["retention"] != "limits":
+            self.streams.release(con.stream, done)
         if not con.pending:
             con.floor_sseq, con.floor_cseq = con.sseq, con.cseq
         elif dseq == con.floor_cseq + 1 or (con.config["ack_policy"] == "all" and dseq > con.floor_cseq):

@@ -106,7 +106,8 @@ def _go_duration_ns(text: str) -> int | None:
 def needs_index(config: dict, floors: dict, deleted: set) -> bool:
     """True when a stream's visible messages are not simply a range of the log."""
     return bool(config.get("max_msgs_per_subject", -1) > 0 or config.get("allow_rollup_hdrs")
-                or config.get("allow_msg_ttl") or floors or deleted)
+                or config.get("allow_msg_ttl") or config.get("retention", "limits") != "limits"
+                or floors or deleted)
 
 
 class SubjectIndex:

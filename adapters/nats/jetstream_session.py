@@ -80,7 +80,11 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
             return True
     if subject.startswith(DIRECT_PREFIX):
         if reply:
-            send_js(session.broker, js.direct_get(subject, payload, reply))
+            out = js.direct_get(subject, payload, reply)
+            if out:
+                send_js(session.broker, out)
+            elif session.conn.no_responders:
+                session._no_responders(subject, reply)      # no such stream, or not allow_direct
         return True
     if subject.startswith("$JS.API."):
         data = js.handle(subject, payload)
@@ -90,6 +94,8 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
     st = js.streams.stream_for(subject)
     if st is None:
         return False
+    if st.config.get("no_ack"):
+        reply = ""                                   # nats-server: a no_ack stream sends no PubAck
     try:
         block = parse_headers(header) if header else None
         tlv = block_to_canonical(block, subject)
@@ -134,7 +140,7 @@ def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block
             err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))
             session._reply(reply, pub_error(name, err))
         return
-    js.stored(st, block, result.base_offset + 1)
+    js.stored(st, block, result.base_offset + 1, subject)
 
 
 def _pull(session, js: JetStreamApi, subject: str, reply: str, payload: bytes) -> None:

@@ -86,6 +86,8 @@ class JetStreams:
         self.streams: dict[str, JsStream] = {}
         self._subjects: dict[str, str | None] = {}   # published subject -> stream name (cache)
         self.consumer_count: Callable[[str], int] = lambda name: 0   # set by the consumers' registry
+        # Interest and work-queue retention: does a consumer still need (seq, subject)? (the registry's)
+        self.needed: Callable[[JsStream, int, str], bool] = lambda st, seq, subject: True
 
     # -- start -------------------------------------------------------------------
     def load(self) -> None:
@@ -329,6 +331,9 @@ class JetStreams:
             start = max(st.floor, part.first_offset + 1, 1)
             idx = st.index = SubjectIndex(start, cfg["max_msgs_per_subject"], cfg["allow_rollup_hdrs"],
                                           cfg.get("allow_msg_ttl", False), st.floors, st.deleted)
+            built = True
+        else:
+            built = False
         last = self.last_seq(st)
         while idx.to < last:
             views = self.views(st, idx.to + 1, SCAN_CHUNK, 1 << 20)
@@ -337,6 +342,8 @@ class JetStreams:
             for view in views:
                 rollup, ttl = _index_headers(view.headers)
                 idx.add(view.offset + 1, self.subject_of(st, view), view.timestamp * 1000, rollup, ttl)
+        if built and st.config["retention"] != "limits":
+            self.release(st, list(idx.live))          # acked before a restart, or no interest left
         if idx.ttls:
             idx.expire(time.time_ns())
         if not base:
@@ -344,6 +351,27 @@ class JetStreams:
             base = max(st.floor, part.first_offset + 1, 1)
         idx.trim_below(base)
         return idx
+
+    def release(self, st: JsStream, seqs) -> None:
+        """Interest / work-queue retention: remove those of ``seqs`` no
+        consumer needs any more (nats-server's ackMsg and checkInterestState)."""
+        idx = st.index
+        if idx is None or st.config["retention"] == "limits":
+            return
+        live, needed = idx.live, self.needed
+        for seq in seqs:
+            subject = live.get(seq)
+            if subject is not None and not needed(st, seq, subject):
+                idx.hide(seq)
+
+    def no_interest(self, st: JsStream, seq: int) -> None:
+        """Interest retention: a message stored while no consumer's filter
+        matched its subject is removed at once (saved, as a delete)."""
+        st.deleted.add(seq)
+        idx = st.index
+        if idx is not None:
+            idx.hide(seq)
+        self._save_removed(st, {}, [seq])
 
     def visible(self, st: JsStream, seq: int) -> bool:
         """Whether JetStream still shows ``seq`` (the index as it stands: no catch-up)."""

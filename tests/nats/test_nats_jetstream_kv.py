@@ -207,6 +207,21 @@ async def feature_steps(url: str) -> list:
     out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.TT"))["state"])
     out.append(await raw(nc, "$JS.API.STREAM.MSG.GET.TT", {"seq": 1}))
 
+    out.append(await raw(nc, "$JS.API.STREAM.CREATE.RP", {"name": "RP", "deny_purge": True,
+                                                           "allow_rollup_hdrs": True}))
+    try:
+        await nc.request("$JS.API.DIRECT.GET.T.t.a", b"", timeout=WAIT)
+        out.append("direct get answered without allow_direct")
+    except nats.errors.NoRespondersError:
+        out.append("no responders")
+    await js.add_stream(name="NA", subjects=["na.*"], no_ack=True)
+    try:
+        await nc.request("na.a", b"quiet", timeout=0.5)
+        out.append("no_ack stream acked")
+    except nats.errors.TimeoutError:
+        out.append("no ack")
+    out.append(norm(await raw(nc, "$JS.API.STREAM.INFO.NA"))["state"]["messages"])
+
     ordered = await js.subscribe("f.>", ordered_consumer=True, deliver_policy="last_per_subject", headers_only=True)
     got = []
     while not got or got[-1][-1]:
@@ -217,9 +232,71 @@ async def feature_steps(url: str) -> list:
     return out
 
 
+async def retention_steps(url: str) -> list:
+    """Work-queue and interest retention: acked messages leave the stream."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out: list = []
+
+    async def state(name):
+        st = (await js.stream_info(name)).state
+        return (st.messages, st.first_seq, st.last_seq)
+
+    async def create(stream, cfg):
+        name = cfg["durable_name"]
+        return norm(await raw(nc, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": cfg}))
+
+    out.append(norm((await js.add_stream(name="WQ", subjects=["wq.*"], retention="workqueue")).config.as_dict()))
+    for i in range(4):
+        await js.publish("wq.a" if i % 2 == 0 else "wq.b", b"w%d" % i)
+    out.append(await state("WQ"))
+    out.append((await create("WQ", {"durable_name": "X", "ack_policy": "none"}))["error"])
+    out.append((await create("WQ", {"durable_name": "X", "ack_policy": "explicit", "deliver_policy": "new"}))["error"])
+    sub = await js.pull_subscribe("wq.a", "A", stream="WQ")
+    out.append((await create("WQ", {"durable_name": "U", "ack_policy": "explicit"}))["error"])
+    out.append((await create("WQ", {"durable_name": "B2", "ack_policy": "explicit", "filter_subject": "wq.*"}))
+               ["error"])
+    msgs = await sub.fetch(2, timeout=WAIT)
+    out.append([m.data for m in msgs])
+    await msgs[0].ack_sync()
+    out.append(await state("WQ"))
+    await msgs[1].nak()
+    again = await sub.fetch(1, timeout=WAIT)
+    await again[0].ack_sync()
+    out.append(await state("WQ"))
+    bsub = await js.pull_subscribe("wq.b", "B", stream="WQ")
+    for m in await bsub.fetch(2, timeout=WAIT):
+        await m.ack_sync()
+    out.append(await state("WQ"))
+    out.append(await raw(nc, "$JS.API.STREAM.UPDATE.WQ", {"name": "WQ", "subjects": ["wq.*"]}))
+
+    await js.add_stream(name="IN", subjects=["in.*"], retention="interest")
+    await js.publish("in.a", b"nobody")                     # no consumer: not kept
+    out.append(await state("IN"))
+    one = await js.pull_subscribe("in.*", "ONE", stream="IN")
+    two = await js.pull_subscribe("in.a", "TWO", stream="IN")
+    await js.publish("in.a", b"both")
+    await js.publish("in.b", b"one only")
+    out.append(await state("IN"))
+    for m in await one.fetch(2, timeout=WAIT):
+        await m.ack_sync()
+    out.append(await state("IN"))                           # in.a still wanted by TWO
+    for m in await two.fetch(1, timeout=WAIT):
+        await m.ack_sync()
+    out.append(await state("IN"))
+    await js.publish("in.a", b"left behind")
+    out.append(await state("IN"))
+    await js.delete_consumer("IN", "TWO")
+    await js.delete_consumer("IN", "ONE")
+    out.append(await state("IN"))
+    await nc.close()
+    return out
+
+
 @pytest.mark.slow
 @needs_server
-@pytest.mark.parametrize("script", [kv_steps, object_steps, feature_steps], ids=["kv", "object_store", "features"])
+@pytest.mark.parametrize("script", [kv_steps, object_steps, feature_steps, retention_steps],
+                         ids=["kv", "object_store", "features", "retention"])
 def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 - the fixture imported above
     assert_same_results(tmp_path, real_js, script)
 

@@ -216,7 +216,7 @@ def test_without_jetstream_requests_find_no_responder(tmp_path):
 def test_features_ferry_lacks_are_refused_with_invalid_config(tmp_path):
     async def main(url):
         nc = await nats.connect(url)
-        out = [await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "retention": "interest"}),
+        out = [await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "sources": [{"name": "X"}]}),
                await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "mirror": {"name": "X"}}),
                await raw(nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "deny_purge": True}),
                await raw(nc, "$JS.API.STREAM.PURGE.R", {"filter": "R.x"})]
@@ -226,7 +226,7 @@ def test_features_ferry_lacks_are_refused_with_invalid_config(tmp_path):
         out = run(main(gw.url()))
     refused = [o["error"] for o in out[:2]]
     assert refused == [{"code": 500, "err_code": 10052, "description": f"{what} is not supported by Ferry"}
-                       for what in ("retention interest", "mirror")]
+                       for what in ("sources", "mirror")]
     assert out[2]["config"]["name"] == "R"
     assert out[3]["error"] == {"code": 500, "err_code": 10110, "description": "stream purge not permitted"}
 

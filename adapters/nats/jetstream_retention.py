@@ -1,0 +1,82 @@
+"""Interest and work-queue retention: which messages consumers still need (no trio).
+
+Theory of operation
+-------------------
+Under ``retention: interest`` a message stays while some consumer whose
+filter matches it still needs it; under ``workqueue`` until the one
+consumer that takes its subject acks it (kept while no consumer matches).
+"Needs" is nats-server's ``needAck`` (server/consumer.go): above the ack
+floor and either not delivered yet or delivered and unacked, or counted as
+redelivered. :class:`RetentionRules` (mixed into ``JsConsumers``) answers
+that question for the streams module, which removes what nobody needs
+through the subject index (``JetStreams.release``) after every ack, every
+delivery of an ack-none consumer, a consumer's deletion and an index
+rebuild; a message published on an interest stream whose subject no
+consumer filters on is removed at once (``JetStreams.no_interest``).
+New consumers of a work-queue stream follow nats-server's rules (explicit
+ack, deliver all, one consumer per subject).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.subjects import subject_matches
+
+from .jetstream_config import subjects_overlap
+from .jetstream_consumer_config import filters_of
+from .jetstream_errors import JsApiError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream_consumers import Consumer
+    from .jetstream_streams import JsStream
+
+
+class RetentionRules:
+    """The retention half of ``JsConsumers`` (reads its ``by_stream`` registry)."""
+
+    def _check_work_queue(self, st: "JsStream", name: str, cfg: dict) -> None:
+        """nats-server's rules for a new consumer of a work-queue stream."""
+        if cfg["ack_policy"] != "explicit":
+            raise JsApiError("JSConsumerWQRequiresExplicitAckErr")
+        if cfg["deliver_policy"] != "all":
+            raise JsApiError("JSConsumerWQConsumerNotDeliverAllErr")
+        others = [c for c in self.by_stream.get(st.name, {}).values() if c.name != name]
+        if not others:
+            return
+        mine = filters_of(cfg)
+        if not mine:
+            raise JsApiError("JSConsumerWQMultipleUnfilteredErr")
+        for other in others:
+            if not other.filters or any(subjects_overlap(a, b) for a in mine for b in other.filters):
+                raise JsApiError("JSConsumerWQConsumerNotUniqueErr")
+
+    def interested(self, st: "JsStream", subject: str) -> bool:
+        """Whether any consumer of ``st`` has a filter matching ``subject``."""
+        return any(not c.filters or any(subject_matches(f, subject) for f in c.filters)
+                   for c in self.by_stream.get(st.name, {}).values())
+
+    def needed(self, st: "JsStream", seq: int, subject: str) -> bool:
+        """Whether the message must stay: interest retention while some
+        matching consumer still needs it, work queue until its consumer acks
+        it (nats-server's needAck: above the ack floor and pending or not yet
+        delivered, or counted as redelivered)."""
+        cons = [c for c in self.by_stream.get(st.name, {}).values()
+                if not c.filters or any(subject_matches(f, subject) for f in c.filters)]
+        if st.config["retention"] == "workqueue" and not cons:
+            return True                          # nobody has taken it yet
+        return any(_needs_ack(c, seq) for c in cons)
+
+    def drop_stream(self, stream: str) -> None:
+        for con in list(self.by_stream.get(stream, {}).values()):
+            self._drop(con)
+        self.by_stream.pop(stream, None)
+
+
+def _needs_ack(con: "Consumer", seq: int) -> bool:
+    if seq > con.floor_sseq and (seq > con.sseq or seq in con.pending):
+        return True
+    return seq in con.rdc
+
+
+__all__ = ["RetentionRules"]
