@@ -7,7 +7,7 @@ with nats-server's ``ConsumerConfig`` as ``config``. :data:`FIELDS` is the
 one table of the fields Ferry knows, with the Go type nats-server's decoder
 names in its type errors; unknown keys are ignored as Go ignores them.
 :func:`parse_consumer_config` checks types, refuses what Ferry does not do
-(rate limits, sampling, original-speed replay, headers only, per-request
+(rate limits, sampling, per-request
 limits: docs/nats.md "JetStream"), applies nats-server's checks in its order
 (``checkConsumerCfg``: a push consumer's ``deliver_subject`` must be a literal
 subject outside the stream's subjects, no ``max_waiting``, heartbeats of at
@@ -120,8 +120,6 @@ def parse_consumer_config(doc: Any, ephemeral: bool, stream_subjects: list[str] 
     for field, feature in _REFUSED.items():
         if cfg.get(field):
             raise JsApiError("JSConsumerCreateErrF", err=f"{feature} is not supported by Ferry")
-    if cfg.get("replay_policy") == "original":
-        raise JsApiError("JSConsumerCreateErrF", err="replay_policy original is not supported by Ferry")
     if cfg.get("flow_control") and cfg.get("idle_heartbeat", 0) <= 0:
         raise JsApiError("JSConsumerWithFlowControlNeedsHeartbeats")
     return _defaults(cfg, ephemeral)

@@ -97,6 +97,8 @@ class Consumer:
     lps: set | None = None       # last_per_subject: the seqs at or below lps_to it delivers
     lps_to: int = 0
     pause: tuple[str, int] = ("", 0)    # config pause_until text and its ns since the epoch
+    replayed: tuple[float, int] | None = None   # replay original: (monotonic, stored ns) of the last new delivery
+    replay_due: float = 0.0      # ... and when the next one may go
 
     @property
     def filters(self) -> list[str]:
@@ -405,6 +407,13 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
             view = ahead.popleft()
             con.scan = view.offset + 1
             if self._matches(con, view):
+                if con.replayed is not None and con.config["replay_policy"] == "original":
+                    # nats-server's replay original: the stored gap to the previous one
+                    due = con.replayed[0] + max(view.timestamp * 1000 - con.replayed[1], 0) / 1e9
+                    if due > now:
+                        ahead.appendleft(view)
+                        con.scan, con.replay_due = con.scan - 1, due
+                        return None
                 return con.scan, view, False
         return None
 
@@ -431,6 +440,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         con.delivered_ns = time.time_ns()
         if not redelivery:
             con.sseq = seq
+            con.replayed = (now, view.timestamp * 1000)
             if self._counted(con):
                 con.np_count = max(con.np_count - 1, 0)
         if con.ack_none:
@@ -572,6 +582,10 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
                 for when in _deadlines(con):
                     if best is None or when < best:
                         best = when
+                if con.replay_due and (con.waiting or con.push is not None):
+                    if con.replay_due <= self.clock():
+                        con.replay_due = 0.0
+                    best = con.replay_due if best is None else min(best, con.replay_due or best)
                 if "pause_until" in con.config and (con.waiting or con.push is not None):
                     paused = self.paused_ns(con)
                     if paused:                   # deliver again when the pause ends

@@ -6,23 +6,29 @@ Ferry's log is append-only, but JetStream removes single messages: the
 oldest of a subject past ``max_msgs_per_subject`` (what KV history is), every
 earlier message of a subject or of the stream after a ``Nats-Rollup`` (KV
 purge, object store metadata), a message whose ``Nats-TTL`` ran out, a
-purge with a subject filter, ``STREAM.MSG.DELETE``. Ferry never rewrites the
-log for these; a :class:`SubjectIndex` records which sequences are still
+purge with a subject filter, ``STREAM.MSG.DELETE``, and under ``interest``
+or ``workqueue`` retention a message no consumer needs any more. Ferry never
+rewrites the log for these; a :class:`SubjectIndex` records which sequences are still
 *live* and every JetStream read (consumers, MSG.GET, DIRECT.GET, stream
 state) asks it. Other protocols read the log as appended.
 
 Most of the index is a function of the log itself: limits, rollups and TTLs
 are recomputed from the stored records (:meth:`SubjectIndex.add`, in order)
-whenever the index is rebuilt, so nothing about them needs saving. Only the
+whenever the index is rebuilt, so nothing about them needs saving; removals
+by acks under interest and work-queue retention are recomputed from the
+consumers present at the rebuild (``JetStreams.release``), not saved. The
 removals a client asks for by API (subject-filtered purges as per-subject
-floors, message deletes as sequences) are saved, by the streams module, in
-the broker's key-value table :data:`TABLE`, and handed to the index as
-``floors`` and ``deleted``.
+floors, message deletes as sequences) and the messages an interest stream
+took while no consumer matched their subject (``JetStreams.no_interest``, as
+deleted sequences) are saved, by the streams module, in the broker's
+key-value table :data:`TABLE`, and handed to the index as ``floors`` and
+``deleted``.
 
-Memory: one dict entry per live message and a deque entry per live message
-of its subject (about 150 bytes), for streams that use these features only
-(:func:`needs_index`); nats-server keeps a comparable per-subject index in
-memory. Hidden sequences are reported in a bounded log (:data:`HIDDEN_LOG`)
+Memory (measured with tracemalloc): about 150 bytes per live message (its
+dict entry and its entry in its subject's deque), plus about 800 bytes per
+subject with live messages (the deque, its dict entry and the subject
+string), for streams that use these features only (:func:`needs_index`);
+nats-server keeps a comparable per-subject index in memory. Hidden sequences are reported in a bounded log (:data:`HIDDEN_LOG`)
 so consumers can keep their pending counts without recounting.
 """
 

@@ -42,8 +42,11 @@ What Ferry does not have is left out, never invented: ``config.strict``
 ``unique_tag``, ``compress_ok``, ``meta_cluster``, ``api.inflight`` (requests
 are answered synchronously, so none is ever in flight when this runs), the
 ``limits`` of nats-server's ``jetstream {}`` block (``{}``: Ferry enforces
-none). A stream's ``state`` is exactly ``STREAM.INFO``'s, so ``num_subjects``
-appears only where that has it (streams with a subject index). Ferry has no
+none). A stream's ``state`` is exactly ``STREAM.INFO``'s, ``num_subjects``
+included: every stream that holds messages has it, from the subject index
+for an indexed stream and from ``SubjectCounts`` (``jetstream_streams.py``)
+for the others (plus ``num_deleted`` when hidden messages lie between its
+first and last sequence). Ferry has no
 server-wide JetStream memory or storage cap, so ``config.max_memory`` and
 ``max_storage`` are -1 (unlimited), the value ``$JS.API.INFO`` limits carry.
 ``store_dir`` is the broker's data directory (log and metadata; nats-server

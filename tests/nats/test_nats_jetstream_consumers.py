@@ -327,3 +327,37 @@ def test_consumer_state_and_stream_survive_kill_9(tmp_path):
         _assert_resumed(*run(_resume(url)))
     finally:
         kill_process(proc)
+
+
+async def _replay_gaps(url: str) -> list:
+    """Stream RP with three messages 0.5 s apart; a replay-original pull consumer
+    hands them out with those gaps (arrival gaps returned, rounded down to 0.1 s)."""
+    import time
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="RP", subjects=["rp.*"])
+    for i in range(3):
+        await js.publish("rp.a", b"r%d" % i)
+        if i < 2:
+            await asyncio.sleep(0.5)
+    psub = await js.pull_subscribe("rp.*", "R", stream="RP",
+                                   config=ConsumerConfig(replay_policy="original"))
+    arrivals = []
+    while len(arrivals) < 3:
+        for m in await psub.fetch(1, timeout=WAIT):
+            arrivals.append((m.data, time.monotonic()))
+            await m.ack()
+    await nc.close()
+    return [(arrivals[i + 1][0], arrivals[i + 1][1] - arrivals[i][1]) for i in range(2)]
+
+
+@pytest.mark.slow
+@needs_server
+def test_replay_original_keeps_the_stored_gaps(tmp_path, real_js):  # noqa: F811 - the fixture imported above
+    """Lower bounds only (a slow machine makes gaps longer, never shorter)."""
+    with running_gateway(tmp_path) as gw:
+        ours = run(_replay_gaps(gw.url()))
+    theirs = run(_replay_gaps(real_js))
+    for gaps in (ours, theirs):
+        assert [d for d, _ in gaps] == [b"r1", b"r2"]
+        assert all(gap >= 0.4 for _, gap in gaps), gaps
