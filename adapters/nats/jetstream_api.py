@@ -163,16 +163,19 @@ class JetStreamApi:
         seq, last, after = req.get("seq", 0), req.get("last_by_subj"), req.get("next_by_subj")
         if (not seq and not last) or (seq and last) or (last and after):
             raise JsApiError("JSBadRequestErr")
-        streams = self.streams
-        if last:
-            view = streams.last_for_subject(st, last)
-        elif after:
-            view = streams.next_for_subject(st, after, seq)
-        else:
-            view = streams.record(st, seq) if seq >= streams.first_seq(st) else None
+        view = self._find(st, seq, last, after)
         if view is None:
             raise JsApiError("JSNoMessageFoundErr")
-        return {"message": streams.message_json(st, view)}
+        return {"message": self.streams.message_json(st, view)}
+
+    def _find(self, st: JsStream, seq: int, last: str | None, after: str | None):
+        """The record a MSG.GET / DIRECT.GET asks for (last or next on a subject, or by seq), or None."""
+        streams = self.streams
+        if last:
+            return streams.last_for_subject(st, last)
+        if after:
+            return streams.next_for_subject(st, after, seq)
+        return streams.record(st, seq) if seq >= streams.first_seq(st) else None
 
     def msg_delete(self, name: str, payload: bytes) -> dict:
         st = self.streams.get(name)
@@ -236,16 +239,10 @@ class JetStreamApi:
             return [status(inbox, 408, "Empty Request")]
         if (seq and last) or (last and after) or (last and batch) or req.get("multi_last"):
             return [status(inbox, 408, "Bad Request")]
-        streams = self.streams
-        if last:
-            view = streams.last_for_subject(st, last)
-        elif after:
-            view = streams.next_for_subject(st, after, seq)
-        else:
-            view = streams.record(st, seq) if seq >= streams.first_seq(st) else None
+        view = self._find(st, seq, last, after)
         if view is None:
             return [status(inbox, 404, "Message Not Found")]
-        return [direct_reply(inbox, st.name, streams.subject_of(st, view), view)]
+        return [direct_reply(inbox, st.name, self.streams.subject_of(st, view), view)]
 
     # -- consumers ---------------------------------------------------------------------
     def consumer_create(self, rest: str, payload: bytes) -> dict:

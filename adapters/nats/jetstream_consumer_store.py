@@ -43,7 +43,13 @@ class ConsumerStore:
         self.dirty.discard(con)
 
     def save_dirty(self) -> None:
-        """Write every dirty durable consumer (one transaction)."""
+        """Write every dirty durable consumer (one transaction), and the
+        messages acks removed from interest / work-queue streams."""
+        if self.streams.unsaved and self.tables is not None:
+            try:
+                self.streams.flush_removed()
+            except FerryError:
+                pass                            # the broker is closing: the last interval is lost
         if not self.dirty or self.tables is None:
             self.dirty.clear()
             return

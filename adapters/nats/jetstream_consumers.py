@@ -550,7 +550,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         for consumers in list(self.by_stream.values()):
             for con in list(consumers.values()):
                 out.extend(self._tick_one(con, now))
-        if self.dirty and now >= self.next_save:
+        if (self.dirty or self.streams.unsaved) and now >= self.next_save:
             self.save_dirty()
             self.next_save = now + SAVE_INTERVAL
         return out
@@ -576,7 +576,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         return out
 
     def next_deadline(self) -> float | None:
-        best: float | None = self.next_save if self.dirty else None
+        best: float | None = self.next_save if self.dirty or self.streams.unsaved else None
         for consumers in self.by_stream.values():
             for con in consumers.values():
                 for when in _deadlines(con):

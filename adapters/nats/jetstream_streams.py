@@ -50,6 +50,8 @@ MAX_DEDUP_IDS = 100_000
 SCAN_CHUNK = 256
 READ_AHEAD_BYTES = 256 * 1024     # a consumer's read-ahead of records it has not handed out yet
 SUBJECT_CACHE_MAX = 10_000
+# Saved deletes past which those below the first live message fold into the purge floor.
+COMPACT_DELETES = 256
 
 
 @dataclass(eq=False)
@@ -88,6 +90,7 @@ class JetStreams:
         self.consumer_count: Callable[[str], int] = lambda name: 0   # set by the consumers' registry
         # Interest and work-queue retention: does a consumer still need (seq, subject)? (the registry's)
         self.needed: Callable[[JsStream, int, str], bool] = lambda st, seq, subject: True
+        self.unsaved: dict[str, list[int]] = {}      # stream -> seqs released by acks, saved with consumer state
 
     # -- start -------------------------------------------------------------------
     def load(self) -> None:
@@ -359,10 +362,45 @@ class JetStreams:
         if idx is None or st.config["retention"] == "limits":
             return
         live, needed = idx.live, self.needed
-        for seq in seqs:
-            subject = live.get(seq)
-            if subject is not None and not needed(st, seq, subject):
-                idx.hide(seq)
+        gone = [seq for seq in seqs if (subject := live.get(seq)) is not None and not needed(st, seq, subject)]
+        for seq in gone:
+            idx.hide(seq)
+            st.deleted.add(seq)               # saved: a rebuild must not bring it back
+        if gone:
+            self.unsaved.setdefault(st.name, []).extend(gone)
+
+    def flush_removed(self) -> None:
+        """Save the seqs acks released (with the consumers' state, every
+        SAVE_INTERVAL), then fold deletes below the first live message into
+        the purge floor so the saved set stays small."""
+        unsaved, self.unsaved = self.unsaved, {}
+        for name, seqs in unsaved.items():
+            st = self.streams.get(name)
+            if st is not None:
+                self._save_removed(st, {}, seqs)
+                if len(st.deleted) >= COMPACT_DELETES:
+                    self._compact(st)
+
+    def _compact(self, st: JsStream) -> None:
+        idx = st.index
+        if idx is None:
+            return
+        first = idx.first()
+        first = idx.to + 1 if first is None else first
+        below = [q for q in st.deleted if q < first]
+        if first <= st.floor or not below:
+            return
+        st.floor = first
+        self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(first)})
+        old_floors = {s: q for s, q in st.floors.items() if q <= first}
+        keys = [(f"{st.name}\x1fd\x1f{q}".encode(), -(1 << 63)) for q in below]
+        keys += [(f"{st.name}\x1ff\x1f{s}".encode(), -(1 << 63)) for s in old_floors]
+        for i in range(0, len(keys), 1000):
+            self.broker.tables.remove(TABLE, keys[i:i + 1000])
+        st.deleted.difference_update(below)
+        for subject in old_floors:
+            del st.floors[subject]
+        self._drop_segments(st)
 
     def no_interest(self, st: JsStream, seq: int) -> None:
         """Interest retention: a message stored while no consumer's filter

@@ -19,6 +19,7 @@ import json
 import re
 
 import pytest
+from ferry_harness import running_gateway
 from test_nats_jetstream_streams import (  # noqa: F401 - real_js is a fixture
     WAIT,
     api_error,
@@ -350,3 +351,75 @@ def test_kv_bucket_survives_kill_9(tmp_path):
     assert out[1] == ("missing", "KeyNotFoundError")
     assert out[2] == ["a"]
     assert out[3] == 4            # a4; b and its delete marker (history 2); the purge marker of c
+
+
+def test_acked_messages_stay_removed_after_a_restart(tmp_path):
+    """Work-queue acks by a consumer that is gone, and interest acks before a
+    switch to limits, are saved: a restart (an index rebuild) brings nothing back."""
+
+    async def state(js, name):
+        st = (await js.stream_info(name)).state
+        return (st.messages, st.first_seq, st.last_seq)
+
+    async def first(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="W", subjects=["w.*"], retention="workqueue")
+        await js.add_stream(name="I", subjects=["i.*"], retention="interest")
+        durable = await js.pull_subscribe("i.*", "C", stream="I")
+        for i in range(3):
+            await js.publish("w.a", b"w%d" % i)
+            await js.publish("i.a", b"i%d" % i)
+        eph = await js.pull_subscribe("w.*", stream="W")
+        for m in await eph.fetch(2, timeout=WAIT):
+            await m.ack_sync()
+        await eph.unsubscribe()
+        for m in await durable.fetch(3, timeout=WAIT):
+            await m.ack_sync()
+        await js.update_stream(name="I", subjects=["i.*"], retention="limits")
+        await asyncio.sleep(0.6)                       # past the 0.2 s save interval
+        out = [await state(js, "W"), await state(js, "I")]
+        await nc.close()
+        return out
+
+    async def second(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        out = [await state(js, "W"), await state(js, "I")]
+        await nc.close()
+        return out
+
+    with running_gateway(tmp_path) as gw:
+        before = run(first(gw.url()))
+    with running_gateway(tmp_path) as gw:
+        after = run(second(gw.url()))
+    assert before == [(1, 3, 3), (0, 4, 3)]
+    assert after == before
+
+
+def test_work_queue_deletes_fold_into_the_purge_floor(tmp_path):
+    """Hundreds of acked work-queue messages leave a purge floor, not hundreds of saved deletes."""
+    from core.broker import Broker
+
+    async def work(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="WC", subjects=["wc.*"], retention="workqueue")
+        for i in range(600):
+            await js.publish("wc.a", b"%d" % i)
+        sub = await js.pull_subscribe("wc.*", "C", stream="WC")
+        done = 0
+        while done < 600:
+            for m in await sub.fetch(100, timeout=WAIT):
+                await m.ack_sync()
+                done += 1
+        await asyncio.sleep(0.6)
+        st = (await js.stream_info("WC")).state
+        await nc.close()
+        return (st.messages, st.first_seq, st.last_seq)
+
+    with running_gateway(tmp_path) as gw:
+        assert run(work(gw.url())) == (0, 601, 600)
+    with Broker.open(tmp_path / "data") as broker:
+        saved = broker.tables.entries("nats.jetstream.removed", None, 1000)
+    assert len(saved) < 256, len(saved)

