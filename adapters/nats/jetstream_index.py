@@ -14,15 +14,15 @@ state) asks it. Other protocols read the log as appended.
 
 Most of the index is a function of the log itself: limits, rollups and TTLs
 are recomputed from the stored records (:meth:`SubjectIndex.add`, in order)
-whenever the index is rebuilt, so nothing about them needs saving; removals
-by acks under interest and work-queue retention are recomputed from the
-consumers present at the rebuild (``JetStreams.release``), not saved. The
+whenever the index is rebuilt, so nothing about them needs saving. The
 removals a client asks for by API (subject-filtered purges as per-subject
-floors, message deletes as sequences) and the messages an interest stream
-took while no consumer matched their subject (``JetStreams.no_interest``, as
-deleted sequences) are saved, by the streams module, in the broker's
-key-value table :data:`TABLE`, and handed to the index as ``floors`` and
-``deleted``.
+floors, message deletes as sequences), the messages acks removed under
+interest and work-queue retention (``JetStreams.release``, saved with the
+consumers' state) and those an interest stream took while no consumer
+matched their subject (``JetStreams.no_interest``) are saved, by the streams
+module, in the broker's key-value table :data:`TABLE`, and handed to the
+index as ``floors`` and ``deleted``; deletes below the first live message
+fold into the purge floor (``JetStreams.flush_removed``).
 
 Memory (measured with tracemalloc): about 150 bytes per live message (its
 dict entry and its entry in its subject's deque), plus about 800 bytes per

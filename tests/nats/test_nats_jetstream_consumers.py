@@ -18,6 +18,7 @@ import pytest
 from ferry_harness import running_gateway
 from test_nats_jetstream_streams import (  # noqa: F401 - real_js is a fixture
     assert_same_results,
+    killed_gateway,
     needs_server,
     norm,
     raw,
@@ -306,27 +307,10 @@ def test_consumer_state_and_stream_survive_kill_9(tmp_path):
     """``ferry serve`` as a real process, SIGKILLed after the acks: the durable's cursor
     and ack floor (saved at most 0.2 s after an ack, docs/nats.md "Pull consumers") and
     every acknowledged publish are there after the restart."""
-    import re
-
-    from ferry_harness import kill_process, serve_process
-
-    def start():
-        proc, banner = serve_process(tmp_path, tmp_path / "data", "--fsync", "always", "--only", "nats",
-                                     "--nats-port", "0")
-        port = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
-        assert port, banner
-        return proc, f"nats://127.0.0.1:{port.group(1)}"
-
-    proc, url = start()
-    try:
+    with killed_gateway(tmp_path) as url:
         run(_ack_some(url, settle=0.6))
-    finally:
-        kill_process(proc)
-    proc, url = start()
-    try:
+    with killed_gateway(tmp_path) as url:
         _assert_resumed(*run(_resume(url)))
-    finally:
-        kill_process(proc)
 
 
 async def _replay_gaps(url: str) -> list:

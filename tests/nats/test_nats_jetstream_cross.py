@@ -259,21 +259,9 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-    from pyspark.sql import SparkSession
+    from spark_session import build_session
 
-    from adapters.spark import FerryDataSource
-
-    tmp = tmp_path_factory.mktemp("spark")
-    s = (SparkSession.builder.master("local[2]").appName("ferry-js-cross")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.driver.memory", "1g")
-         .config("spark.local.dir", str(tmp / "local")).config("spark.sql.warehouse.dir", str(tmp / "wh"))
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    s.dataSource.register(FerryDataSource)
+    s = build_session(tmp_path_factory.mktemp("spark"), "ferry-js-cross")
     yield s
     s.stop()
 

@@ -16,7 +16,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import re
 
 import pytest
 from ferry_harness import running_gateway
@@ -24,6 +23,7 @@ from test_nats_jetstream_streams import (  # noqa: F401 - real_js is a fixture
     WAIT,
     api_error,
     assert_same_results,
+    killed_gateway,
     needs_server,
     norm,
     raw,
@@ -304,8 +304,6 @@ def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 -
 
 def test_kv_bucket_survives_kill_9(tmp_path):
     """KV contents, deletes and purges come back after kill -9 of the gateway."""
-    from ferry_harness import kill_process, serve_process
-
     async def first(url):
         nc = await nats.connect(url)
         js = nc.jetstream()
@@ -330,23 +328,10 @@ def test_kv_bucket_survives_kill_9(tmp_path):
         await nc.close()
         return out
 
-    def start():
-        proc, banner = serve_process(tmp_path, tmp_path / "data", "--fsync", "always", "--only", "nats",
-                                     "--nats-port", "0")
-        port = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
-        assert port, banner
-        return proc, f"nats://127.0.0.1:{port.group(1)}"
-
-    proc, url = start()
-    try:
+    with killed_gateway(tmp_path) as url:
         run(first(url))
-    finally:
-        kill_process(proc)
-    proc, url = start()
-    try:
+    with killed_gateway(tmp_path) as url:
         out = run(second(url))
-    finally:
-        kill_process(proc)
     assert out[0] == [("a", b"a4", 5, None)]
     assert out[1] == ("missing", "KeyNotFoundError")
     assert out[2] == ["a"]

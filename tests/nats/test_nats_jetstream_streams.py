@@ -11,8 +11,10 @@ Ferry's broker, and a restart on the same data directory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,10 +157,10 @@ async def malformed(url: str) -> list:
     return out
 
 
-@pytest.fixture(scope="module")
-def real_js(tmp_path_factory):
+@contextlib.contextmanager
+def nats_server_js(store):
+    """The real ``nats-server -js`` storing in ``store``; yields its URL."""
     port = free_port()
-    store = tmp_path_factory.mktemp("js")
     proc = subprocess.Popen([NATS_SERVER, "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -170,11 +172,34 @@ def real_js(tmp_path_factory):
         proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def real_js(tmp_path_factory):
+    with nats_server_js(tmp_path_factory.mktemp("js")) as url:
+        yield url
+
+
 @pytest.mark.slow
 @needs_server
 @pytest.mark.parametrize("script", [steps, malformed], ids=["streams_and_publishing", "malformed_requests"])
 def test_same_results_as_nats_server(tmp_path, real_js, script):
     assert_same_results(tmp_path, real_js, script)
+
+
+@contextlib.contextmanager
+def killed_gateway(tmp_path):
+    """``ferry serve --fsync always --only nats`` as a real process on
+    ``tmp_path/data``; yields its NATS URL and SIGKILLs it on the way out
+    (no flush, no close: the kill -9 tests)."""
+    from ferry_harness import kill_process, serve_process
+
+    proc, banner = serve_process(tmp_path, tmp_path / "data", "--fsync", "always", "--only", "nats",
+                                 "--nats-port", "0")
+    try:
+        port = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
+        assert port, banner
+        yield f"nats://127.0.0.1:{port.group(1)}"
+    finally:
+        kill_process(proc)
 
 
 def assert_same_results(tmp_path, real_url: str, script) -> None:

@@ -22,8 +22,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ferry_harness import free_port, running_gateway, wait_for_port
-from test_nats_jetstream_streams import NATS_SERVER, norm
+from ferry_harness import running_gateway
+from test_nats_jetstream_streams import NATS_SERVER, nats_server_js, norm
 
 NODE_DIR = Path(__file__).parent / "node"
 SCENARIO = NODE_DIR / "jetstream_scenario.js"
@@ -47,17 +47,8 @@ def scenario(url: str) -> dict:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     """The scenario's output against each server: ``{"nats-server": ..., "ferry": ...}``."""
-    port = free_port()
-    store = tmp_path_factory.mktemp("js")
-    proc = subprocess.Popen([NATS_SERVER, "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        if not wait_for_port(port, timeout=10, proc=proc):
-            raise RuntimeError("nats-server -js did not start")
-        theirs = scenario(f"nats://127.0.0.1:{port}")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with nats_server_js(tmp_path_factory.mktemp("js")) as url:
+        theirs = scenario(url)
     with running_gateway(tmp_path_factory.mktemp("ferry"), "") as gw:
         ours = scenario(gw.url())
     return {"nats-server": theirs, "ferry": ours}

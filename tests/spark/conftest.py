@@ -61,21 +61,9 @@ def spark(tmp_path_factory):
     pytest.importorskip("pyarrow")
     if shutil.which("java") is None:
         pytest.skip("no Java on PATH")
-    from pyspark.sql import SparkSession
+    from spark_session import build_session
 
-    from adapters.spark import FerryDataSource
-
-    tmp = tmp_path_factory.mktemp("spark")
-    s = (SparkSession.builder.master("local[2]").appName("ferry-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.driver.memory", "1g")
-         .config("spark.local.dir", str(tmp / "local")).config("spark.sql.warehouse.dir", str(tmp / "wh"))
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    s.dataSource.register(FerryDataSource)
+    s = build_session(tmp_path_factory.mktemp("spark"), "ferry-tests")
     yield s
     for q in s.streams.active:
         q.stop()
