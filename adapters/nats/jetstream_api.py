@@ -33,12 +33,9 @@ from .jetstream_consumer_config import parse_consumer_config
 from .jetstream_consumers import JsConsumers
 from .jetstream_errors import JsApiError
 from .jetstream_index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
-from .jetstream_pull import Out, status
 from .jetstream_streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
-from .translate import canonical_to_nats
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
-DIRECT_PREFIX = "$JS.API.DIRECT.GET."
 NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST
 LIST_LIMIT = 256
 API_LEVEL = 1
@@ -163,19 +160,11 @@ class JetStreamApi:
         seq, last, after = req.get("seq", 0), req.get("last_by_subj"), req.get("next_by_subj")
         if (not seq and not last) or (seq and last) or (last and after):
             raise JsApiError("JSBadRequestErr")
-        view = self._find(st, seq, last, after)
+        view = self.streams.find(st, seq, last, after)
         if view is None:
             raise JsApiError("JSNoMessageFoundErr")
         return {"message": self.streams.message_json(st, view)}
 
-    def _find(self, st: JsStream, seq: int, last: str | None, after: str | None):
-        """The record a MSG.GET / DIRECT.GET asks for (last or next on a subject, or by seq), or None."""
-        streams = self.streams
-        if last:
-            return streams.last_for_subject(st, last)
-        if after:
-            return streams.next_for_subject(st, after, seq)
-        return streams.record(st, seq) if seq >= streams.first_seq(st) else None
 
     def msg_delete(self, name: str, payload: bytes) -> dict:
         st = self.streams.get(name)
@@ -209,40 +198,6 @@ class JetStreamApi:
             out["cluster"] = {"leader": self.server_name}
         out["ts"] = go_time(time.time_ns())
         return out
-
-    # -- direct get --------------------------------------------------------------------
-    def direct_get(self, subject: str, payload: bytes, inbox: str) -> list[Out]:
-        """``$JS.API.DIRECT.GET.<stream>[.<subject>]`` for a stream with
-        ``allow_direct``: the stored message itself (its headers plus
-        Nats-Stream/Subject/Sequence/Time-Stamp) or a status, nats-server's
-        replies. An empty list: nobody answers (no such stream, or not direct)."""
-        rest = subject[len(DIRECT_PREFIX):]
-        name, _, last_for = rest.partition(".")
-        st = self.streams.streams.get(name)
-        if st is None or not st.config["allow_direct"]:
-            return []
-        req: dict = {}
-        if payload.strip():
-            try:
-                req = json.loads(payload)
-                if not isinstance(req, dict):
-                    raise ValueError
-            except (ValueError, UnicodeDecodeError):
-                return [status(inbox, 408, "Malformed Request")]
-        seq, last, after = req.get("seq") or 0, req.get("last_by_subj") or "", req.get("next_by_subj") or ""
-        batch = req.get("batch") or 0
-        if last_for:
-            if seq or last or after or batch or req.get("multi_last") or req.get("start_time"):
-                return [status(inbox, 408, "Bad Request")]
-            last = last_for
-        elif not payload.strip() or not (seq or last or after or req.get("start_time")):
-            return [status(inbox, 408, "Empty Request")]
-        if (seq and last) or (last and after) or (last and batch) or req.get("multi_last"):
-            return [status(inbox, 408, "Bad Request")]
-        view = self._find(st, seq, last, after)
-        if view is None:
-            return [status(inbox, 404, "Message Not Found")]
-        return [direct_reply(inbox, st.name, self.streams.subject_of(st, view), view)]
 
     # -- consumers ---------------------------------------------------------------------
     def consumer_create(self, rest: str, payload: bytes) -> dict:
@@ -397,15 +352,6 @@ class JetStreamApi:
             self.streams.remember(st, msg_id, seq)
         if st.config["retention"] == "interest" and not self.consumers.interested(st, subject):
             self.streams.no_interest(st, seq)
-
-
-def direct_reply(inbox: str, stream: str, subject: str, view) -> Out:
-    """A direct get's answer: the message's own headers, then nats-server's four."""
-    block = canonical_to_nats(view.headers) if len(view.headers) else b""
-    lines = block[:-2] if block else b"NATS/1.0\r\n"
-    lines += (f"Nats-Stream: {stream}\r\nNats-Subject: {subject}\r\nNats-Sequence: {view.offset + 1}\r\n"
-              f"Nats-Time-Stamp: {go_time(view.timestamp * 1000)}\r\n\r\n").encode()
-    return Out(inbox, block=lines, payload=bytes(view.payload))
 
 
 def _uint(text: str) -> int:

@@ -37,7 +37,8 @@ from core.log import AppendInput
 
 from .errors import NatsHeaderError
 from .headers import parse_headers
-from .jetstream_api import DIRECT_PREFIX, JetStreamApi, pub_ack, pub_error
+from .jetstream_api import JetStreamApi, pub_ack, pub_error
+from .jetstream_direct import DIRECT_PREFIX, direct_get
 from .jetstream_consumers import ACK_PREFIX
 from .jetstream_errors import JsApiError
 from .jetstream_pull import Out
@@ -80,7 +81,7 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
             return True
     if subject.startswith(DIRECT_PREFIX):
         if reply:
-            out = js.direct_get(subject, payload, reply)
+            out = direct_get(js.streams, subject, payload, reply)
             if out:
                 send_js(session.broker, out)
             elif session.conn.no_responders:

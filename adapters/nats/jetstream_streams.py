@@ -519,6 +519,14 @@ class JetStreams:
         out["time"] = go_time(view.timestamp * 1000)
         return out
 
+    def find(self, st: JsStream, seq: int, last: str | None, after: str | None):
+        """The record a MSG.GET / DIRECT.GET asks for (last or next on a subject, or by seq), or None."""
+        if last:
+            return self.last_for_subject(st, last)
+        if after:
+            return self.next_for_subject(st, after, seq)
+        return self.record(st, seq) if seq >= self.first_seq(st) else None
+
     def last_for_subject(self, st: JsStream, subject: str):
         """The newest visible record whose subject ``subject`` matches (a scan back)."""
         first = self.first_seq(st)

@@ -294,10 +294,54 @@ async def retention_steps(url: str) -> list:
     return out
 
 
+async def direct_steps(url: str) -> list:
+    """DIRECT.GET batches, multi_last, no_hdr and start_time: every message and status as data."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="D", subjects=["d.>"], allow_direct=True)
+    for i, s in enumerate(["d.a", "d.b", "d.a", "d.c.x", "d.b", "d.c.y"]):
+        await js.publish(s, b"m%d" % i, headers={"H": str(i)} if i % 2 else None)
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+
+    async def ask(body) -> list:
+        await nc.publish("$JS.API.DIRECT.GET.D", json.dumps(body).encode() if isinstance(body, dict) else body,
+                         reply=inbox)
+        got = []
+        while True:
+            try:
+                m = await sub.next_msg(timeout=1.0)
+            except nats.errors.TimeoutError:
+                got.append("silence")
+                return got
+            hdrs = {k: v for k, v in (m.headers or {}).items() if k != "Nats-Time-Stamp"}
+            got.append((hdrs, m.data))
+            if not m.data and hdrs.get("Status") in ("204", "404", "408", "413") or not m.data and "Status" in hdrs:
+                return got
+            if "Nats-Num-Pending" not in hdrs:
+                return got                                   # a single message
+
+    out = [await ask({"seq": 1, "batch": 3}),
+           await ask({"seq": 2, "batch": 10, "next_by_subj": "d.a"}),
+           await ask({"seq": 1, "batch": 2, "next_by_subj": "d.c.*"}),
+           await ask({"seq": 1, "batch": 5, "max_bytes": 5}),
+           await ask({"multi_last": ["d.a", "d.c.>"]}),
+           await ask({"multi_last": [">"], "up_to_seq": 3}),
+           await ask({"multi_last": [">"], "batch": 2}),
+           await ask({"multi_last": ["d.zzz"]}),
+           await ask({"seq": 2, "no_hdr": True}),
+           await ask({"start_time": "2000-01-01T00:00:00Z"}),
+           await ask({"seq": 99, "batch": 2}),
+           await ask({"last_by_subj": "d.a", "batch": 2}),
+           await ask({"next_by_subj": "d.a", "multi_last": ["d.a"]})]
+    await nc.close()
+    return out
+
+
 @pytest.mark.slow
 @needs_server
-@pytest.mark.parametrize("script", [kv_steps, object_steps, feature_steps, retention_steps],
-                         ids=["kv", "object_store", "features", "retention"])
+@pytest.mark.parametrize("script", [kv_steps, object_steps, feature_steps, retention_steps, direct_steps],
+                         ids=["kv", "object_store", "features", "retention", "direct_get"])
 def test_same_results_as_nats_server(tmp_path, real_js, script):  # noqa: F811 - the fixture imported above
     assert_same_results(tmp_path, real_js, script)
 
