@@ -2,7 +2,7 @@
 
 What it measures
 ----------------
-``ferry serve --only iggy_tcp`` runs in a subprocess. Then, per scenario, for
+``ferry serve --only iggy_tcp,iggy_ws`` runs in a subprocess. Then, per scenario, for
 ``--seconds``:
 
 * ``raw send``: ``--producers`` processes, each one TCP connection speaking the
@@ -15,12 +15,15 @@ What it measures
   offsets of what was sent;
 * ``apache-iggy 0.8.0 send`` / ``0.9.0 send``: the real clients (their venvs
   from tests/support/iggy_clients.py), one process per producer, each sending
-  the same batches through ``send_messages``.
+  the same batches through ``send_messages``;
+* ``apache-iggy 0.9.0 ws send`` / ``ws poll``: the same 0.9.0 client over the
+  ``iggy_ws`` listener (``WebSocketConfig``, one request per binary message),
+  with ``x tcp``: its msgs/s as a ratio of the 0.9.0 TCP row of this run.
 
 Each row: messages/s, payload MB/s, p50/p99 latency per batch, and ``x raw``
 (msgs/s as a ratio of the raw generator's send in this run, on this machine).
 Usage: ``.venv/bin/python bench/iggy_bench.py [--seconds 3] [--batch 1000]
-[--size 128] [--producers 1] [--fsync batch] [--window 1] [--dialect 2]``. Seeds fixed; temp data removed.
+[--size 128] [--producers 1] [--fsync batch] [--window 1] [--dialect 2] [--no-ws]``. Seeds fixed; temp data removed.
 """
 
 from __future__ import annotations
@@ -158,8 +161,12 @@ CLIENT_SCRIPT = r'''
 import asyncio, json, random, sys, time
 import apache_iggy as lib
 port, seconds, batch, size, partition = map(int, sys.argv[1:6])
+transport = sys.argv[6] if len(sys.argv) > 6 else "tcp"
 async def main():
-    c = lib.IggyClient(f"127.0.0.1:{port}")
+    if transport == "ws":  # apache-iggy 0.9: the WebSocket transport (iggy_ws listener)
+        c = lib.IggyClient(lib.WebSocketConfig(server_address=f"127.0.0.1:{port}"))
+    else:
+        c = lib.IggyClient(f"127.0.0.1:{port}")
     await c.connect()
     await c.login_user("iggy", "iggy")
     msgs = [lib.SendMessage(b"x" * size) for _ in range(batch)]
@@ -192,13 +199,16 @@ import os; os._exit(0)
 '''
 
 
-def client_run(spec: str, port: int, seconds: float, batch: int, size: int, producers: int) -> list[dict]:
+def client_run(spec: str, port: int, seconds: float, batch: int, size: int, producers: int,
+               transport: str = "tcp") -> list[dict]:
     """Each producer process sends for ``seconds``, then polls random offsets of
-    its partition for ``seconds``; one result dict per process."""
+    its partition for ``seconds``; one result dict per process. ``transport``:
+    "tcp", or "ws" (0.9.0 only) for the WebSocket listener at ``port``."""
     from iggy_clients import client_python
 
     python = str(client_python(spec))
-    procs = [subprocess.Popen([python, "-c", CLIENT_SCRIPT, str(port), str(int(seconds)), str(batch), str(size), str(p)],
+    procs = [subprocess.Popen([python, "-c", CLIENT_SCRIPT, str(port), str(int(seconds)), str(batch), str(size), str(p),
+                              transport],
                               stdout=subprocess.PIPE, text=True) for p in range(producers)]
     return [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
 
@@ -214,16 +224,30 @@ def summarize(name: str, results: list[dict], seconds: float, size: int, raw_rat
     return rate
 
 
-def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[subprocess.Popen, int]:
+def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[subprocess.Popen, int, int]:
     env = ferry_env()
     if pure_python:  # core/log/encoded.py, adapters/iggy/_compiled.py: no compiled loops
         env["FERRY_PURE_PYTHON"] = "1"
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "iggy_tcp", "--data", str(data),
-                             "--host", "127.0.0.1", "--iggy-tcp-port", "0", "--fsync", fsync], cwd=data.parent,
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "iggy_tcp,iggy_ws", "--data",
+                             str(data), "--host", "127.0.0.1", "--iggy-tcp-port", "0", "--iggy-ws-port", "0",
+                             "--fsync", fsync], cwd=data.parent,
                             stdout=subprocess.PIPE, stderr=open(data.parent / "server.log", "wb"), env=env)
     banner = wait_banner(proc, data.parent / "server.log", START_LIMIT_S, SystemExit, "server", None)
     port = int(re.search(r"iggy_tcp +127\.0\.0\.1:(\d+)/tcp", banner).group(1))
-    return proc, port
+    ws_port = int(re.search(r"iggy_ws +127\.0\.0\.1:(\d+)/tcp", banner).group(1))
+    return proc, port, ws_port
+
+
+WS_CLIENT = "apache-iggy==0.9.0"  # the client generation with a WebSocket transport
+
+
+def client_rows(spec: str, name: str, port: int, a, raw: float | None, transport: str = "tcp") -> tuple[float, float]:
+    """Run the client rows (send, then poll) of ``spec``; their msgs/s."""
+    res = client_run(spec, port, a.seconds, a.batch, a.size, a.producers, transport)
+    sent = summarize(f"{name} send", res, a.seconds, a.size, raw)
+    polled = summarize(f"{name} poll", [{"msgs": r["poll_msgs"], "lat": r["poll_lat"]} for r in res], a.seconds,
+                       a.size, raw)
+    return sent, polled
 
 
 def main() -> None:
@@ -240,11 +264,12 @@ def main() -> None:
     ap.add_argument("--no-clients", action="store_true", help="skip the real-client rows")
     ap.add_argument("--clients", default="0.8.0,0.9.0", help="apache-iggy versions of the client rows")
     ap.add_argument("--no-raw", action="store_true", help="client rows only (no x raw column): for profiling")
+    ap.add_argument("--no-ws", action="store_true", help="skip the apache-iggy 0.9.0 WebSocket rows")
     ap.add_argument("--pure-python", action="store_true",
                     help="the server without its compiled loops (FERRY_PURE_PYTHON=1), to measure what they give")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="iggy-bench-", dir="."))
-    proc, port = start_server(tmp / "data", a.fsync, a.pure_python)
+    proc, port, ws_port = start_server(tmp / "data", a.fsync, a.pure_python)
     try:
         sock, _session = connect(port)
         sock.sendall(frame("stream.create", name="bench"))
@@ -264,13 +289,16 @@ def main() -> None:
                 polled = pool.map(raw_worker, [(port, "poll", a.seconds, a.batch, a.size, p, sent[p]["msgs"], 1,
                                                 a.dialect) for p in range(a.producers)])
                 summarize("raw poll", polled, a.seconds, a.size, raw)
+        tcp_rates: dict[str, tuple[float, float]] = {}
         if not a.no_clients:
             for version in a.clients.split(","):
                 spec = f"apache-iggy=={version.strip()}"
-                res = client_run(spec, port, a.seconds, a.batch, a.size, a.producers)
-                summarize(f"{spec} send", res, a.seconds, a.size, raw)
-                summarize(f"{spec} poll", [{"msgs": r["poll_msgs"], "lat": r["poll_lat"]} for r in res], a.seconds,
-                          a.size, raw)
+                tcp_rates[spec] = client_rows(spec, spec, port, a, raw)
+        if not a.no_ws:
+            ref = tcp_rates.get(WS_CLIENT) or client_rows(WS_CLIENT, WS_CLIENT, port, a, raw)  # the TCP reference
+            ws = client_rows(WS_CLIENT, f"{WS_CLIENT} ws", ws_port, a, raw, "ws")
+            print(f"{'WebSocket x tcp (0.9.0)':<28} send {ws[0] / ref[0]:.2f}, poll {ws[1] / ref[1]:.2f} "
+                  f"(target >= 0.70)")
     finally:
         stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,6 +22,11 @@ clock (``self._clock``, µs).
   nothing to brute-force), and looks it up by that hash.
 * The root user (id 0) cannot be deleted, deactivated, or given other
   permissions (Iggy's CannotDeleteUser / CannotChangePermissions).
+* Live logins (core/credentials.py): ``live_user`` answers a user's current
+  record from memory (dropped on every write to ``users``), so a session can
+  check who it acts for on every request for the price of a dict lookup; and
+  deleting a user calls the watchers (``watch_credentials``) once the
+  deletion committed, so the transports end the user's logins at once.
 
 Hashing costs tens of milliseconds of CPU. The store's lock is never held
 while hashing, so ``authenticate``, ``create_user`` and ``change_password``
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Callable
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from .credentials import CredentialChange, Watcher, Watchers
 from .errors import (
     CannotChangePermissions,
     CannotDeleteUser,
@@ -124,6 +130,11 @@ class UserStore:
     def _init_auth(self, hasher: PasswordHasher | None) -> None:
         self._hasher = hasher or PasswordHasher()
         self._dummy_hash: str | None = None
+        # id -> UserInfo as committed; filled under the db lock by live_user and
+        # cleared inside every transaction that writes `users` (so it never
+        # holds a row a commit replaced: readers and writers share that lock).
+        self._live: dict[int, UserInfo] = {}
+        self._watchers = Watchers()
 
     # -- users -------------------------------------------------------------------
     def create_user(
@@ -158,6 +169,7 @@ class UserStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (user_id, username, pw_hash, status, self._clock(), perms_json),
             )
+            self._live.clear()
         return self.get_user(user_id)
 
     def ensure_root(self, username: str, password: str) -> UserInfo:
@@ -195,6 +207,7 @@ class UserStore:
                 if uid == ROOT_USER_ID and status != ACTIVE:
                     raise PermissionDenied("the root user cannot be deactivated")
                 conn.execute("UPDATE users SET status = ? WHERE id = ?", (status, uid))
+            self._live.clear()
         return self.get_user(uid)
 
     def update_permissions(self, user: Ident, permissions: Permissions | None) -> UserInfo:
@@ -206,6 +219,7 @@ class UserStore:
             if uid == ROOT_USER_ID:
                 raise CannotChangePermissions("the root user's permissions cannot be changed")
             conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (perms_json, uid))
+            self._live.clear()
         return self.get_user(uid)
 
     def change_password(self, user: Ident, current_password: str, new_password: str) -> None:
@@ -224,12 +238,15 @@ class UserStore:
                 raise InvalidCredentials("the password changed meanwhile")
 
     def delete_user(self, user: Ident) -> None:
-        """Delete a user and its tokens. Raises UserNotFound, CannotDeleteUser (root)."""
+        """Delete a user and its tokens (the foreign key cascades), then tell the
+        watchers. Raises UserNotFound, CannotDeleteUser (root)."""
         with self._db.transaction() as conn:
-            uid = self._user_row(user, "id", conn)[0]
+            uid, created_at = self._user_row(user, "id, created_at", conn)
             if uid == ROOT_USER_ID:
                 raise CannotDeleteUser("the root user cannot be deleted")
             conn.execute("DELETE FROM users WHERE id = ?", (uid,))
+            self._live.clear()
+        self._watchers.announce(CredentialChange(uid, created_at))
 
     def authenticate(self, username: Ident, password: str) -> UserInfo:
         """The user whose credentials these are.
@@ -250,15 +267,50 @@ class UserStore:
             self._rehash(info.id, pw_hash, password)
         return info
 
+    def live_user(self, user_id: int) -> UserInfo | None:
+        """The user with id ``user_id`` as last committed, or None if there is none.
+
+        From memory after the first read: what a logged-in session calls on
+        every request to act with the user's current status and permissions."""
+        info = self._live.get(user_id)
+        if info is None:
+            with self._db.lock:
+                row = self._db.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
+                if row is None:
+                    return None
+                info = self._live[user_id] = _user(row)
+        return info
+
+    def recheck(self, user: UserInfo) -> UserInfo:
+        """``user`` as stored now, for a login admitted by a password check that ran
+        in a worker thread: raises InvalidCredentials if the user was deleted meanwhile
+        (or its id is now another user's), UserInactive if it was deactivated."""
+        live = self.live_user(user.id)
+        if live is None or live.created_at != user.created_at:
+            raise InvalidCredentials("invalid credentials")
+        if not live.active:
+            raise UserInactive(f"user {live.username!r} is inactive")
+        return live
+
+    def watch_credentials(self, watcher: Watcher) -> Callable[[], None]:
+        """Call ``watcher(change)`` after each committed user deletion
+        (core/credentials.py); returns the function that stops it."""
+        return self._watchers.add(watcher)
+
     def can(self, user: UserInfo | int, action: Action | str, stream_id: int | None = None,
-            topic_id: int | None = None) -> bool:
+            topic_id: int | None = None, *, ignore_status: bool = False) -> bool:
         """May ``user`` (a UserInfo, or an id read fresh from the store) do ``action``?
 
         Evaluated as Iggy's permissioner does (core.permissions); root may do
-        everything, an inactive user nothing. Raises InvalidArgument for an
-        unknown action or a missing stream/topic id, UserNotFound for an id."""
+        everything, an inactive user nothing, unless ``ignore_status``: Iggy's
+        status only refuses new logins, and a session that logged in before a
+        deactivation keeps acting with the user's grants (the Iggy adapters;
+        docs/iggy.md "What a credential change does to live sessions"). Raises
+        InvalidArgument for an unknown action or a missing stream/topic id,
+        UserNotFound for an id."""
         info = user if isinstance(user, UserInfo) else self.get_user(check_int(user, "user id", 0, MAX_ID))
-        return allowed(info.permissions, action, stream_id, topic_id, is_root=info.is_root, active=info.active)
+        return allowed(info.permissions, action, stream_id, topic_id, is_root=info.is_root,
+                       active=ignore_status or info.active)
 
     # -- personal access tokens ------------------------------------------------------
     def create_pat(self, user_id: int, name: str, expiry_us: int | None = None) -> str:
@@ -369,6 +421,7 @@ class UserStore:
             new = perms.without_stream(stream_id) if topic_id is None else perms.without_topic(stream_id, topic_id)
             if new is not perms:
                 conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (new.to_json(), uid))
+                self._live.clear()
 
 
 def _user(row: tuple) -> UserInfo:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -99,6 +99,7 @@ class Broker(ConsumerOps, TopicOps):
         # recent log lines a snapshot reports (Iggy's GetSnapshotFile); None if bare.
         self.diagnostics = None
         self._partitions: dict[tuple[int, int, int], Partition] = {}
+        self._topic_log_cfgs: dict[tuple[int, str], LogConfig] = {}  # topic_log_config's
         self._round_robin: dict[tuple[int, int], int] = {}
         # NATS subject -> captured topic (or None), for the publish hot path;
         # cleared whenever streams or topics change (nats-server's sublist
@@ -137,7 +138,7 @@ class Broker(ConsumerOps, TopicOps):
             for topic in self.meta.list_topics(stream.id):
                 wanted.add(self._topic_dir(stream.id, topic.id))
                 for pid in range(topic.partitions_count):
-                    wanted.add(self._open_partition(stream.id, topic.id, pid).path)
+                    wanted.add(self._open_partition(topic, pid).path)
         self._remove_orphans(wanted)
         self._apply_logical_starts()
 
@@ -207,12 +208,27 @@ class Broker(ConsumerOps, TopicOps):
     def _topic_dir(self, sid: int, tid: int) -> Path:
         return self._stream_dir(sid) / "topics" / str(tid)
 
-    def _open_partition(self, sid: int, tid: int, pid: int) -> Partition:
+    def _open_partition(self, topic: TopicInfo, pid: int) -> Partition:
+        sid, tid = topic.stream_id, topic.id
         path = self._topic_dir(sid, tid) / "partitions" / str(pid)
-        part = Partition.open(path, pid, self.cfg.log)
+        part = Partition.open(path, pid, self.topic_log_config(topic))
         part.set_wakeup(self._wake_flusher)
         self._partitions[(sid, tid, pid)] = part
         return part
+
+    def topic_log_config(self, topic: TopicInfo) -> LogConfig:
+        """The log settings of ``topic``'s partitions: the broker's ``[log]`` with the
+        topic's own segment size and fsync policy where it has them (set at creation,
+        ``TopicInfo.segment_bytes`` / ``.fsync``). The flusher reads each partition's."""
+        if not topic.segment_bytes and not topic.fsync:
+            return self.cfg.log
+        key = (topic.segment_bytes, topic.fsync)
+        cfg = self._topic_log_cfgs.get(key)
+        if cfg is None:  # one LogConfig per distinct pair, shared by the topics that have it
+            cfg = self._topic_log_cfgs[key] = replace(
+                self.cfg.log, segment_bytes=topic.segment_bytes or self.cfg.log.segment_bytes,
+                fsync=topic.fsync or self.cfg.log.fsync)
+        return cfg
 
     def _close_topic_partitions(self, sid: int, tid: int) -> None:
         for key in [k for k in self._partitions if k[0] == sid and k[1] == tid]:
@@ -261,7 +277,13 @@ class Broker(ConsumerOps, TopicOps):
         max_topic_size: int = 0,
         compression: str = "none",
         replication_factor: int = 1,
+        segment_bytes: int = 0,
+        fsync: str = "",
     ) -> TopicInfo:
+        """Create a topic and open its partitions. ``segment_bytes`` and ``fsync``
+        (one of ``core.log.FSYNC_POLICIES``) give the topic its own segment size and
+        fsync policy instead of the broker's ``[log]`` ones (0 / "" keep those); they
+        are fixed for the topic's life (:meth:`topic_log_config`)."""
         self._subject_topics.clear()
         sinfo = self.meta.get_stream(stream)
         topic = self.meta.create_topic(
@@ -273,9 +295,11 @@ class Broker(ConsumerOps, TopicOps):
             max_topic_size=max_topic_size,
             compression=compression,
             replication_factor=replication_factor,
+            segment_bytes=segment_bytes,
+            fsync=fsync,
         )
         for pid in range(topic.partitions_count):
-            self._open_partition(sinfo.id, topic.id, pid)
+            self._open_partition(topic, pid)
         return topic
 
     def get_topic(self, stream: Ident, topic: Ident) -> TopicInfo:
@@ -308,7 +332,7 @@ class Broker(ConsumerOps, TopicOps):
         info = self.meta.get_topic(stream, topic)
         new_ids = self.meta.add_partitions(info.stream_id, info.id, count)
         for pid in new_ids:
-            self._open_partition(info.stream_id, info.id, pid)
+            self._open_partition(info, pid)
         self._topic_partitions_changed(info.stream_id, info.id)
         return new_ids
 

@@ -17,6 +17,12 @@ Policies (``LogConfig.fsync``):
   one fsync carries everything appended in that window; acks still wait for it.
 - ``never``: like ``always`` but without fdatasync; acks follow the write(2).
 
+The window and the round are the broker's; whether a partition's batch is
+fdatasynced is the partition's own policy (``Partition.cfg.fsync``: a topic
+created with its own policy, ``Broker.topic_log_config``). While a ``batch``
+window is open, a dirty partition whose own policy is ``always`` or ``never``
+ends it at once: such topics never wait for the group commit.
+
 A job's thread call and the commit that follows are shielded from
 cancellation: a round that started always ends with every callback fired, so
 shutdown never half-acks. What is still pending when the task is cancelled is
@@ -102,7 +108,9 @@ async def run_retention(broker: BrokerLike, interval_s: float) -> None:
 async def run_flusher(
     registry: LogRegistry, cfg: LogConfig, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Flush dirty partitions of ``registry`` forever, under ``cfg.fsync``.
+    """Flush dirty partitions of ``registry`` forever: rounds as ``cfg.fsync`` says
+    (``batch``: at most one per ``cfg.fsync_interval_ms``), each partition's batch
+    fdatasynced under its own ``Partition.cfg`` (a topic's policy may differ).
 
     Supports ``nursery.start``: ``started()`` is called (with no value) once the
     wake-up hook is installed, so appends made after ``start`` returns are seen.
@@ -110,34 +118,51 @@ async def run_flusher(
     wakeup = _Wakeup()
     registry.set_flusher_wakeup(wakeup)
     interval = cfg.fsync_interval_ms / 1000 if cfg.fsync == FSYNC_BATCH else 0.0
-    fsync = cfg.fsyncs
     task_status.started()
     try:
         last_round = -math.inf
         while True:
             await wakeup.event.wait()
             if interval:
-                await trio.sleep_until(last_round + interval)
+                await _window(registry, wakeup, last_round + interval)
             last_round = trio.current_time()
             wakeup.rearm()  # wakes from now on start the next round
-            await flush_round(registry, fsync)
+            await flush_round(registry)
     finally:
         registry.set_flusher_wakeup(_nothing)
 
 
-async def flush_round(registry: LogRegistry, fsync: bool) -> None:
-    """One round: flush every partition that needs it, concurrently."""
+async def _window(registry: LogRegistry, wakeup: _Wakeup, deadline: float) -> None:
+    """Wait out the group-commit window, unless a partition whose own policy is not
+    ``batch`` is dirty or turns dirty meanwhile (each wake-up checks only those; a
+    partition opened during the window waits for its end)."""
+    own = [part for part in registry.partitions() if part.cfg.fsync != FSYNC_BATCH]
+    if not own:
+        await trio.sleep_until(deadline)
+        return
+    while trio.current_time() < deadline and not any(part.needs_flush for part in own):
+        wakeup.rearm()
+        with trio.move_on_at(deadline):
+            await wakeup.event.wait()
+
+
+async def flush_round(registry: LogRegistry) -> None:
+    """One round: flush every partition that needs it, concurrently, each
+    fdatasynced or not under its own policy (``part.cfg.fsyncs``)."""
     dirty = [part for part in registry.partitions() if part.needs_flush]
-    observe = fsync_histogram(registry).observe if fsync and dirty else None
+    observe = fsync_histogram(registry).observe if dirty else None
     if len(dirty) == 1:
-        await _flush_partition(dirty[0], fsync, observe)
+        await _flush_partition(dirty[0], observe)
     elif dirty:
         async with trio.open_nursery() as nursery:
             for part in dirty:
-                nursery.start_soon(_flush_partition, part, fsync, observe)
+                nursery.start_soon(_flush_partition, part, observe)
 
 
-async def _flush_partition(part: Partition, fsync: bool, observe: Callable[[float], None] | None = None) -> None:
+async def _flush_partition(part: Partition, observe: Callable[[float], None] | None = None) -> None:
+    fsync = part.cfg.fsyncs
+    if not fsync:
+        observe = None  # the histogram times write + fdatasync only
     try:
         part.fire_ready_acks()
         job = part.begin_flush(fsync)

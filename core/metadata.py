@@ -59,6 +59,7 @@ from .errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
+from .log.config import FSYNC_POLICIES, MAX_SEGMENT_BYTES
 from .message import now_us
 from .metadb import MAX_ID, MAX_INT64, Ident, MetaDb, check_ident, check_int, check_name, lowest_free_id
 from .permissions import Action, GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
@@ -81,7 +82,7 @@ _OFFSET_KEY = "stream_id = ? AND topic_id = ? AND partition_id = ? AND kind = ? 
 _TOPIC_COLUMNS = (
     "t.stream_id, t.id, t.name, t.created_at, "
     "(SELECT COUNT(*) FROM partitions p WHERE p.stream_id = t.stream_id AND p.topic_id = t.id), "
-    "t.message_expiry, t.max_topic_size, t.compression, t.replication_factor, t.sealed"
+    "t.message_expiry, t.max_topic_size, t.compression, t.replication_factor, t.sealed, t.segment_bytes, t.fsync"
 )
 
 
@@ -105,6 +106,9 @@ class TopicInfo:
     compression_algorithm: str  # "none" | "gzip"
     replication_factor: int
     sealed: bool = False  # no more appends (Broker.seal_topic); last, so older constructions still work
+    # Per-topic log settings (migration 3), fixed at creation: 0 / "" = the broker's [log] value.
+    segment_bytes: int = 0  # roll to a new segment past this many bytes
+    fsync: str = ""  # "always" | "batch" | "never" (core.log.config.FSYNC_POLICIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,14 +263,19 @@ class Metadata(UserStore, TopicStateStore):
         max_topic_size: int = 0,
         compression: str = "none",
         replication_factor: int = 1,
+        segment_bytes: int = 0,
+        fsync: str = "",
     ) -> TopicInfo:
         """Create a topic and its partitions ``0..partitions-1`` in one transaction.
+        ``segment_bytes`` and ``fsync`` override the broker's log settings for this
+        topic (0 / "" keep them); they cannot be changed afterwards.
 
         Raises StreamNotFound, InvalidName, InvalidArgument, TooManyPartitions,
         TopicAlreadyExists."""
         check_name(name, "topic")
         _check_partitions(partitions, 0)
         settings = _topic_settings(message_expiry, max_topic_size, compression, replication_factor)
+        log_settings = _topic_log_settings(segment_bytes, fsync)
         if topic_id is not None:
             check_int(topic_id, "topic id", 0, MAX_ID)
         sid = self._sid(stream)
@@ -280,8 +289,8 @@ class Metadata(UserStore, TopicStateStore):
             created = self._clock()
             conn.execute(
                 "INSERT INTO topics (stream_id, id, name, created_at, message_expiry, max_topic_size,"
-                " compression, replication_factor) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (sid, topic_id, name, created, *settings),
+                " compression, replication_factor, segment_bytes, fsync) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (sid, topic_id, name, created, *settings, *log_settings),
             )
             _insert_partitions(conn, sid, topic_id, range(partitions), created)
         return self._reload_topic(sid, topic_id)
@@ -561,7 +570,8 @@ class Metadata(UserStore, TopicStateStore):
 
 
 def _topic_info(row: Sequence) -> TopicInfo:
-    return TopicInfo(*row[:-1], sealed=bool(row[-1]))  # SQLite keeps the flag as 0/1
+    # SQLite keeps the sealed flag as 0/1
+    return TopicInfo(*row[:9], sealed=bool(row[9]), segment_bytes=row[10], fsync=row[11])
 
 
 # -- validation helpers ----------------------------------------------------------------
@@ -587,6 +597,13 @@ def _topic_settings(message_expiry: int, max_topic_size: int, compression: str,
     # maps it, the core refuses it (Iggy's own validation: 2018 InvalidReplicationFactor).
     check_int(replication_factor, "replication factor", 1, MAX_REPLICATION_FACTOR)
     return (message_expiry, max_topic_size, algo, replication_factor)
+
+
+def _topic_log_settings(segment_bytes: int, fsync: str) -> tuple[int, str]:
+    check_int(segment_bytes, "segment size (bytes)", 0, MAX_SEGMENT_BYTES)  # 0 = the broker's
+    if fsync not in ("", *FSYNC_POLICIES):
+        raise InvalidArgument(f"fsync must be one of {FSYNC_POLICIES} or '' (the broker's), got {fsync!r}")
+    return (segment_bytes, fsync)
 
 
 def _insert_partitions(conn, sid: int, tid: int, ids: Iterable[int], created: int) -> None:

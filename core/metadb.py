@@ -199,11 +199,21 @@ CREATE TABLE kv_entries (
 CREATE UNIQUE INDEX kv_entries_by_version ON kv_entries (table_id, version);
 """
 
+# Step 3: per-topic log settings (docs/storage.md "Per-topic segment size and
+# fsync policy"): a topic's segment size in bytes and its fsync policy, each
+# overriding the broker's ``[log]`` value; 0 and '' keep the broker's.
+_SCHEMA_V3 = """
+ALTER TABLE topics ADD COLUMN segment_bytes INTEGER NOT NULL DEFAULT 0;
+
+ALTER TABLE topics ADD COLUMN fsync TEXT NOT NULL DEFAULT '';
+"""
+
 # Every schema step from an empty file, in order. Add a step; never edit one
 # that has shipped.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _SCHEMA_V1),
     Migration(2, "sealed topics, logical partition starts, topic attributes, key-value tables", _SCHEMA_V2),
+    Migration(3, "per-topic segment size and fsync policy", _SCHEMA_V3),
 )
 
 

@@ -31,13 +31,14 @@ TRANSPORTS = (TCP, UDP)
 
 # Default ports (ARCHITECTURE.md, "Ports"). NATS ones are nats-server's own
 # defaults (4222 client, 8222 monitoring); Iggy's are its server defaults (TCP
-# 8090, QUIC 8080, HTTP 3000); Pravega's are its segment store (12345) and
+# 8090, QUIC 8080, HTTP 3000, WebSocket 8092); Pravega's are its segment store (12345) and
 # controller (9090) defaults. 8443 is the port nats-server's docs use for
 # WebSocket examples.
 DEFAULT_LISTENERS: Mapping[str, tuple[int, str]] = MappingProxyType(
     {
         "iggy_tcp": (8090, TCP),
         "iggy_quic": (8080, UDP),
+        "iggy_ws": (8092, TCP),
         "http": (3000, TCP),
         "nats": (4222, TCP),
         "nats_monitor": (8222, TCP),

@@ -9,11 +9,12 @@ configured root user, then call the routes for streams, topics, sends and
 polls. :class:`RemoteBroker` offers the few ``Broker`` methods the admin
 commands use, so each command has one body for both cases.
 
-The HTTP API numbers ids from 1 (Iggy's HTTP generation); the CLI's ids are the
-canonical 0-based ones, so ids are shifted here. JSON carries headers as a
-map: a repeated key shows its last value (docs/headers.md). A send answers only
-once durable under the fsync policy, but not with offsets, so ``produce``
-reports what it sent without offsets.
+The HTTP API numbers ids from 0, as the CLI (the current Iggy server's
+numbering; ``ID_BASE`` keeps the shift in one place). Messages travel in the
+current server's JSON: ``user_headers`` as typed key/value entries, so a
+repeated key keeps each value and typed keys survive. A send answers only once
+durable under the fsync policy; ``produce`` reports what it sent (the
+confirmation's offsets are not read).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from core.message import Headers, Message
 
 from .config import Config
 
-ID_BASE = 1             # docs/http.md: ids on the HTTP API are 1-based
+ID_BASE = 0             # docs/http.md: ids on the HTTP API are numbered from 0
 TIMEOUT_S = 30.0        # one request; a long poll asks for less (WAIT_MS)
 LOOPBACK = "127.0.0.1"  # a listener bound to every address is reached on loopback
 _ANY_HOSTS = ("0.0.0.0", "::", "")
@@ -195,9 +196,8 @@ class RemoteBroker:
             partitioning = {"kind": "messages_key", "value": _b64(key)}
         else:
             partitioning = {"kind": "balanced", "value": ""}
-        hdrs = {(k.as_str() if k.kind is HeaderKind.STRING else k.to_text()):
-                {"kind": v.kind.json_name, "value": _b64(v.data)} for k, v in headers.items()} or None
-        messages = [{"id": 0, "payload": _b64(p), "headers": hdrs} for p in payloads]
+        hdrs = [{"key": _field(k), "value": _field(v)} for k, v in headers.items()] or None
+        messages = [{"id": 0, "payload": _b64(p), "user_headers": hdrs} for p in payloads]
         self._call("POST", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}/messages",
                    {"partitioning": partitioning, "messages": messages})
         return RemoteSent(len(payloads), partition)
@@ -214,6 +214,14 @@ def _b64(data: bytes | bytearray) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _field(value: HeaderValue) -> dict:
+    return {"kind": value.kind.json_name, "value": _b64(value.data)}
+
+
+def _header_value(field: dict) -> HeaderValue:
+    return HeaderValue(HeaderKind.from_json_name(field["kind"]), base64.b64decode(field["value"]))
+
+
 def _stream(s: dict) -> RemoteStream:
     return RemoteStream(s["id"] - ID_BASE, s["name"], s.get("topics_count", 0), s.get("created_at", 0))
 
@@ -224,13 +232,15 @@ def _topic(sid: int, t: dict) -> RemoteTopic:
 
 
 def _message(m: dict) -> Message:
+    """One message of the current server's PolledMessages JSON (``header``, ``payload``,
+    ``user_headers``)."""
     headers = Headers()
-    for key, value in (m.get("headers") or {}).items():
-        kind = HeaderKind.from_json_name(value["kind"])
-        headers.add(key, HeaderValue(kind, base64.b64decode(value["value"])))
-    return Message(id=m["id"], timestamp=m["timestamp"], origin_timestamp=m.get("origin_timestamp", m["timestamp"]),
-                   headers=headers, payload=base64.b64decode(m["payload"]), offset=m["offset"],
-                   checksum=m.get("checksum", 0))
+    for entry in m.get("user_headers") or ():
+        headers.add(_header_value(entry["key"]), _header_value(entry["value"]))
+    h = m["header"]
+    return Message(id=h["id"], timestamp=h["timestamp"], origin_timestamp=h.get("origin_timestamp", h["timestamp"]),
+                   headers=headers, payload=base64.b64decode(m["payload"]), offset=h["offset"],
+                   checksum=h.get("checksum", 0))
 
 
 __all__ = ["RemoteBroker", "RemoteError", "RemoteUnreachable", "http_address"]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote
 
-from core.errors import FerryError, UserNotFound
+from core.errors import FerryError
 from core.metadata import UserInfo
 from core.metrics import MetricsRegistry, listener_metrics
 from core.permissions import Action
@@ -137,8 +137,11 @@ class Ctx:
     claims: Claims | None = None
 
     def require(self, action: Action, stream_id: int | None = None, topic_id: int | None = None) -> None:
-        """403 unless the user may do ``action`` (core.permissions rules)."""
-        if self.user is None or not self.app.broker.meta.can(self.user, action, stream_id, topic_id):
+        """403 unless the user may do ``action`` (core.permissions rules). The grants
+        apply whatever the user's status: Iggy's HTTP API never checks it after the
+        login (docs/iggy.md "What a credential change does to live sessions")."""
+        if self.user is None or not self.app.broker.meta.can(self.user, action, stream_id, topic_id,
+                                                             ignore_status=True):
             raise forbidden(str(action))
 
     def json(self) -> Any:
@@ -275,15 +278,20 @@ class HttpApp:
             raise unauthenticated()
         try:
             claims = self.tokens.verify(value[7:].strip().decode("ascii"))
+            user = self.user_of(claims)
         except (TokenError, UnicodeDecodeError):
             raise unauthenticated() from None
-        try:
-            user = self.broker.meta.get_user(claims.user_id)
-        except (UserNotFound, FerryError):
-            raise unauthenticated() from None
-        if not user.active:
-            raise unauthenticated()
         ctx.user, ctx.claims = user, claims
+
+    def user_of(self, claims: Claims) -> UserInfo:
+        """The user a valid token acts for, as stored now (so permission changes
+        apply at once). TokenError if the user was deleted (or the id now holds a
+        later user: the ``ferry_uc`` claim); core/credentials.py. As on Iggy, a
+        deactivation or a deleted personal access token ends no token."""
+        user = self.broker.meta.live_user(claims.user_id)
+        if user is None or (claims.user_created_at is not None and claims.user_created_at != user.created_at):
+            raise TokenError("user deleted")
+        return user
 
 
 __all__ = ["Ctx", "EventStream", "HttpApp", "Offload", "Outcome", "Park", "Route", "empty", "json_response",

@@ -13,7 +13,7 @@ that says only where the HTTP JSON differs from the binary record:
   record field the HTTP form lacks, e.g. ``options``, is simply not listed);
 * ``source``: an HTTP key read from another record field (``partitions_count``
   of a member is computed from ``partitions``);
-* ``convert``: per key, a function of the record's JSON value (1-based ids,
+* ``convert``: per key, a function of the record's JSON value (wire ids,
   ``"N B"`` sizes, compression and status names, PAT expiry ``null``);
 * ``extras``: keys the caller supplies (nested lists, the access token); an
   extra not supplied is left out;
@@ -35,11 +35,11 @@ from adapters.iggy import replies as R
 from adapters.iggy.table import SpecError, Struct
 from adapters.iggy.types import ListOf, Text, UInt
 
-ID_BASE = 1  # the wire numbering of iggy.md's generation starts at 1 (models.ID_BASE)
+ID_BASE = 0  # the current Iggy server's HTTP numbering starts at 0, as every Ferry transport (models.ID_BASE)
 
 US = {"type": "integer", "description": "microseconds since the Unix epoch"}
 SIZE = {"type": "string", "description": "byte size, e.g. \"42 B\""}
-ID = {"type": "integer", "minimum": 1, "maximum": 2**32 - 1}
+ID = {"type": "integer", "minimum": ID_BASE, "maximum": 2**32 - 1}
 NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 
 
@@ -115,7 +115,7 @@ def _type_schema(t) -> dict:
 
 _COMPRESSION_NAMES = {1: "none", 2: "gzip"}
 _STATUS_NAMES = {1: "active", 2: "inactive"}
-_TRANSPORT_NAMES = {1: "TCP", 2: "QUIC"}  # iggy.md 3.6
+_TRANSPORT_NAMES = {1: "TCP", 2: "QUIC", 4: "WebSocket"}  # iggy.md 3.6; 4: upstream wire_conversions.rs
 
 STREAM = JsonForm(
     R.STREAM, ("id", "created_at", "name", "size", "messages_count", "topics_count", "topics"),
@@ -124,12 +124,16 @@ STREAM = JsonForm(
 )
 TOPIC = JsonForm(
     R.TOPIC, ("id", "created_at", "name", "size", "message_expiry", "compression_algorithm", "max_topic_size",
-              "replication_factor", "messages_count", "partitions_count", "partitions"),
+              "replication_factor", "messages_count", "partitions_count", "partitions", "options"),
     source={"compression_algorithm": "compression"},
     convert={"id": wire, "size": size_text, "compression_algorithm": _COMPRESSION_NAMES.__getitem__},
-    extras=("partitions",),
+    # options: the current server's ResourceOptions JSON (models.topic_options_json)
+    extras=("partitions", "options"),
     schemas={"id": ID, "created_at": US, "name": NAME, "size": SIZE,
-             "compression_algorithm": {"enum": ["none", "gzip"]}, "replication_factor": {"type": "integer"}},
+             "compression_algorithm": {"enum": ["none", "gzip"]}, "replication_factor": {"type": "integer"},
+             "options": {"type": "object", "additionalProperties": {
+                 "type": "object", "properties": {"value": {"type": "string"}, "explicit": {"type": "boolean"}},
+                 "required": ["value", "explicit"]}}},
 )
 PARTITION = JsonForm(
     R.PARTITION, ("id", "created_at", "segments_count", "current_offset", "size", "messages_count"),
@@ -162,11 +166,12 @@ PAT = JsonForm(
 )
 CLIENT = JsonForm(
     R.CLIENT_INFO, ("client_id", "user_id", "address", "transport", "consumer_groups_count", "consumer_groups"),
-    # built with e=ID_BASE: 0 is "not logged in" (null here), anything else is already the 1-based id
-    convert={"user_id": lambda uid: uid or None, "transport": _TRANSPORT_NAMES.__getitem__},
+    # built with e=1 (models.client_json), so 0 stays "not logged in" (null here) even for the root
+    # user, whose canonical id is 0; anything else is shown as its wire id
+    convert={"user_id": lambda uid: uid - 1 + ID_BASE if uid else None, "transport": _TRANSPORT_NAMES.__getitem__},
     extras=("consumer_groups",),
     schemas={"user_id": {"anyOf": [ID, {"type": "null"}]}, "address": {"type": "string"},
-             "transport": {"enum": ["TCP", "QUIC"]},
+             "transport": {"enum": ["TCP", "QUIC", "WebSocket"]},
              "consumer_groups": {"type": "array", "items": {"type": "object"}}},
 )
 IDENTITY = JsonForm(

@@ -2,25 +2,35 @@
 
 Theory of operation
 -------------------
-The JSON shapes are Iggy's HTTP API of the 0.6.202 SDK / 0.4.210 server
-(../shared/protocols/iggy.md sections 10.1, 10.5 and 10.6; headers per
-seeds/000). The response records Iggy's binary replies also carry (stream,
+The JSON shapes are the current Iggy server's HTTP API, the one apache-iggy
+0.9.0's HTTP transport speaks (apache/iggy ``core/server/src/http``, JSON by the
+serde forms of ``core/common``; the routes and error body of
+../shared/protocols/iggy.md section 10, whose entity forms it kept). The
+response records Iggy's binary replies also carry (stream,
 topic, partition, group and member, offset, user, PAT, identity) are built by
 ``adapters/iggy/render.py`` from the declarations in ``adapters/iggy/replies.py``
 and turned into JSON by :mod:`.forms`; request bodies, messages and headers
 are read and written by hand here (docs/http.md, "Code map").
 
-* **Ids**: that generation numbers streams, topics, partitions, groups and
-  users from 1; the core is 0-based (docs/internals.md), so
-  ``wire = canonical + ID_BASE`` for every entity id, in paths, bodies,
-  responses and permission maps. Consumer ids are the client's own numbers
-  and pass unchanged.
+* **Ids**: streams, topics, partitions, groups and users are numbered from 0,
+  as the current server numbers them and as the core does (docs/internals.md);
+  ``wire = canonical + ID_BASE`` (0) for every entity id, in paths, bodies,
+  responses and permission maps, so the numbering stays in one place. Consumer
+  ids are the client's own numbers and pass unchanged.
+* **Messages** are polled as the current ``PolledMessages`` (``header`` with
+  the stored record's fields, base64 ``payload``, ``user_headers`` as a list of
+  typed key/value entries) and sent as ``SendMessages`` with ``user_headers``
+  (the seed era's ``headers`` map is still read); a send answers its
+  confirmations.
 * **Path identifiers** follow iggy.md 3.1: all digits -> numeric id,
   anything else -> a name; empty or over 255 bytes -> 400, error 6.
 * **Sizes** are strings ``"<n> B"`` (10.1: the SDK parses byte-unit strings).
 * **Never-expire / unlimited** are u64::MAX on the wire and 0 in the core.
+* **Topic settings** on update are optional (a patch: what is left out keeps
+  its value); ``options`` carries catalog keys as text, read by the same
+  catalog as the binary transports (adapters/iggy/options.py).
 * **Reading bodies**: :class:`Fields` checks each JSON value's type and names
-  the offending field (``messages[2].headers.k.kind``) in a 400, so bad input
+  the offending field (``messages[2].user_headers[0].key.kind``) in a 400, so bad input
   never surfaces as a 500.
 """
 
@@ -29,7 +39,6 @@ from __future__ import annotations
 import binascii
 import json
 import struct
-import zlib
 from typing import Any
 
 import xxhash
@@ -45,15 +54,16 @@ from core.record import RECORD_HEADER, RECORD_HEADER_SIZE
 from core.metadata import ConsumerGroupInfo, StreamInfo, TopicInfo, UserInfo
 from core.permissions import Permissions
 
-from adapters.iggy import render
+from adapters.iggy import options, render
 from adapters.iggy import replies as R
+from adapters.iggy.errors import IggyError, IggyStatus
 
 from . import forms
-from .errors import HttpError, bad_field, from_core
+from .errors import HttpError, bad_field, from_core, status_for
 from .forms import size_text
 from .limits import MAX_SEND_COUNT
 
-ID_BASE = 1  # the wire numbering of iggy.md's generation starts at 1
+ID_BASE = 0  # the current server's HTTP numbering starts at 0, as every Ferry transport
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 U128_LIMIT = 2**128
@@ -68,7 +78,7 @@ def wire_id(canonical: int) -> int:
     return canonical + ID_BASE
 
 
-# Which "not found" a numeric path id that can name nothing (0, below ID_BASE) raises.
+# Which "not found" a numeric path id that can name nothing (below ID_BASE) raises.
 _NOT_FOUND_FOR = {"stream_id": StreamNotFound, "topic_id": TopicNotFound, "group_id": ConsumerGroupNotFound,
                   "user_id": UserNotFound, "partition_id": PartitionNotFound}
 
@@ -76,8 +86,8 @@ _NOT_FOUND_FOR = {"stream_id": StreamNotFound, "topic_id": TopicNotFound, "group
 def parse_identifier(text: str, field: str) -> int | str:
     """A path segment as a canonical id (int) or a name (str), by iggy.md 3.1's
     text rule: what parses as a u32 is an id, anything else a name. Empty or
-    over 255 bytes -> 400 error 6; id 0 -> that entity's "not found" (Iggy's
-    server accepts numeric 0 and simply finds nothing)."""
+    over 255 bytes -> 400 error 6; an id below ID_BASE (none while it is 0) ->
+    that entity's "not found"."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if not 1 <= size <= MAX_IDENT_BYTES:
         raise HttpError.iggy(6, f"{field} must be 1..{MAX_IDENT_BYTES} bytes", field)
@@ -90,7 +100,7 @@ def parse_identifier(text: str, field: str) -> int | str:
 
 
 def parse_wire_id(value: int, field: str) -> int:
-    """A numeric entity id from a body or query (1-based) as canonical."""
+    """A numeric entity id from a body or query (wire numbering) as canonical."""
     if not ID_BASE <= value <= U32_MAX:
         raise bad_field(field, f"must be within {ID_BASE}..{U32_MAX}")
     return value - ID_BASE
@@ -208,10 +218,23 @@ def expiry_out(value: int) -> int:
 # and turned into JSON by the record's form in .forms.
 def topic_json(broker, topic: TopicInfo, details: bool) -> dict:
     value = render.topic_value(broker, topic, 0, floors=False)
+    opts = topic_options_json(broker, topic)
     if not details:
-        return forms.TOPIC.json(value)
+        return forms.TOPIC.json(value, options=opts)
     parts = [forms.PARTITION.json(p) for p in render.partition_values(broker, topic, 0, floors=False)]
-    return forms.TOPIC.json(value, partitions=parts)
+    return forms.TOPIC.json(value, partitions=parts, options=opts)
+
+
+def topic_options_json(broker, topic: TopicInfo) -> dict:
+    """A topic's ``options`` as the current server's JSON (serde ``resource_options_json``):
+    every catalog key -> ``{"value": its text form, "explicit": whether the creator (or an
+    update) sent it}``, keys in byte order; the same two blocks as the binary GetTopic
+    (adapters/iggy/options.py ``option_blocks``)."""
+    out = {}
+    for block, explicit in zip(options.option_blocks(broker, topic), (True, False)):
+        for key, value in Headers.decode(block).items():
+            out[key.as_str()] = {"value": value.to_text(), "explicit": explicit}
+    return dict(sorted(out.items(), key=lambda kv: kv[0].encode()))
 
 
 def stream_json(broker, stream: StreamInfo, details: bool) -> dict:
@@ -222,37 +245,94 @@ def stream_json(broker, stream: StreamInfo, details: bool) -> dict:
     return forms.STREAM.json(value, topics=[topic_json(broker, t, False) for t in topics])
 
 
-def create_topic_args(f: Fields) -> dict:
-    """POST /streams/{s}/topics body -> ``Broker.create_topic`` keyword arguments."""
+def create_topic_args(f: Fields) -> tuple[dict, dict]:
+    """POST /streams/{s}/topics body -> (``Broker.create_topic`` keyword arguments, the
+    catalog keys given). The three named settings are required, as the current
+    server's ``CreateTopic`` has them; ``options`` carries catalog keys as text
+    (:func:`topic_options`), and a named setting other than its default goes over
+    the same key there, as the reference's typed fields do. The caller checks the
+    keys together (``options.check_create``) and records them after the create."""
     topic_id = f.int("topic_id", 0, U32_MAX, required=False)
     rf = f.int("replication_factor", 0, 255, required=False)
+    name, partitions = f.str("name"), f.int("partitions_count", 0, U32_MAX)
+    given = _catalog(options.parse_create, topic_options(f))
+    algo = _compression(f.str("compression_algorithm"), f.name("compression_algorithm"))
+    if algo != "none":
+        given["compression_algorithm"] = algo
+    for key in ("message_expiry", "max_topic_size"):
+        value = f.int(key)
+        if value:  # 0 = server default: resolves like a key left out
+            given[key] = value
     return {
-        "name": f.str("name"),
-        "partitions": f.int("partitions_count", 0, U32_MAX),
+        "name": name,
+        "partitions": partitions,
+        # 0 / null = "server assigns" (the current server assigns every id itself)
         "topic_id": None if not topic_id else parse_wire_id(topic_id, f.name("topic_id")),
-        "compression": _compression(f),
-        "message_expiry": expiry_in(f.int("message_expiry")),
-        "max_topic_size": expiry_in(f.int("max_topic_size")),
         "replication_factor": rf or 1,  # 0 / null = "not given", stored as 1 (iggy.md 3.6)
-    }
+    }, given
 
 
-def update_topic_args(f: Fields) -> dict:
+def update_topic_args(f: Fields) -> tuple[dict, dict]:
+    """PUT /streams/{s}/topics/{t} body -> (``Broker.update_topic`` changes, the catalog
+    keys given): a patch, as the current server's ``UpdateTopic``, whose
+    ``compression_algorithm``, ``message_expiry`` and ``max_topic_size`` are
+    ``Option``s: one left out (or null) keeps the topic's value, ``0`` resets it to
+    the default; ``options`` may carry the same three keys as text (others are 4041)."""
+    name = f.str("name")
+    given = _catalog(options.parse_update, topic_options(f))
+    algo = f.str("compression_algorithm", required=False)
+    if algo is not None:
+        given["compression_algorithm"] = _compression(algo, f.name("compression_algorithm"))
+    for key in ("message_expiry", "max_topic_size"):
+        value = f.int(key, required=False)
+        if value is not None:
+            given[key] = value or None  # 0: back to the server default
+    changes = {"name": name, **options.update_args(given)}
     rf = f.int("replication_factor", 0, 255, required=False)
-    return {
-        "name": f.str("name"),
-        "compression": _compression(f),
-        "message_expiry": expiry_in(f.int("message_expiry")),
-        "max_topic_size": expiry_in(f.int("max_topic_size")),
-        "replication_factor": rf or 1,
-    }
+    if rf:
+        changes["replication_factor"] = rf
+    return changes, given
 
 
-def _compression(f: Fields) -> str:
-    algo = f.str("compression_algorithm").lower()  # case-insensitive on input (iggy.md 3.6)
+def _compression(text: str, field: str) -> str:
+    algo = text.lower()  # case-insensitive on input (iggy.md 3.6)
     if algo not in ("none", "gzip"):
-        raise bad_field(f.name("compression_algorithm"), "must be none or gzip")
+        raise bad_field(field, "must be none or gzip")
     return algo
+
+
+def topic_options(f: Fields) -> bytes:
+    """A topic body's ``options`` (the current server's ``BTreeMap<String, String>``) as
+    the options block the binary transports carry (string keys, string values), so one
+    catalog reads both (adapters/iggy/options.py: values as the reference reads config
+    text, e.g. ``"7 days"``, ``"1 GiB"``, ``"unlimited"``)."""
+    sub = f.sub("options", required=False)
+    block = Headers()
+    for key, value in (sub.obj.items() if sub is not None else ()):
+        if not isinstance(value, str):
+            raise bad_field(sub.name(key), f"must be a string, got {_type_name(value)}")
+        try:
+            block.add(key, HeaderValue.string(value))
+        except FerryError:
+            raise bad_field(sub.name(key), "keys and values must be 1..255 bytes") from None
+    return block.encode()
+
+
+def _catalog(fn, *args):
+    """``fn(*args)`` of adapters/iggy/options.py, its Iggy error as this API's (400:
+    4041 unsupported_option_key, 4042 invalid_option_value, 1019, 3)."""
+    try:
+        return fn(*args)
+    except IggyStatus as exc:
+        field = "options" if exc.code in (IggyError.UNSUPPORTED_OPTION_KEY, IggyError.INVALID_OPTION_VALUE) else None
+        raise HttpError(status_for(int(exc.code)), int(exc.code), exc.detail or exc.code.name.lower(), field,
+                        code=exc.code.name.lower()) from None
+
+
+def check_topic(fn, *args) -> None:
+    """A cross-key check of adapters/iggy/options.py (``check_create``,
+    ``check_size_floor``), its Iggy error as this API's."""
+    _catalog(fn, *args)
 
 
 # -- consumer groups and offsets ----------------------------------------------------------
@@ -332,7 +412,7 @@ def client_json(session, details: bool) -> dict:
     """ClientInfo(Details) of an Iggy session (iggy.md 10.5): the details add the
     consumer groups it is a member of, as ``{stream_id, topic_id, group_id}`` wire ids
     (the same list as the binary GetClient, render.client_group_values)."""
-    value = render.client_value(session, ID_BASE)
+    value = render.client_value(session, 1)  # 0 stays "not logged in" (forms.CLIENT shows the wire id)
     if not details:
         return forms.CLIENT.json(value)
     groups = [{"stream_id": g.stream_id, "topic_id": g.topic_id, "group_id": g.group_id}
@@ -341,62 +421,119 @@ def client_json(session, details: bool) -> dict:
 
 
 # -- messages -------------------------------------------------------------------------------
-def headers_json(headers: Headers) -> dict | None:
-    """A header map for JSON; a repeated key keeps its last value (Headers.to_dict).
-    A non-string key is written as its text form, since JSON object keys are text."""
-    if not headers:
-        return None
-    out: dict[str, dict] = {}
-    for key, value in headers.to_dict().items():
-        name = key.as_str() if key.kind is HeaderKind.STRING else key.to_text()
-        out[name] = {"kind": value.kind.json_name, "value": b64(value.data)}
-    return out
+def _field_json(value: HeaderValue) -> dict:
+    return {"kind": value.kind.json_name, "value": b64(value.data)}
+
+
+def headers_json(headers: Headers) -> list:
+    """``user_headers`` of the current server's IggyMessage JSON: one
+    ``{"key": {kind, value}, "value": {kind, value}}`` entry per stored pair, in
+    stored order, values base64 (apache/iggy ``HeaderEntry``). A repeated key
+    (possible from NATS) appears each time; the client's map keeps the last.
+    No headers is ``[]``, as the reference writes it: apache-iggy 0.7.0 refuses
+    anything but an array (0.9.0 would take ``null`` too, and reads ``[]`` as an
+    empty map where its binary transports give None; docs/http.md)."""
+    return [{"key": _field_json(key), "value": _field_json(value)} for key, value in headers.items()]
 
 
 def message_json(msg: Message) -> dict:
+    """The current server's IggyMessage JSON: the stored record's 64-byte header as
+    ``header`` (checksum = the stored XXH3-64, core/record.py), base64 ``payload``
+    and ``user_headers`` (:func:`headers_json`, ``[]`` when none)."""
     return {
-        "offset": msg.offset,
-        "state": "available",
-        "timestamp": msg.timestamp,
-        "id": msg.id,
-        # iggy.md 6.3: that generation's checksum is CRC-32 (IEEE) of the payload.
-        "checksum": zlib.crc32(msg.payload),
-        "headers": headers_json(msg.headers),
+        "header": {"checksum": msg.checksum, "id": msg.id, "offset": msg.offset, "timestamp": msg.timestamp,
+                   # a record stored without an origin shows its append time, as the binary replies do
+                   "origin_timestamp": msg.origin_timestamp or msg.timestamp,
+                   "user_headers_length": msg.headers.encoded_size if msg.headers else 0,
+                   "payload_length": len(msg.payload), "reserved": 0},
         "payload": b64(msg.payload),
+        "user_headers": headers_json(msg.headers),
     }
 
 
 # message_json's keys, in its order, for %-formatting: dumps() of that dict gives
 # exactly these bytes (compact separators; the payload is base64, pure ASCII), so
-# a poll skips a dict and an encoder pass per message (about 4.1 -> 1.3 us per
-# 128 B message in process; tests/http check the bytes are the same).
-_RECORD_JSON = (b'{"offset":%d,"state":"available","timestamp":%d,"id":%d,"checksum":%d,'
-                b'"headers":%s,"payload":"%s"}')
-_POLLED_JSON = b'{"partition_id":%d,"current_offset":%d,"messages":[%s]}'
+# a poll skips a dict and an encoder pass per message (tests/http check the bytes
+# are the same).
+_RECORD_JSON = (b'{"header":{"checksum":%d,"id":%d,"offset":%d,"timestamp":%d,"origin_timestamp":%d,'
+                b'"user_headers_length":%d,"payload_length":%d,"reserved":0},"payload":"%s","user_headers":%s}')
+_POLLED_JSON = b'{"partition_id":%d,"current_offset":%d,"count":%d,"messages":[%s]}'
 
 
 def record_json_entry(raw) -> tuple[int, int, bytes]:
     """``(offset, payload length, dumps(message_json(...)))`` of one stored record, built
     straight from its bytes (a ReadBatch's ``raw_records``: its batch CRC was
     checked on read)."""
-    _c, lo, hi, offset, timestamp, _origin, hlen, plen, _r = RECORD_HEADER.unpack_from(raw, 0)
+    checksum, lo, hi, offset, timestamp, origin, hlen, plen, _r = RECORD_HEADER.unpack_from(raw, 0)
     payload = raw[RECORD_HEADER_SIZE : RECORD_HEADER_SIZE + plen]
     if hlen:
         block = bytes(raw[RECORD_HEADER_SIZE + plen : RECORD_HEADER_SIZE + plen + hlen])
         headers = dumps(headers_json(Headers.decode(block)))
     else:
-        headers = b"null"
-    return offset, plen, _RECORD_JSON % (offset, timestamp, lo | (hi << 64), zlib.crc32(payload), headers,
-                                         binascii.b2a_base64(payload, newline=False))
+        headers = b"[]"
+    return offset, plen, _RECORD_JSON % (checksum, lo | (hi << 64), offset, timestamp, origin or timestamp, hlen,
+                                         plen, binascii.b2a_base64(payload, newline=False), headers)
 
 
 def polled_json_bytes(partition_id: int, current_offset: int, records: list[bytes]) -> bytes:
-    """PolledMessages (iggy.md 10.4) as JSON bytes, from the JSON of :func:`record_json_entry`."""
-    return _POLLED_JSON % (wire_id(partition_id), max(current_offset, 0), b",".join(records))
+    """PolledMessages (``partition_id``, ``current_offset``, ``count``, ``messages``)
+    as JSON bytes, from the JSON of :func:`record_json_entry`."""
+    return _POLLED_JSON % (wire_id(partition_id), max(current_offset, 0), len(records), b",".join(records))
+
+
+def confirmations_json(stream_id: int, topic_id: int, result) -> dict:
+    """The current server's ``SendMessagesConfirmations`` for one append (core
+    AppendResult): where the batch went, in wire ids; empty when nothing was stored."""
+    if result is None or not result.count:
+        return {"confirmations": []}
+    return {"confirmations": [{"stream_id": wire_id(stream_id), "topic_id": wire_id(topic_id),
+                               "partition_id": wire_id(result.partition_id), "base_offset": result.base_offset}]}
+
+
+def _header_field(f: Fields, key: str) -> HeaderValue:
+    """One ``{"kind", "value"}`` of a header entry as a HeaderValue."""
+    entry = f.sub(key)
+    kind_name = entry.str("kind")
+    try:
+        kind = HeaderKind.from_json_name(kind_name)
+    except FerryError:
+        raise HttpError.iggy(209, f"unknown header kind {kind_name!r}", entry.name("kind")) from None
+    data = entry.b64("value")
+    try:
+        return HeaderValue(kind, data)
+    except FerryError as exc:
+        raise _core_field(exc, entry.name("value")) from None
+
+
+def parse_user_headers(value: Any, field: str) -> tuple[Headers, int]:
+    """The current ``user_headers`` of a sent message -> (Headers, summed value bytes):
+    a list of ``{"key": {kind, value}, "value": {kind, value}}`` entries, or one
+    base64 string of the TLV block itself (apache/iggy SendMessages reads both)."""
+    if isinstance(value, str):
+        block = decode_b64(value, field)
+        try:
+            headers = Headers.decode(block)
+        except FerryError as exc:
+            raise _core_field(exc, field) from None
+        return headers, sum(len(v.data) for _k, v in headers.items())
+    if not isinstance(value, list):
+        raise bad_field(field, f"must be an array or a base64 string, got {_type_name(value)}")
+    headers = Headers()
+    value_bytes = 0
+    for i, raw in enumerate(value):
+        entry = Fields(raw, f"{field}[{i}].")
+        key, val = _header_field(entry, "key"), _header_field(entry, "value")
+        try:
+            headers.add(key, val)
+        except FerryError as exc:
+            raise _core_field(exc, f"{field}[{i}]") from None
+        value_bytes += len(val.data)
+    return headers, value_bytes
 
 
 def parse_headers(f: Fields) -> tuple[Headers, int]:
-    """A JSON header map -> (Headers, summed value bytes)."""
+    """The seed era's header map (``{"name": {kind, value}}``, still read on send)
+    -> (Headers, summed value bytes)."""
     headers = Headers()
     value_bytes = 0
     for key, raw in f.obj.items():
@@ -443,7 +580,9 @@ def parse_partitioning(f: Fields | None) -> tuple[int | None, bytes | None]:
 
 
 def parse_send(body: Any, max_payload: int) -> tuple[int | None, bytes | None, list[AppendInput]]:
-    """SendMessages JSON (iggy.md 10.6) -> (partition, key, items)."""
+    """SendMessages JSON -> (partition, key, items). A message is ``{"id"?, "payload",
+    "user_headers"?}`` (the current form, :func:`parse_user_headers`) or the seed
+    era's ``{"id"?, "payload", "headers"?}`` map (iggy.md 10.6), not both."""
     f = Fields(body)
     partition, key = parse_partitioning(f.sub("partitioning", required=False))
     messages = f._get("messages", True)
@@ -459,7 +598,8 @@ def parse_send(body: Any, max_payload: int) -> tuple[int | None, bytes | None, l
         # Fast path for the common shape, {"payload": <base64>} with an optional
         # int id and no headers (the Fields path below costs ~4 µs a message);
         # anything else, including every error, takes the checked path.
-        if type(raw) is dict and raw.get("headers") is None and type(raw.get("payload")) is str:
+        if (type(raw) is dict and raw.get("headers") is None and not raw.get("user_headers")
+                and type(raw.get("payload")) is str):
             msg_id = raw.get("id") or 0
             if type(msg_id) is int and 0 <= msg_id < U128_LIMIT:
                 try:
@@ -476,9 +616,12 @@ def parse_send(body: Any, max_payload: int) -> tuple[int | None, bytes | None, l
         if len(payload) > max_payload:
             raise HttpError.iggy(4022, f"payload over {max_payload} bytes", m.name("payload"))
         hf = m.sub("headers", required=False)
+        uh = m._get("user_headers", False)
         encoded = b""
-        if hf is not None:
-            headers, size = parse_headers(hf)
+        if hf is not None and uh is not None:
+            raise bad_field(m.name("user_headers"), "give user_headers or headers, not both")
+        if hf is not None or uh is not None:
+            headers, size = parse_headers(hf) if hf is not None else parse_user_headers(uh, m.name("user_headers"))
             header_values += size
             encoded = headers.encode()
         msg_id = m.int("id", 0, U128_LIMIT - 1, required=False) or 0
@@ -500,6 +643,7 @@ __all__ = [
     "MAX_HEADERS_SIZE",
     "U64_MAX",
     "client_json",
+    "confirmations_json",
     "consumer_id",
     "create_topic_args",
     "decode_b64",
@@ -511,6 +655,7 @@ __all__ = [
     "parse_identifier",
     "parse_json",
     "parse_send",
+    "parse_user_headers",
     "parse_wire_id",
     "pat_json",
     "size_text",
@@ -518,7 +663,9 @@ __all__ = [
     "permissions_json",
     "polled_json_bytes",
     "record_json_entry",
+    "check_topic",
     "stream_json",
+    "topic_options",
     "topic_json",
     "update_topic_args",
     "user_json",

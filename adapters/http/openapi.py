@@ -11,10 +11,11 @@ from typing import Iterable
 
 from .schemas import SCHEMAS, ref
 
-# Query parameters by name (iggy.md 10.4, plus Ferry's wait_ms).
+# Query parameters by name (the current Iggy server's, plus Ferry's wait_ms).
 QUERY = {
-    "id": ({"type": "string"}, "consumer id (digits, or a name hashed with XXH32); default 1"),
-    "partition_id": ({"type": "integer", "minimum": 1}, "partition (1-based); default 1"),
+    "consumer_id": ({"type": "string"}, "consumer id (digits, or a name hashed with XXH32); default 1"),
+    "id": ({"type": "string"}, "the seed-era name of consumer_id, still read"),
+    "partition_id": ({"type": "integer", "minimum": 0}, "partition (numbered from 0); default 0"),
     "kind": ({"enum": ["offset", "timestamp", "first", "last", "next", "o", "t", "f", "l", "n"]},
              "polling strategy; default offset"),
     "value": ({"type": "integer", "minimum": 0}, "offset, or timestamp in µs"),
@@ -49,7 +50,7 @@ def _response(status: int, schema: str | None) -> dict:
 def _operation(route) -> dict:
     params = [{"name": seg[1:-1], "in": "path", "required": True,
                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
-               "description": "digits = id (1-based), anything else = name"}
+               "description": "digits = id (numbered from 0), anything else = name"}
               for seg in route.segments if seg.startswith("{")]
     for name in route.query:
         schema, about = QUERY[name]
@@ -83,7 +84,7 @@ def build(routes: Iterable, version: str = "0.1.0") -> dict:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Ferry HTTP API (Iggy-compatible)", "version": version,
-                 "description": "Iggy's HTTP API (protocols/iggy.md section 10) served by Ferry; see docs/http.md."},
+                 "description": "The current Iggy server's HTTP API (ids from 0) served by Ferry; see docs/http.md."},
         "paths": paths,
         "components": {"schemas": SCHEMAS,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},

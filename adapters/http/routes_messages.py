@@ -40,9 +40,10 @@ POLL_KINDS = {"offset": "offset", "o": "offset", "timestamp": "timestamp", "t": 
 class _Durable:
     """Bridges ``on_durable`` (called from the flusher) to a Park's wake-up."""
 
-    __slots__ = ("result", "_wake", "_done")
+    __slots__ = ("result", "_wake", "_done", "_where")
 
-    def __init__(self) -> None:
+    def __init__(self, stream_id: int, topic_id: int) -> None:
+        self._where = (stream_id, topic_id)
         self.result: object = None
         self._wake: Callable[[], None] | None = None
         self._done = False
@@ -67,14 +68,15 @@ class _Durable:
             return from_core(self.result).response()
         if isinstance(self.result, BaseException):
             return internal_error().response()
-        return empty(201)  # iggy.md 10.4: 201, empty body
+        # 201 with where the batch went, as the current server (its SendMessagesConfirmations)
+        return json_response(models.confirmations_json(*self._where, self.result), 201)
 
 
 def send_messages(app: HttpApp, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.SEND_MESSAGES, topic.stream_id, topic.id)
     partition, key, items = models.parse_send(ctx.json(), MAX_PAYLOAD)
-    ack = _Durable()
+    ack = _Durable(topic.stream_id, topic.id)
     # One unstamped block, stamped in one pass by the core (core/log/encoded.py), not
     # one record encoding per message; the core checks sizes and header blocks the same.
     app.broker.append_records(topic.stream_id, topic.id, block_of(items), len(items), partition=partition,
@@ -96,12 +98,15 @@ def _records_json(batch) -> tuple[list[tuple[int, bytes]], int]:
 
 
 def _consumer(ctx: Ctx) -> Consumer:
-    # iggy.md 10.4: the key is `id`; the upstream sample's `consumer_id` is accepted too.
-    text = ctx.query.get("id") or ctx.query.get("consumer_id") or "1"
+    # The current server's key is `consumer_id` (apache/iggy Consumer, serde rename);
+    # the seed-era server's `id` is accepted too. Default 1, as both.
+    text = ctx.query.get("consumer_id") or ctx.query.get("id") or "1"
     return Consumer("consumer", models.consumer_id(text))
 
 
 def _partition(ctx: Ctx) -> int:
+    """The query's ``partition_id`` as canonical; default the first partition
+    (the current server's DEFAULT_PARTITION_ID, 0)."""
     return ctx.q_int("partition_id", models.ID_BASE, models.ID_BASE, models.U32_MAX) - models.ID_BASE
 
 
@@ -207,16 +212,20 @@ def store_offset(app: HttpApp, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
     f = ctx.fields()
-    raw_id = f.obj.get("id")
+    # `consumer_id` (the current server's StoreConsumerOffset, flattened Consumer), or
+    # the seed-era `id`; a string (digits or a name) or a number; default 1.
+    key = "consumer_id" if f.obj.get("consumer_id") is not None else "id"
+    raw_id = f.obj.get(key)
     if raw_id is None:
         cid = 1
-    elif isinstance(raw_id, str):  # iggy.md 10.4: the consumer id travels as a STRING
-        cid = models.consumer_id(raw_id)
+    elif isinstance(raw_id, str):  # both servers' clients send the id as a STRING
+        cid = models.consumer_id(raw_id, key)
     else:
-        cid = f.int("id", 0, models.U32_MAX - 1)
-    wire_pid = f.int("partition_id", models.ID_BASE, models.U32_MAX, required=False) or models.ID_BASE
+        cid = f.int(key, 0, models.U32_MAX - 1)
+    wire_pid = f.int("partition_id", models.ID_BASE, models.U32_MAX, required=False)
+    partition = 0 if wire_pid is None else wire_pid - models.ID_BASE  # absent or null: the first partition
     offset = f.int("offset", 0, 2**63 - 1)
-    app.broker.store_offset(Consumer("consumer", cid), topic.stream_id, topic.id, wire_pid - models.ID_BASE, offset)
+    app.broker.store_offset(Consumer("consumer", cid), topic.stream_id, topic.id, partition, offset)
     return empty()
 
 
@@ -272,15 +281,16 @@ def delete_group(app: HttpApp, ctx: Ctx):
 
 ROUTES = [
     Route("GET", T + "/messages", poll_messages, entity="topic", command="message.poll",
-          ok=(200, "PolledMessages"), query=("id", "partition_id", "kind", "value", "count", "auto_commit", "wait_ms")),
+          ok=(200, "PolledMessages"),
+          query=("consumer_id", "id", "partition_id", "kind", "value", "count", "auto_commit", "wait_ms")),
     Route("POST", T + "/messages", send_messages, entity="topic", command="message.send", body="SendMessages",
-          ok=(201, None)),
+          ok=(201, "SendMessagesConfirmations")),
     Route("GET", T + "/messages/stream", follow_messages, entity="topic", ok=(200, "events"),
-          query=("id", "partition_id", "kind", "value", "count", "auto_commit")),
+          query=("consumer_id", "id", "partition_id", "kind", "value", "count", "auto_commit")),
     Route("GET", T + "/messages/flush/{partition_id}/{fsync}", flush_messages, entity="topic",
           command="message.flush"),
     Route("GET", T + "/consumer-offsets", get_offset, entity="topic", command="consumer_offset.get",
-          ok=(200, "ConsumerOffsetInfo"), query=("id", "partition_id")),
+          ok=(200, "ConsumerOffsetInfo"), query=("consumer_id", "id", "partition_id")),
     Route("PUT", T + "/consumer-offsets", store_offset, entity="topic", command="consumer_offset.store",
           body="StoreConsumerOffset", ok=(204, None)),
     Route("DELETE", T + "/consumer-offsets/{consumer_id}", delete_offset, entity="topic",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adapters.iggy import options
 from core.errors import NotFound
 from core.permissions import Action
 
@@ -91,15 +92,26 @@ def get_topic(app: HttpApp, ctx: Ctx):
 def create_topic(app: HttpApp, ctx: Ctx):
     stream = app.broker.get_stream(ctx.ident("stream_id"))
     ctx.require(Action.CREATE_TOPIC, stream.id)
-    args = models.create_topic_args(ctx.fields())
-    topic = app.broker.create_topic(stream.id, args.pop("name"), args.pop("partitions"), **args)
+    args, given = models.create_topic_args(ctx.fields())
+    # the catalog's cross-key checks and defaults, as the binary CreateTopic (adapters/iggy/options.py)
+    models.check_topic(options.check_create, given, args["partitions"], app.broker)
+    topic = app.broker.create_topic(stream.id, args.pop("name"), args.pop("partitions"), **args,
+                                    **options.create_args(given))
+    options.record_explicit(app.broker, topic, given)
     return json_response(topic_details(app, topic, True))  # iggy.md 10.4: 200 TopicDetails
 
 
 def update_topic(app: HttpApp, ctx: Ctx):
+    """A patch (models.update_topic_args): settings left out keep their values; a size
+    cap below the topic's segment size is 1019, as on the binary transports."""
     topic = topic_of(app, ctx)
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
-    app.broker.update_topic(topic.stream_id, topic.id, **models.update_topic_args(ctx.fields()))
+    changes, given = models.update_topic_args(ctx.fields())
+    models.check_topic(options.check_size_floor, given.get("max_topic_size"),
+                       app.broker.topic_log_config(topic).segment_bytes)
+    topic = app.broker.update_topic(topic.stream_id, topic.id, **changes)
+    if given:
+        options.record_explicit(app.broker, topic, given, update=True)
     return empty()
 
 
@@ -141,7 +153,7 @@ def delete_segments(app: HttpApp, ctx: Ctx):
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
     pid = models.parse_identifier(ctx.params["partition_id"], "partition_id")
     if isinstance(pid, str):
-        raise bad_field("partition_id", "must be a partition id (1-based)")
+        raise bad_field("partition_id", "must be a partition id (from 0)")
     count = ctx.q_int("segments_count", None, 0, models.U32_MAX)
     app.broker.delete_segments(topic.stream_id, topic.id, pid, count)
     return empty()

@@ -111,6 +111,11 @@ def stats(app: HttpApp, ctx: Ctx):
         "iggy_server_version": "ferry",
         "iggy_server_semver": None,
         "cache_metrics": {},
+        # the current server's Stats has three more fields, required by its clients'
+        # decoder; the binary GetStats of Ferry reports 0 for them too
+        "threads_count": 0,
+        "free_disk_space": models.size_text(0),
+        "total_disk_space": models.size_text(0),
     })
 
 

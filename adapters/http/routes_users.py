@@ -21,9 +21,10 @@ def _raise_if_error(result: object) -> None:
         raise result
 
 
-def _identity(app: HttpApp, user_id: int):
-    token, exp = app.tokens.issue(user_id)
-    return json_response(models.identity_json(user_id, token, exp))
+def _identity(app: HttpApp, user):
+    """The login answer: a token tied to this user (the ``ferry_uc`` claim)."""
+    token, exp = app.tokens.issue(user.id, user_created_at=user.created_at)
+    return json_response(models.identity_json(user.id, token, exp))
 
 
 # -- sessions ----------------------------------------------------------------------------
@@ -35,7 +36,8 @@ def login(app: HttpApp, ctx: Ctx):
 
     def then(result):
         _raise_if_error(result)
-        return _identity(app, result.id)
+        # The check ran in a worker thread: the user may have gone meanwhile.
+        return _identity(app, app.broker.meta.recheck(result))
 
     return Offload(lambda: app.broker.meta.authenticate(username, password), then)
 
@@ -50,19 +52,16 @@ def refresh(app: HttpApp, ctx: Ctx):
     if not token:
         raise HttpError(401, 78, "empty token", "token")
     try:
-        claims, new, exp = app.tokens.refresh(token)
+        # The token's user must not have been deleted (app.user_of), or no trade.
+        claims, new, exp = app.tokens.refresh(token, check=app.user_of)
     except TokenError as exc:
         # iggy.md 10.2: a used-up token answers 78, an invalid or expired one 40.
         raise HttpError(401, 78 if exc.revoked else 40, exc.reason, "token") from None
-    user = app.broker.meta.get_user(claims.user_id)
-    if not user.active:
-        raise HttpError(401, 40, "user inactive", "token")
     return json_response(models.identity_json(claims.user_id, new, exp))
 
 
 def pat_login(app: HttpApp, ctx: Ctx):
-    user = app.broker.meta.login_with_pat(ctx.fields().str("token"))
-    return _identity(app, user.id)
+    return _identity(app, app.broker.meta.login_with_pat(ctx.fields().str("token")))
 
 
 # -- users -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from . import forms
 
 U32 = {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
 U64 = {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}
-ID = {"type": "integer", "minimum": 1, "maximum": 2**32 - 1}
+ID = {"type": "integer", "minimum": forms.ID_BASE, "maximum": 2**32 - 1}  # numbered from 0, as the current server
 NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 B64 = {"type": "string", "contentEncoding": "base64"}
 US = {"type": "integer", "description": "microseconds since the Unix epoch"}
@@ -46,14 +46,22 @@ def nullable(schema: dict) -> dict:
 
 # Response records: properties derived from the Iggy reply declarations via .forms.
 _PARTITION = obj(forms.PARTITION.schema())
-_TOPIC = forms.TOPIC.schema()
+_TOPIC = forms.TOPIC.schema(with_extras=("options",))
 _STREAM = forms.STREAM.schema()
 _GROUP = forms.GROUP.schema()
 _USER = forms.USER.schema()
 _HEADER = obj({"kind": {"enum": HEADER_KINDS}, "value": B64}, ("kind", "value"))
+# the current server's HeaderEntry: a typed key and a typed value
+_HEADER_ENTRY = obj({"key": ref("Header"), "value": ref("Header")}, ("key", "value"))
 _TOPIC_SETTINGS = {"compression_algorithm": {"enum": ["none", "gzip"]}, "message_expiry": U64,
                    "max_topic_size": U64, "replication_factor": nullable({"type": "integer", "minimum": 0,
-                                                                           "maximum": 255})}
+                                                                           "maximum": 255}),
+                   "options": {"type": "object", "additionalProperties": {"type": "string"},
+                               "description": "option keys as text (compression_algorithm, message_expiry, "
+                                              "max_topic_size; the reference server's other keys are accepted "
+                                              "and not applied)"}}
+_NULLABLE_SETTINGS = {k: nullable(v) if k in ("compression_algorithm", "message_expiry", "max_topic_size") else v
+                      for k, v in _TOPIC_SETTINGS.items()}
 _TOKEN = obj({"token": {"type": "string"}, "expiry": {"type": "integer"}}, ("token", "expiry"))
 
 SCHEMAS: dict[str, dict] = {
@@ -75,30 +83,41 @@ SCHEMAS: dict[str, dict] = {
     "PersonalAccessTokenInfo": obj(forms.PAT.schema()),
     "RawPersonalAccessToken": obj({"token": {"type": "string"}}, ("token",)),
     "Header": _HEADER,
-    "PolledMessage": obj({"offset": U64, "state": {"const": "available"}, "timestamp": US,
-                          "id": {"type": "integer"}, "checksum": U32,
-                          "headers": nullable({"type": "object", "additionalProperties": ref("Header")}),
-                          "payload": B64}),
-    "PolledMessages": obj({"partition_id": ID, "current_offset": U64, "messages": array(ref("PolledMessage"))}),
+    "HeaderEntry": _HEADER_ENTRY,
+    "MessageHeader": obj({"checksum": {**U64, "description": "XXH3-64 of the stored record from byte 8"},
+                          "id": {"type": "integer", "minimum": 0, "maximum": 2**128 - 1}, "offset": U64,
+                          "timestamp": US, "origin_timestamp": US, "user_headers_length": U32,
+                          "payload_length": U32, "reserved": {"const": 0}},
+                         ("checksum", "id", "offset", "timestamp", "origin_timestamp", "user_headers_length",
+                          "payload_length", "reserved")),
+    "PolledMessage": obj({"header": ref("MessageHeader"), "payload": B64,
+                          "user_headers": array(ref("HeaderEntry"))}, ("header", "payload", "user_headers")),
+    "PolledMessages": obj({"partition_id": ID, "current_offset": U64, "count": U32,
+                           "messages": array(ref("PolledMessage"))},
+                          ("partition_id", "current_offset", "count", "messages")),
+    "SendMessagesConfirmations": obj({"confirmations": array(obj(
+        {"stream_id": ID, "topic_id": ID, "partition_id": ID, "base_offset": U64},
+        ("stream_id", "topic_id", "partition_id", "base_offset")))}, ("confirmations",)),
     "Health": obj({"status": {"enum": ["ok", "draining"]}}),
     # -- request bodies ----------------------------------------------------------------
     "CreateStream": obj({"stream_id": nullable(U32), "name": NAME}, ("name",)),
     "UpdateStream": obj({"name": NAME}, ("name",)),
     "CreateTopic": obj({"topic_id": nullable(U32), "name": NAME, "partitions_count": U32, **_TOPIC_SETTINGS},
                        ("name", "partitions_count", "compression_algorithm", "message_expiry", "max_topic_size")),
-    "UpdateTopic": obj({"name": NAME, **_TOPIC_SETTINGS},
-                       ("name", "compression_algorithm", "message_expiry", "max_topic_size")),
+    "UpdateTopic": obj({"name": NAME, **_NULLABLE_SETTINGS}, ("name",)),  # a patch: left out = kept
     "CreatePartitions": obj({"partitions_count": U32}, ("partitions_count",)),
     "SendMessages": obj({
         "partitioning": obj({"kind": {"enum": ["balanced", "partition_id", "messages_key"]}, "value": B64},
                             ("kind",)),
         "messages": {**array(obj({"id": {"type": "integer", "minimum": 0, "maximum": 2**128 - 1},
                                   "payload": B64,
+                                  "user_headers": nullable({"anyOf": [array(ref("HeaderEntry")), B64]}),
+                                  # the seed era's header map, still read (not together with user_headers)
                                   "headers": nullable({"type": "object", "additionalProperties": ref("Header")})},
                                  ("payload",))), "minItems": 1},
     }, ("messages",)),
-    "StoreConsumerOffset": obj({"id": {"type": "string"}, "partition_id": nullable(ID), "offset": U64},
-                               ("offset",)),
+    "StoreConsumerOffset": obj({"consumer_id": {"type": "string"}, "id": {"type": "string"},
+                                "partition_id": nullable(ID), "offset": U64}, ("offset",)),
     "CreateConsumerGroup": obj({"group_id": nullable(U32), "name": NAME}, ("name",)),
     "Login": obj({"username": {"type": "string"}, "password": {"type": "string"},
                   "version": nullable({"type": "string"}), "context": nullable({"type": "string"})},

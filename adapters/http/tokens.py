@@ -18,6 +18,12 @@ carries it as ``Authorization: Bearer``.
   metadata store's settings), so a restart does not resurrect a logged-out
   token. It holds at most :data:`MAX_REVOKED` entries; past that the ones
   expiring soonest are dropped first.
+* **Whose token.** A private claim (RFC 7519 4.3), ``ferry_uc``, the user's
+  ``created_at`` (µs), ties a token to its user, so a token of a deleted user
+  never passes for a later user given the same (reused) id.
+  ``HttpApp._authenticate`` checks it on every request (docs/iggy.md "What a
+  credential change does to live sessions"). A token without it (issued
+  before it existed) is held to the rest only.
 * The clock is an argument (``clock() -> seconds``) so tests can move time.
 """
 
@@ -66,6 +72,7 @@ class Claims:
     user_id: int  # canonical (0-based)
     jti: str
     exp: int
+    user_created_at: int | None = None  # µs; the ``ferry_uc`` claim
 
 
 def load_secret(data_dir: Path, configured: str = "") -> bytes:
@@ -101,12 +108,15 @@ class TokenService:
             except (ValueError, TypeError, AttributeError):
                 self._revoked = {}  # unreadable: start empty rather than refuse to serve
 
-    def issue(self, user_id: int) -> tuple[str, int]:
-        """A fresh token for canonical ``user_id``: (token, exp in unix seconds)."""
+    def issue(self, user_id: int, *, user_created_at: int | None = None) -> tuple[str, int]:
+        """A fresh token for canonical ``user_id``: (token, exp in unix seconds).
+        ``user_created_at`` becomes the ``ferry_uc`` claim (module docstring)."""
         now = int(self._clock())
         exp = now + self.lifetime_s
         claims = {"jti": str(uuid.UUID(int=uuid7())), "iss": ISSUER, "aud": AUDIENCE,
                   "sub": str(user_id + self._id_base), "iat": now, "nbf": now, "exp": exp}
+        if user_created_at is not None:
+            claims["ferry_uc"] = user_created_at
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM), exp
 
     def verify(self, token: str) -> Claims:
@@ -140,7 +150,10 @@ class TokenService:
         if not (isinstance(sub, str) and sub.isdigit() and len(sub) <= 10 and isinstance(jti, str)
                 and isinstance(exp, int)):
             raise TokenError("invalid token claims")
-        return Claims(int(sub) - self._id_base, jti, exp)
+        created = raw.get("ferry_uc")
+        if created is not None and (not isinstance(created, int) or isinstance(created, bool)):
+            raise TokenError("invalid token claims")
+        return Claims(int(sub) - self._id_base, jti, exp, created)
 
     def _decode_at(self, token: str) -> dict:
         """Check signature, issuer and audience with PyJWT, then the times
@@ -166,11 +179,15 @@ class TokenService:
         if self._persist is not None:
             self._persist(json.dumps(self._revoked, separators=(",", ":")))
 
-    def refresh(self, token: str) -> tuple[Claims, str, int]:
-        """Trade a valid token for a new one; the old one is revoked (usable once)."""
+    def refresh(self, token: str, check=None) -> tuple[Claims, str, int]:
+        """Trade a valid token for a new one for the same user (and ``ferry_uc``);
+        the old one is revoked (usable once). ``check(claims)`` runs before
+        anything changes and may raise to refuse the trade."""
         claims = self.verify(token)
+        if check is not None:
+            check(claims)
         self.revoke(claims)
-        new, exp = self.issue(claims.user_id)
+        new, exp = self.issue(claims.user_id, user_created_at=claims.user_created_at)
         return claims, new, exp
 
 

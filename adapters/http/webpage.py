@@ -48,15 +48,17 @@ async function api(path, init) {
 let shown = 0;  // bumped on every topic change: stale follow loops stop
 function addRow(body, p, m) {
   const row = document.createElement("tr");
-  const hdrs = Object.entries(m.headers || {}).map(([k, v]) => k + "=" + (v.kind === "string" ? text(v.value) : v.kind + ":" + v.value));
-  for (const cell of [p, m.offset, new Date(m.timestamp / 1000).toISOString(), hdrs.join(", "), text(m.payload)])
+  const show = (f) => f.kind === "string" ? text(f.value) : f.kind + ":" + f.value;
+  const hdrs = (m.user_headers || []).map((h) => show(h.key) + "=" + show(h.value));
+  for (const cell of [p, m.header.offset, new Date(m.header.timestamp / 1000).toISOString(), hdrs.join(", "),
+                      text(m.payload)])
     row.appendChild(el("td", String(cell)));
   body.appendChild(row);
 }
 async function follow(base, p, next, mine) {
   while (mine === shown && $("follow").checked) {
     const got = await api(base + "?partition_id=" + p + "&kind=offset&count=100&wait_ms=25000&value=" + next);
-    for (const m of got.messages) { if (mine === shown) addRow($("messages").tBodies[0], p, m); next = m.offset + 1; }
+    for (const m of got.messages) { if (mine === shown) addRow($("messages").tBodies[0], p, m); next = m.header.offset + 1; }
   }
 }
 async function showTopic(stream, topic) {
@@ -64,10 +66,10 @@ async function showTopic(stream, topic) {
   $("title").textContent = "Messages of " + stream.name + "/" + topic.name;
   const body = $("messages").tBodies[0]; body.replaceChildren();
   const base = "/streams/" + stream.id + "/topics/" + topic.id + "/messages";
-  for (let p = 1; p <= topic.partitions_count; p++) {
+  for (let p = 0; p < topic.partitions_count; p++) {  // partitions are numbered from 0
     const got = await api(base + "?partition_id=" + p + "&kind=last&count=10");
     for (const m of got.messages) addRow(body, p, m);
-    const next = got.messages.length ? got.messages[got.messages.length - 1].offset + 1 : 0;
+    const next = got.messages.length ? got.messages[got.messages.length - 1].header.offset + 1 : 0;
     if ($("follow").checked) follow(base, p, next, mine).catch(e => $("err").textContent = e.message);
   }
 }

@@ -13,7 +13,9 @@ Core errors (``core.errors``) become Iggy codes in **one** table,
 :func:`status_for` (STYLE.md section 5, Kafka ``Errors.forException``): the
 most specific class wins, and ``details["field"]`` ("id" / "name"), which the
 metadata store sets, picks Iggy's id-vs-name variant (1009 StreamIdNotFound
-vs 1010 StreamNameNotFound).
+vs 1010 StreamNameNotFound) for the older generations; the current one (dialect 3)
+always answers a missing stream, topic or group with the id variant (``dialect``
+argument; docs/iggy.md "Not-found codes per generation").
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class IggyError(IntEnum):
     TOO_SMALL_MESSAGE = 4037
     INVALID_HEADER_KIND = 4040
     UNSUPPORTED_OPTION_KEY = 4041  # a VSR options block names a key the server does not know
+    INVALID_OPTION_VALUE = 4042  # a known option key with a value of the wrong kind or out of bounds
     INVALID_OFFSET = 4100
     INVALID_RESERVED_FIELD = 4101
     CONSUMER_GROUP_ID_NOT_FOUND = 5000
@@ -163,13 +166,30 @@ _INVALID_NAME = {
 }
 
 
-def status_for(exc: ce.FerryError, entity: str = "") -> IggyError:
+# The current generation (dialect 3) has one not-found code per entity, the id variant,
+# whether the request named the entity by id or by name: its state machine commits
+# StreamNotFound = 1009 / TopicNotFound = 2010 / ConsumerGroupNotFound = 5000 for every
+# metadata op (apache/iggy core/metadata/src/stm/result.rs, the *Result enums), and its
+# reads build StreamIdNotFound / TopicIdNotFound from either identifier kind
+# (core/server/src/responses.rs stream_not_found, topic_not_found). The name variants
+# 1010 / 2011 / 5003 stay for dialects 1, 2, 4 and 5 (iggy.md 9.1, iggy-middle.md 9).
+_CURRENT_NOT_FOUND = {
+    IggyError.STREAM_NAME_NOT_FOUND: IggyError.STREAM_ID_NOT_FOUND,
+    IggyError.TOPIC_NAME_NOT_FOUND: IggyError.TOPIC_ID_NOT_FOUND,
+    IggyError.CONSUMER_GROUP_NAME_NOT_FOUND: IggyError.CONSUMER_GROUP_ID_NOT_FOUND,
+}
+CURRENT_DIALECT = 3
+
+
+def status_for(exc: ce.FerryError, entity: str = "", dialect: int = 0) -> IggyError:
     """The Iggy status code for a core error (``entity`` names what a create or
-    rename was about, for the invalid-name codes)."""
+    rename was about, for the invalid-name codes; ``dialect`` 3 answers every
+    not-found with the id variant, ``_CURRENT_NOT_FOUND``)."""
     field = exc.details.get("field") if isinstance(exc.details, dict) else None
     for cls, by_id, by_name in _TABLE:
         if isinstance(exc, cls):
-            return by_id if field == "id" else by_name
+            code = by_id if field == "id" else by_name
+            return _CURRENT_NOT_FOUND.get(code, code) if dialect == CURRENT_DIALECT else code
     if isinstance(exc, ce.InvalidName) and entity in _INVALID_NAME:
         return _INVALID_NAME[entity]
     if isinstance(exc, ce.InvalidArgument):
@@ -177,4 +197,4 @@ def status_for(exc: ce.FerryError, entity: str = "") -> IggyError:
     return IggyError.ERROR
 
 
-__all__ = ["IggyError", "IggyStatus", "status_for"]
+__all__ = ["CURRENT_DIALECT", "IggyError", "IggyStatus", "status_for"]

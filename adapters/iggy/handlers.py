@@ -18,13 +18,12 @@ import struct
 import xxhash
 
 from core import errors as ce
-from core.message import HeaderKind, Headers
 from core.permissions import Action
 
-from . import render
+from . import options, render
 from . import replies as R
 from . import snapshot
-from .errors import IggyError, IggyStatus
+from .errors import CURRENT_DIALECT, IggyError, IggyStatus, status_for
 from .events import Reply
 from .messages import MAX_BATCH_PAYLOAD, StoredBatch
 from .producer import take_producer_block
@@ -36,6 +35,9 @@ _COMPRESSION = {1: "none", 2: "gzip"}
 _U32 = struct.Struct("<I")
 U64_MAX = (1 << 64) - 1
 SEMVER = 10_000  # major*1e6 + minor*1e3 + patch of the Iggy server we resemble (0.10.0)
+# The empty poll's partition id that tells a dialect-3 group member to re-sync its
+# assignment (apache/iggy core/common/src/lib.rs RESYNC_REQUIRED_PARTITION_SENTINEL).
+RESYNC_PARTITION = 0xFFFF_FFFF
 
 
 def _not_found_is_empty(fn):
@@ -54,6 +56,38 @@ def _not_found_is_empty(fn):
             raise
 
     return wrapper
+
+
+def _current_codes(fn):
+    """Dialect 3 answers a missing stream, topic or group with the id variant of its
+    code whichever way the request named it (errors._CURRENT_NOT_FOUND); the other
+    dialects keep the variant that matches the identifier."""
+
+    def wrapper(s, v):
+        try:
+            return fn(s, v)
+        except ce.NotFound as exc:
+            if s.dialect != CURRENT_DIALECT:
+                raise
+            raise IggyStatus(status_for(exc, dialect=CURRENT_DIALECT), str(exc)) from None
+
+    wrapper.__name__ = fn.__name__
+    return wrapper
+
+
+@contextlib.contextmanager
+def _partition_plane(s):
+    """SendMessages and Store/DeleteConsumerOffset of dialect 3: a stream, topic,
+    partition or group the request names that does not resolve is 20 ResourceNotFound
+    (apache/iggy core/server/src/dispatch.rs dispatch_partition_request: every
+    ``resolve_partition_request_namespace`` error is denied with ResourceNotFound)."""
+    if s.dialect != CURRENT_DIALECT:
+        yield
+        return
+    try:
+        yield
+    except ce.NotFound as exc:
+        raise IggyStatus(IggyError.RESOURCE_NOT_FOUND, str(exc)) from None
 
 
 def _expiry_in(v: int) -> int:
@@ -93,35 +127,14 @@ def cluster_metadata(s, v):
     return b"".join(out)
 
 
-# The topic options a dialect-3 CreateTopic/UpdateTopic applies (_vsr_topic_options),
-# as DescribeOptions describes them: key, header kind, default as that kind encodes
-# it (Ferry's defaults: never expire, no size cap), description. Streams and users
-# take no options, as on the reference server (apache/iggy server responses.rs).
-TOPIC_OPTIONS = (
-    ("compression_algorithm", HeaderKind.STRING, b"none", "how stored batches are compressed: none or gzip"),
-    ("message_expiry", HeaderKind.UINT64, U64_MAX.to_bytes(8, "little"),
-     "microseconds a message is kept; u64::MAX or 0 keeps it until the size cap or a purge"),
-    ("max_topic_size", HeaderKind.UINT64, U64_MAX.to_bytes(8, "little"),
-     "bytes the topic may hold before its oldest sealed segments are deleted; u64::MAX or 0 for no cap"),
-)
-_OPTION_SCOPES = {1: TOPIC_OPTIONS, 2: (), 3: ()}  # iggy-current.md 6.13: 1 topic, 2 stream, 3 user
-# Topic keys the reference server knows and Ferry accepts without applying them: the
-# 0.9.0 client sends the two durability keys on every create (iggy-current.md 6.8);
-# the others tune the reference server's own storage. Any other key is 4041.
-_TOPIC_OPTIONS_IGNORED = frozenset({
-    "consumer_offset_durability", "durability", "segment_size", "enforce_fsync", "messages_required_to_save",
-    "size_of_messages_required_to_save", "preallocate_segments",
-})
-
-
 def describe_options(s, v):
-    options = _OPTION_SCOPES.get(v.scope)
-    if options is None:
-        raise IggyStatus(IggyError.INVALID_COMMAND, f"option scope {v.scope}")
-    out = [_U32.pack(len(options))]
-    for key, kind, default, description in options:
-        R.OPTION_SPEC.write(3, out, R.OPTION_SPEC.make(key=key, kind=int(kind), default_value=default,
-                                                        description=description))
+    """The option catalog of a scope (adapters/iggy/options.py; iggy-current.md 6.13)."""
+    specs = options.describe(s.broker, v.scope)
+    out = [_U32.pack(len(specs))]
+    for spec in specs:
+        R.OPTION_SPEC.write(3, out, R.OPTION_SPEC.make(key=spec.key, kind=int(spec.kind),
+                                                        default_value=spec.default_value,
+                                                        description=spec.description))
     return b"".join(out)
 
 
@@ -291,7 +304,9 @@ def get_me(s, v):
 
 def get_client(s, v):
     s.require(A.READ_SERVERS)
-    if v.client_id == 0:
+    if v.client_id == 0 and s.dialect != CURRENT_DIALECT:
+        # Dialect 3 looks the id up like any other and finds nothing: an empty OK
+        # (apache/iggy core/server/src/dispatch.rs, GET_CLIENT_CODE arm).
         raise IggyStatus(IggyError.INVALID_CLIENT_ID)
     other = sessions_of(s.broker).get(v.client_id)
     if other is None:
@@ -360,7 +375,15 @@ def get_topic(s, v):
 
 
 def get_topics(s, v):
-    st = s.stream(v.stream_id)
+    if s.dialect == CURRENT_DIALECT:
+        try:
+            st = s.stream(v.stream_id)
+        except ce.StreamNotFound:
+            # An empty list, not 1009 (apache/iggy core/server/src/responses.rs
+            # build_get_topics_response: an unresolved stream is ``topics: Vec::new()``).
+            return _U32.pack(0)
+    else:
+        st = s.stream(v.stream_id)
     s.require(A.READ_TOPICS, st.id)
     topics = s.broker.list_topics(st.id)
     out: list[bytes] = [_U32.pack(len(topics))] if s.dialect == 3 else []  # iggy-current.md 6.8
@@ -370,60 +393,47 @@ def get_topics(s, v):
 
 
 def create_topic(s, v):
+    """Dialect 3 takes its settings from the options block, checked against the
+    catalog (options.py: 4041, 4042, 2015, 1019 as the reference server, in its
+    order); the legacy dialects from fixed fields, with the same size floor (iggy.md
+    3.6: a cap below the segment size is 1019)."""
     st = s.stream(v.stream_id)
     s.require(A.CREATE_TOPIC, st.id)
     wanted = v.topic_id - 1 if s.one_based and v.topic_id else None
     if s.dialect == 3:
-        given = _vsr_topic_options(v.options)
-        expiry, max_size = given.get("message_expiry", 0), given.get("max_topic_size", 0)
-        compression = given.get("compression", "none")
+        given = options.parse_create(v.options)
+        options.check_create(given, v.partitions_count, s.broker)
+        settings = options.create_args(given)
     else:
-        expiry, max_size = _expiry_in(v.message_expiry), _expiry_in(v.max_topic_size)
-        compression = _compression(v.compression)
-    t = s.broker.create_topic(st.id, v.name, v.partitions_count, topic_id=wanted, message_expiry=expiry,
-                              max_topic_size=max_size, compression=compression,
-                              replication_factor=max(v.replication_factor or 1, 1))
+        given = {}
+        options.check_size_floor(v.max_topic_size, s.broker.cfg.log.segment_bytes)
+        settings = {"message_expiry": _expiry_in(v.message_expiry), "max_topic_size": _expiry_in(v.max_topic_size),
+                    "compression": _compression(v.compression)}
+    t = s.broker.create_topic(st.id, v.name, v.partitions_count, topic_id=wanted,
+                              replication_factor=max(v.replication_factor or 1, 1), **settings)
+    options.record_explicit(s.broker, t, given)
     return render.topic_details(s.broker, t, s.dialect)
 
 
-def _vsr_topic_options(block: bytes) -> dict:
-    """The topic settings a VSR options block gives (``message_expiry``,
-    ``max_topic_size``, ``compression``; only those present): the same TLV as user
-    headers, string keys (iggy-current.md 6.1, 6.8). Keys the reference server knows
-    but Ferry does not apply are accepted and ignored; unknown ones are 4041."""
-    given: dict = {}
-    if not block:
-        return given
-    try:
-        pairs = Headers.decode(block).items()
-    except ce.HeaderError:
-        raise IggyStatus(IggyError.INVALID_COMMAND, "malformed options block") from None
-    for key, value in pairs:
-        name = key.as_str() if key.kind == HeaderKind.STRING else ""
-        try:
-            if name in ("message_expiry", "max_topic_size"):
-                given[name] = _expiry_in(value.as_int())
-            elif name == "compression_algorithm":
-                given["compression"] = value.as_str().lower()
-                if given["compression"] not in _COMPRESSION.values():
-                    raise IggyStatus(IggyError.INVALID_COMMAND, f"compression {given['compression']!r}")
-            elif name not in _TOPIC_OPTIONS_IGNORED:
-                raise IggyStatus(IggyError.UNSUPPORTED_OPTION_KEY, f"option {key.to_text()!r}")
-        except (ce.FerryError, TypeError, ValueError):
-            raise IggyStatus(IggyError.INVALID_COMMAND, f"option {name!r}") from None
-    return given
-
-
 def update_topic(s, v):
+    """Dialect 3 changes only the keys its block sends (the updatable three; others
+    4041), with the size floor against the topic's own segment size."""
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
+    segment = s.broker.topic_log_config(t).segment_bytes
     changes = {"name": v.name}
-    if s.dialect == 3:  # only the options sent change (the others keep their values)
-        changes.update(_vsr_topic_options(v.options))
+    if s.dialect == 3:
+        given = options.parse_update(v.options)
+        options.check_size_floor(given.get("max_topic_size"), segment)
+        changes.update(options.update_args(given))
     else:
+        given = {}
+        options.check_size_floor(v.max_topic_size, segment)
         changes.update(message_expiry=_expiry_in(v.message_expiry), max_topic_size=_expiry_in(v.max_topic_size),
                        compression=_compression(v.compression))
-    s.broker.update_topic(t.stream_id, t.id, **changes)
+    t = s.broker.update_topic(t.stream_id, t.id, **changes)
+    if given:
+        options.record_explicit(s.broker, t, given, update=True)
     return b""
 
 
@@ -442,6 +452,7 @@ def purge_topic(s, v):
 
 
 def create_partitions(s, v):
+    _check_partitions_change(s, v.partitions_count)
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
     with _partitions_count_errors(s):
@@ -450,6 +461,7 @@ def create_partitions(s, v):
 
 
 def delete_partitions(s, v):
+    _check_partitions_change(s, v.partitions_count)
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
     with _partitions_count_errors(s):
@@ -470,6 +482,14 @@ def _partitions_count_errors(s):
         raise IggyStatus(IggyError.INVALID_PARTITIONS_COUNT) from None
 
 
+def _check_partitions_change(s, count: int) -> None:
+    """Dialect 3 refuses to add or delete 0 partitions before anything else, with 2015
+    TooManyPartitions (apache/iggy core/server/src/dispatch.rs
+    validate_partitions_change_count, run pre-consensus)."""
+    if count == 0 and s.dialect == CURRENT_DIALECT:
+        raise IggyStatus(IggyError.TOO_MANY_PARTITIONS, "partitions_count 0")
+
+
 def delete_segments(s, v):
     """iggy-middle.md 6 / iggy-current.md op 138: the partition's oldest sealed
     segments; the permission is apache/iggy's ``delete_segments`` rule (= update topic)."""
@@ -485,8 +505,23 @@ def _group_body(s, t, g, *, members=True) -> bytes:
     return render.group_details(g, t, m, s.dialect, with_members=members)
 
 
-@_not_found_is_empty
 def get_group(s, v):
+    """A missing group is an empty OK; in dialect 3 a missing stream or topic is its
+    error (apache/iggy core/server/src/responses.rs build_consumer_group_response:
+    ``ensure_topic_exists`` first), in the others an empty OK too."""
+    if s.dialect != CURRENT_DIALECT:
+        return _get_group_or_empty(s, v)
+    t = s.topic(v.stream_id, v.topic_id)
+    s.require(A.READ_TOPIC, t.stream_id, t.id)
+    try:
+        g = s.group(t, v.group_id)
+    except ce.ConsumerGroupNotFound:
+        return b""
+    return _group_body(s, t, g)
+
+
+@_not_found_is_empty
+def _get_group_or_empty(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
     return _group_body(s, t, s.group(t, v.group_id))
@@ -528,10 +563,16 @@ def leave_group(s, v):
 
 
 def sync_group(s, v):
-    """iggy-current.md 6.9: ``u64 generation, u32 n, n partitions``; empty = not a member."""
-    t = s.topic(v.stream_id, v.topic_id)
-    s.require(A.READ_TOPIC, t.stream_id, t.id)
-    found = s.broker.group_assignment(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
+    """iggy-current.md 6.9: ``u64 generation, u32 n, n partitions``; empty = not a member,
+    and also when the stream, topic or group does not exist (apache/iggy
+    core/server/src/dispatch.rs handle_sync_consumer_group: no permission rule, any
+    miss of ``consumer_group_member_assignment`` is an empty body)."""
+    try:
+        t = s.topic(v.stream_id, v.topic_id)
+        gid = s.group(t, v.group_id).id
+    except ce.NotFound:
+        return b""
+    found = s.broker.group_assignment(t.stream_id, t.id, gid, s.client_id)
     if found is None:
         return b""
     return R.SYNC_GROUP.encode(3, R.SYNC_GROUP.make(generation=found[0], partitions=found[1]))
@@ -539,7 +580,8 @@ def sync_group(s, v):
 
 # -- messages and offsets ---------------------------------------------------------------------------
 def send_messages(s, v):
-    t = s.topic(v.stream_id, v.topic_id)
+    with _partition_plane(s):  # dialect 3: a missing stream, topic or partition is 20
+        t = s.topic(v.stream_id, v.topic_id)
     s.require(A.SEND_MESSAGES, t.stream_id, t.id)
     if not v.messages:
         raise IggyStatus(IggyError.INVALID_MESSAGES_COUNT)
@@ -552,8 +594,9 @@ def send_messages(s, v):
     if batch.payload_bytes > MAX_BATCH_PAYLOAD:
         raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
     block, producer = take_producer_block(batch)  # Ferry's idempotent-send tag (producer.py)
-    s.broker.append_records(t.stream_id, t.id, block, batch.count, partition=partition, key=key,
-                            producer=producer, on_durable=pending.fire, origin="iggy")
+    with _partition_plane(s):
+        s.broker.append_records(t.stream_id, t.id, block, batch.count, partition=partition, key=key,
+                                producer=producer, on_durable=pending.fire, origin="iggy")
     return pending
 
 
@@ -590,6 +633,8 @@ def _sent(s, t, outcome):
 
 
 def poll_messages(s, v):
+    if s.dialect == CURRENT_DIALECT:
+        return _poll_current(s, v)
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.POLL_MESSAGES, t.stream_id, t.id)
     if v.count == 0:
@@ -608,17 +653,69 @@ def poll_messages(s, v):
             if found is None:
                 raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
             if partition not in found[1]:
-                # A member polls only its own partitions. Dialect 3 re-syncs on 5009
-                # (iggy-current.md 6.9); older clients get the empty answer of the 0.8
-                # server (iggy-middle.md 6.8).
-                if s.dialect == 3:
-                    raise IggyStatus(IggyError.CONSUMER_GROUP_PARTITION_NOT_OWNED)
+                # A member polls only its own partitions; older clients get the empty
+                # answer of the 0.8 server (iggy-middle.md 6.8).
                 return render.polled(s.dialect, -s.edge, 0, None)  # wire partition 0
         res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
     return render.polled(s.dialect, res.partition_id, res.current_offset, res.batch)
 
 
+def _poll_current(s, v):
+    """PollMessages of dialect 3, as apache/iggy core/server/src/dispatch.rs
+    handle_poll_messages and resolve_poll_request answer it:
+
+    * a group poll names its partition (the 0.9.0 client always does) and is fenced
+      first: unless the stream, topic and group resolve and this client is a member
+      owning that partition, the answer is an empty poll whose partition is
+      RESYNC_PARTITION (the client re-syncs), not 5000/5006/5009;
+    * a single consumer's poll: missing stream/topic/partition are 1009/2010/3007
+      (id variants, ``_current_codes``); no partition reads partition 0;
+    * ``count`` 0 is an empty poll, not 4009 (the partition's poll plan is empty).
+
+    A group poll without a partition is served as for the other dialects (the server
+    picks the member's next partition), which the reference server answers empty."""
+    fenced = v.consumer.kind == 2 and v.partition_id is not None
+    resync = render.polled(CURRENT_DIALECT, RESYNC_PARTITION, 0, None)
+    try:
+        t = s.topic(v.stream_id, v.topic_id)
+    except ce.NotFound:
+        if fenced:
+            return resync
+        raise
+    s.require(A.POLL_MESSAGES, t.stream_id, t.id)
+    b = s.broker
+    if fenced:
+        try:
+            gid = s.group(t, v.consumer.id).id
+        except ce.ConsumerGroupNotFound:
+            return resync
+        found = b.group_assignment(t.stream_id, t.id, gid, s.client_id)
+        if found is None or v.partition_id not in found[1]:
+            return resync
+    consumer = s.consumer(t, v.consumer)
+    strategy = s.poll_strategy(v.strategy)
+    if consumer.kind == "group" and v.partition_id is None:
+        if v.count == 0:
+            return render.polled(CURRENT_DIALECT, 0, 0, None)
+        res = b.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count, auto_commit=v.auto_commit)
+        if res is None:  # a member without partitions
+            return render.polled(CURRENT_DIALECT, 0, 0, None)
+        return render.polled(CURRENT_DIALECT, res.partition_id, res.current_offset, res.batch)
+    partition = 0 if v.partition_id is None else v.partition_id
+    if v.count == 0:
+        b.partition(t.stream_id, t.id, partition)  # 3007 when it does not exist
+        _segments, current, _size, _n = render.partition_stats(b, t.stream_id, t.id, partition)
+        return render.polled(CURRENT_DIALECT, partition, current, None)
+    res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
+    return render.polled(CURRENT_DIALECT, res.partition_id, res.current_offset, res.batch)
+
+
 def flush_unsaved_buffer(s, v):
+    if s.dialect == CURRENT_DIALECT:
+        # The reference server has no on-demand flush and says so for any target, even
+        # a missing one (apache/iggy core/server/src/responses.rs
+        # build_non_replicated_response, FLUSH_UNSAVED_BUFFER_CODE arm).
+        raise IggyStatus(IggyError.FEATURE_UNAVAILABLE, "flush")
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.POLL_MESSAGES, t.stream_id, t.id)
     pid = s.partition_in(v.partition_id) if s.one_based else v.partition_id
@@ -626,11 +723,49 @@ def flush_unsaved_buffer(s, v):
     return b""  # appends are already on their way to disk (the flusher owns fsync)
 
 
-def _offset_target(s, v):
+def _offset_target(s, v, *, write: bool = False):
+    if s.dialect == CURRENT_DIALECT:
+        return _current_offset_target(s, v, write)
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.POLL_MESSAGES, t.stream_id, t.id)
     pid = s.partition_in(v.partition_id)
     return t, s.consumer(t, v.consumer), 0 if pid is None else pid
+
+
+def _current_offset_target(s, v, write: bool):
+    """The consumer offset a dialect-3 request names, resolved as apache/iggy does.
+
+    GetConsumerOffset (core/server/src/dispatch.rs resolve_consumer_offset_request): no
+    partition reads partition 0; a missing partition of an existing topic is 3007; a
+    missing stream, topic or group is an empty OK (get_offset's decorator).
+
+    Store/DeleteConsumerOffset are partition-plane ops (core/server/src/responses.rs
+    fence_and_resolve_offset_namespace, then dispatch_partition_request): no partition,
+    a missing stream/topic/partition/group, or a group this client is not a member of
+    owning that partition are all 20 ResourceNotFound."""
+    b = s.broker
+    if not write:
+        t = s.topic(v.stream_id, v.topic_id)
+        s.require(A.POLL_MESSAGES, t.stream_id, t.id)
+        pid = 0 if v.partition_id is None else v.partition_id
+        try:
+            b.partition(t.stream_id, t.id, pid)
+        except ce.PartitionNotFound:
+            raise IggyStatus(IggyError.PARTITION_NOT_FOUND, f"partition {pid}") from None
+        return t, s.consumer(t, v.consumer), pid
+    pid = v.partition_id
+    with _partition_plane(s):
+        if pid is None:
+            raise IggyStatus(IggyError.RESOURCE_NOT_FOUND, "no partition")
+        t = s.topic(v.stream_id, v.topic_id)
+        b.partition(t.stream_id, t.id, pid)
+        consumer = s.consumer(t, v.consumer)
+        if consumer.kind == "group":
+            found = b.group_assignment(t.stream_id, t.id, consumer.id, s.client_id)
+            if found is None or pid not in found[1]:
+                raise IggyStatus(IggyError.RESOURCE_NOT_FOUND, f"partition {pid} is not this member's")
+    s.require(A.POLL_MESSAGES, t.stream_id, t.id)
+    return t, consumer, pid
 
 
 @_not_found_is_empty
@@ -644,13 +779,13 @@ def get_offset(s, v):
 
 
 def store_offset(s, v):
-    t, consumer, pid = _offset_target(s, v)
+    t, consumer, pid = _offset_target(s, v, write=True)
     s.broker.store_offset(consumer, t.stream_id, t.id, pid, v.offset)  # past the end: InvalidOffset -> 4100
     return b""
 
 
 def delete_offset(s, v):
-    t, consumer, pid = _offset_target(s, v)
+    t, consumer, pid = _offset_target(s, v, write=True)
     if s.broker.get_offset(consumer, t.stream_id, t.id, pid) is None:
         raise IggyStatus(IggyError.CONSUMER_OFFSET_NOT_FOUND)
     s.broker.delete_offset(consumer, t.stream_id, t.id, pid)
@@ -679,5 +814,7 @@ HANDLERS = {
     "consumer_group.delete": delete_group, "consumer_group.join": join_group, "consumer_group.leave": leave_group,
     "consumer_group.sync": sync_group,
 }
+
+HANDLERS = {name: _current_codes(fn) for name, fn in HANDLERS.items()}
 
 __all__ = ["HANDLERS"]

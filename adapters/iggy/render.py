@@ -23,6 +23,7 @@ Polled messages are rendered from stored records (``core.record``, the
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 
@@ -31,6 +32,7 @@ import xxhash
 from core.errors import NotFound
 from core.message import Headers
 
+from . import options
 from . import replies as R
 from ._compiled import vsr_render as _vsr_render
 from .messages import MIDDLE56_HEADER, VSR_BATCH_HEADER, VSR_FRAME_HEADER
@@ -160,7 +162,11 @@ def client_group_values(session, e: int) -> list:
 
 # -- reply bodies ---------------------------------------------------------------------------
 def topic_record(broker, topic, dialect: int, out: list) -> None:
-    R.TOPIC.write(dialect, out, topic_value(broker, topic, edge(dialect)))
+    value = topic_value(broker, topic, edge(dialect))
+    if dialect == 3:  # the explicit and derived option blocks (options.py, iggy-current.md 6.8)
+        explicit, derived = options.option_blocks(broker, topic)
+        value = dataclasses.replace(value, options=explicit, derived_options=derived)
+    R.TOPIC.write(dialect, out, value)
 
 
 def topic_details(broker, topic, dialect: int) -> bytes:

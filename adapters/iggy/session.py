@@ -23,10 +23,22 @@ table entry says ``auth=False`` run before login (40 Unauthenticated
 otherwise); a logged-in user needs the core permission each handler names
 (core.permissions; 41 Unauthorized). GETs of one missing entity answer an
 empty OK (iggy.md 9.2, iggy-current.md 8).
+
+A login is checked again on every request that needs one (core/credentials.py):
+the session acts with the user's current record (``meta.live_user``), so a
+permission change applies at once, and deleting the user ends the login: at
+once, through the store's credential watcher (:func:`_credentials_changed`,
+one per broker, covering every session whatever listener made it), and
+otherwise on the next request. An ended login answers 40 Unauthenticated from
+then on and leaves its consumer groups. As on apache/iggy, a deactivation or
+deleting the personal access token the session logged in with ends nothing:
+both only refuse new logins, and the session keeps the user's grants
+(docs/iggy.md "What a credential change does to live sessions").
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import weakref
@@ -37,6 +49,7 @@ import xxhash
 
 from core import errors as ce
 from core.consumers import Consumer, PollStrategy
+from core.credentials import CredentialChange
 from core.log.encoded import block_of
 from core.message import Headers
 from core.permissions import Action
@@ -97,7 +110,11 @@ class IggySession:
         from . import handlers  # the handler table lives next door (module size)
 
         self._handlers: dict[str, Callable] = handlers.HANDLERS
-        _SESSIONS.setdefault(broker, {})[client_id] = self
+        sessions = _SESSIONS.get(broker)
+        if sessions is None:
+            sessions = _SESSIONS[broker] = {}
+            broker.meta.watch_credentials(functools.partial(_credentials_changed, sessions))
+        sessions[client_id] = self
 
     @property
     def dialect(self) -> int:
@@ -113,7 +130,13 @@ class IggySession:
                 return Reply(IggyError.UNAUTHENTICATED, command=event.command)
             return Reply(event.status, command=event.command)
         cmd = event.command
-        if cmd.auth and self.user is None:
+        if cmd.auth and (self.user is None or not self.still_logged_in()):
+            if cmd.name == "user.logout" and self.dialect == 3:
+                # A VSR Logout without a login answers OK: the state it asks for holds
+                # (apache/iggy core/server/src/dispatch.rs handle_logout_request). The
+                # 0.9 client sends one before every re-login, e.g. after a credential
+                # change ended its login; 40 there would fail the re-login.
+                return Reply(0, command=cmd)
             return Reply(IggyError.UNAUTHENTICATED, command=cmd)
         handler = self._handlers.get(cmd.name)
         if handler is None:
@@ -150,13 +173,36 @@ class IggySession:
         sessions_of(self.broker).pop(self.client_id, None)
         self.broker.disconnect(self.client_id)
 
+    # -- the login's validity (core/credentials.py) -------------------------------------------
+    def still_logged_in(self) -> bool:
+        """Act with the logged-in user's current record; end the login (False)
+        when the user is gone or is a later user given the same id. An inactive
+        user's login goes on (Iggy's status only refuses new logins)."""
+        user = self.user
+        live = self.broker.meta.live_user(user.id)
+        if live is None or live.created_at != user.created_at:
+            self.end_login("user deleted")
+            return False
+        self.user = live
+        return True
+
+    def end_login(self, reason: str) -> None:
+        """The user was deleted: log out and leave every consumer group
+        (a session that may not poll must not hold partitions)."""
+        if self.user is None:
+            return
+        log.info("iggy login ended", extra={"client_id": self.client_id, "user_id": self.user.id, "reason": reason})
+        self.user = None
+        self.broker.disconnect(self.client_id)
+
     # -- helpers for handlers -------------------------------------------------------------
     @property
     def edge(self) -> int:
         return render.edge(self.dialect)
 
     def require(self, action: Action, sid: int | None = None, tid: int | None = None) -> None:
-        if not self.broker.meta.can(self.user, action, sid, tid):
+        # The grants whatever the status: a deactivation does not stop a live login (as Iggy).
+        if not self.broker.meta.can(self.user, action, sid, tid, ignore_status=True):
             raise IggyStatus(IggyError.UNAUTHORIZED, str(action))
 
     def ident(self, value: int | str, missing: IggyError) -> int | str:
@@ -206,7 +252,7 @@ class IggySession:
         def work():
             return self.broker.meta.authenticate(username, password)
 
-        return Deferred(lambda user: self._logged_in(user, protocol), work)
+        return Deferred(lambda user: self._logged_in(_unchanged_since(self.broker.meta, user), protocol), work)
 
     def login_token(self, token: str, protocol: int = 0):
         try:
@@ -238,6 +284,26 @@ class IggySession:
         decode_legacy = Headers.decode_legacy
         canonical = [m._replace(headers=decode_legacy(m.headers).encode()) if m.headers else m for m in messages]
         return StoredBatch(len(canonical), block_of(canonical), sum(len(m.payload) for m in canonical))
+
+
+def _unchanged_since(meta, user):
+    """A password check ran in a worker thread: the user it admitted, unless the
+    user was deleted or deactivated meanwhile (then the error a login would get now)."""
+    if isinstance(user, BaseException):
+        return user
+    try:
+        return meta.recheck(user)
+    except ce.FerryError as exc:
+        return exc
+
+
+def _credentials_changed(sessions: dict[int, IggySession], change: CredentialChange) -> None:
+    """The store's watcher (one per broker): end the deleted user's logins, on every
+    session of the broker, whatever listener (TCP, QUIC, WebSocket) made it."""
+    for session in list(sessions.values()):
+        user = session.user
+        if user is not None and user.id == change.user_id and user.created_at == change.created_at:
+            session.end_login("user deleted")
 
 
 def _entity_of(name: str) -> str:

@@ -28,15 +28,16 @@ from ..registry import ListenerSpec
 OPTIONS = {"tls_cert": "", "tls_key": ""}
 
 
-def server_ssl_context(cert: str, key: str = "") -> ssl.SSLContext:
+def server_ssl_context(cert: str, key: str = "", listener: str = "iggy_tcp") -> ssl.SSLContext:
     """A TLS server context (TLS 1.2+, no client certificates: Iggy authenticates
-    with its own login). Raises InvalidArgument naming the listener for bad files."""
+    with its own login). Raises InvalidArgument naming ``listener`` for bad files
+    (shared with iggy_ws)."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         ctx.load_cert_chain(cert, key or None)
     except (OSError, ssl.SSLError) as exc:
-        raise InvalidArgument(f"listeners.iggy_tcp: cannot load tls_cert/tls_key: {exc}") from exc
+        raise InvalidArgument(f"listeners.{listener}: cannot load tls_cert/tls_key: {exc}") from exc
     return ctx
 
 

@@ -34,7 +34,7 @@ async def test_logout_revokes_and_refresh_is_single_use(tmp_path):
         async with gateway(tmp_path) as port, client(port) as c:
             r = await c.post("/users/login", json=ROOT)
             ident = r.json()
-            assert ident["user_id"] == 1 and ident["access_token"]["expiry"] > 0
+            assert ident["user_id"] == 0 and ident["access_token"]["expiry"] > 0  # ids from 0: root is 0
             token = ident["access_token"]["token"]
             r = await c.post("/users/refresh-token", json={"token": token})
             assert r.status_code == 200
@@ -77,7 +77,7 @@ async def test_personal_access_tokens(tmp_path):
             assert r.status_code == 400 and r.json()["id"] == 51
             async with client(port) as other:
                 r = await other.post("/personal-access-tokens/login", json={"token": pat})
-                assert r.status_code == 200 and r.json()["user_id"] == 1
+                assert r.status_code == 200 and r.json()["user_id"] == 0
                 r = await other.post("/personal-access-tokens/login", json={"token": "not-a-token"})
                 assert r.status_code == 401 and r.json()["id"] == 53
             assert (await c.delete("/personal-access-tokens/ci-token")).status_code == 204
@@ -90,36 +90,40 @@ async def test_users_and_permissions(tmp_path):
             await login(root)
             await make_topic(root)
             perms = {"global": {"read_streams": True},
-                     "streams": {"1": {"manage_stream": False, "read_stream": True, "manage_topics": False,
+                     "streams": {"0": {"manage_stream": False, "read_stream": True, "manage_topics": False,
                                        "read_topics": True, "poll_messages": True, "send_messages": False,
                                        "topics": None}}}
             r = await root.post("/users", json={"username": "bob", "password": "secret",
                                                 "status": "active", "permissions": perms})
             assert r.status_code == 200, r.text
             user = r.json()
-            assert user["id"] == 2 and user["username"] == "bob"
-            assert user["permissions"]["streams"]["1"]["read_stream"] is True
+            assert user["id"] == 1 and user["username"] == "bob"
+            assert user["permissions"]["streams"]["0"]["read_stream"] is True
             r = await root.post("/users", json={"username": "bob", "password": "secret"})
             assert r.status_code == 400 and r.json()["id"] == 46
             assert [u["username"] for u in (await root.get("/users")).json()] == ["iggy", "bob"]
             await login(bob, {"username": "bob", "password": "secret"})
             assert (await bob.get("/streams")).status_code == 200
-            assert (await bob.get("/streams/1/topics/1/messages")).status_code == 200
+            assert (await bob.get("/streams/0/topics/0/messages")).status_code == 200
             r = await bob.post("/streams", json={"name": "x"})
             assert r.status_code == 403 and r.json()["id"] == 41
-            r = await bob.post("/streams/1/topics/1/messages", json={"messages": [{"payload": "eA=="}]})
+            r = await bob.post("/streams/0/topics/0/messages", json={"messages": [{"payload": "eA=="}]})
             assert r.status_code == 403
             assert (await bob.get("/users")).status_code == 403
             assert (await bob.get("/users/bob")).status_code == 200  # oneself
             r = await bob.put("/users/bob/password", json={"current_password": "secret", "new_password": "better"})
             assert r.status_code == 204
-            r = await root.put("/users/2/permissions", json={"permissions": None})
+            r = await root.put("/users/1/permissions", json={"permissions": None})
             assert r.status_code == 204
             assert (await bob.get("/streams")).status_code == 403
-            assert (await root.put("/users/2", json={"status": "inactive"})).status_code == 204
+            assert (await root.put("/users/1", json={"status": "inactive"})).status_code == 204
             assert (await bob.get("/ping")).status_code == 200
-            assert (await bob.get("/users/bob")).status_code == 401  # inactive: token no longer accepted
-            r = await root.delete("/users/1")
+            # As Iggy's HTTP API: the status only refuses new logins; the token goes on.
+            assert (await bob.get("/users/bob")).status_code == 200
+            async with client(port) as again:
+                r = await again.post("/users/login", json={"username": "bob", "password": "better"})
+                assert r.status_code == 400 and r.json()["id"] == 47  # user inactive
+            r = await root.delete("/users/0")  # the root user
             assert r.status_code == 400 and r.json()["id"] == 48
             assert (await root.delete("/users/bob")).status_code == 204
             assert (await root.get("/users/bob")).status_code == 404

@@ -76,15 +76,16 @@ def test_nats_publish_is_polled_over_http(tmp_path):
         r = c.get("/streams/orders/topics/eu/messages", params={"kind": "first", "count": 10, "wait_ms": 10_000})
         (msg,) = r.json()["messages"]
         assert base64.b64decode(msg["payload"]) == b"from-nats"
-        assert msg["headers"]["trace"] == {"kind": "string", "value": b64(b"xyz")}
-        assert msg["headers"]["ferry-nats-subject"] == {"kind": "string", "value": b64(b"orders.eu.x")}
+        headers = {base64.b64decode(e["key"]["value"]).decode(): e["value"] for e in msg["user_headers"]}
+        assert headers["trace"] == {"kind": "string", "value": b64(b"xyz")}
+        assert headers["ferry-nats-subject"] == {"kind": "string", "value": b64(b"orders.eu.x")}
 
 
 def test_http_send_is_polled_by_apache_iggy(tmp_path):
     iggy_py = client_python("apache-iggy==0.9.0")  # built once, shared with tests/iggy
     with running_gateway(tmp_path, ORDERS) as gw, http_client(gw) as c:
         r = c.post("/streams/orders/topics/eu/messages",
-                   json={"partitioning": {"kind": "partition_id", "value": b64((1).to_bytes(4, "little"))},
+                   json={"partitioning": {"kind": "partition_id", "value": b64((0).to_bytes(4, "little"))},
                          "messages": [{"payload": b64(b"from-http"), "headers": HEADERS}]})
         assert r.status_code == 201, r.text
         proc = subprocess.run([str(iggy_py), str(IGGY_SCRIPT), str(gw.ports["iggy_tcp"]), "poll"],

@@ -18,7 +18,7 @@ def test_form_refuses_a_key_that_is_neither_field_nor_extra():
 
 def test_forms_apply_only_the_declared_differences():
     member = forms.MEMBER.json(R.MEMBER.make(id=7, partitions=(0, 2)))
-    assert member == {"id": 7, "partitions_count": 2, "partitions": [1, 3]}
+    assert member == {"id": 7, "partitions_count": 2, "partitions": [0, 2]}  # numbered from 0, as the core
     assert forms.PAT.json(R.PAT_INFO.make(name="pat", expiry_at=0)) == {"name": "pat", "expiry_at": None}
     group = R.GROUP.make(id=0, partitions_count=1, members_count=0, name="g")
     assert list(forms.GROUP.json(group)) == ["id", "name", "partitions_count", "members_count"]
@@ -38,15 +38,15 @@ def test_client_json_from_an_iggy_session(tmp_path):
         assert models.client_json(s, True) == {"client_id": 5, "user_id": None, "address": "10.0.0.1:4000",
                                                "transport": "QUIC", "consumer_groups_count": 0,
                                                "consumer_groups": []}
-        s.user = broker.meta.list_users()[0]  # root, canonical id 0 -> 1 on this API
-        assert models.client_json(s, False)["user_id"] == 1 and "consumer_groups" not in models.client_json(s, False)
+        s.user = broker.meta.list_users()[0]  # root: id 0 on this API, not the null of "not logged in"
+        assert models.client_json(s, False)["user_id"] == 0 and "consumer_groups" not in models.client_json(s, False)
         broker.create_stream("s")
         broker.create_topic("s", "t", partitions=1)
         broker.create_group("s", "t", "g")
         broker.join_group("s", "t", "g", 5)
         details = models.client_json(s, True)
         assert details["consumer_groups_count"] == 1
-        assert details["consumer_groups"] == [{"stream_id": 1, "topic_id": 1, "group_id": 1}]  # 1-based here
+        assert details["consumer_groups"] == [{"stream_id": 0, "topic_id": 0, "group_id": 0}]
         assert models.client_json(s, False)["consumer_groups_count"] == 1
     finally:
         broker.close()

@@ -24,20 +24,20 @@ async def fill(c, n: int = 12) -> None:
     await make_topic(c, partitions=2)
     for i in range(n):  # one send each: its own batch, so segments roll
         r = await c.post("/streams/s1/topics/t1/messages", json={
-            "partitioning": {"kind": "partition_id", "value": partition_value(1)},
+            "partitioning": {"kind": "partition_id", "value": partition_value(0)},
             "messages": [{"payload": b64(f"m{i:02d}".ljust(40, "."))}]})
         assert r.status_code == 201, r.text
 
 
-async def partition_1(c) -> dict:
+async def partition_0(c) -> dict:
     return (await c.get("/streams/s1/topics/t1")).json()["partitions"][0]
 
 
 async def offsets(c, start: int = 0) -> list[int]:
     r = await c.get("/streams/s1/topics/t1/messages",
-                    params={"partition_id": 1, "kind": "offset", "value": start, "count": 100})
+                    params={"partition_id": 0, "kind": "offset", "value": start, "count": 100})
     assert r.status_code == 200, r.text
-    return [m["offset"] for m in r.json()["messages"]]
+    return [m["header"]["offset"] for m in r.json()["messages"]]
 
 
 async def user_client(c, port, name: str, permissions, http2: bool = False):
@@ -123,30 +123,30 @@ async def test_delete_segments(tmp_path):
         async with gateway(tmp_path, **ENV) as port, client(port) as c:
             await login(c, CREDS)
             await fill(c)
-            before = await partition_1(c)
+            before = await partition_0(c)
             assert before["segments_count"] >= 4 and before["messages_count"] == 12
-            path = "/streams/s1/topics/t1/partitions/1"
+            path = "/streams/s1/topics/t1/partitions/0"
             r = await c.delete(path, params={"segments_count": 2})
             assert r.status_code == 204 and r.content == b""
-            after = await partition_1(c)
+            after = await partition_0(c)
             assert after["segments_count"] == before["segments_count"] - 2
             got = await offsets(c)
             first = got[0]
             assert first > 0 and got == list(range(first, 12))  # a poll below the first starts there
             assert after["messages_count"] == 12 - first and after["current_offset"] == 11
             assert await offsets(c, first + 2) == list(range(first + 2, 12))
-            r = await c.delete("/streams/1/topics/1/partitions/1", params={"segments_count": 1000})
+            r = await c.delete("/streams/0/topics/0/partitions/0", params={"segments_count": 1000})
             assert r.status_code == 204
-            assert (await partition_1(c))["segments_count"] == 1  # the active one stays
+            assert (await partition_0(c))["segments_count"] == 1  # the active one stays
             assert (await offsets(c))[-1] == 11
             for target, params, status, iggy_id, field in [
                 (path, {}, 400, 4, "segments_count"),
                 (path, {"segments_count": "x"}, 400, 4, "segments_count"),
                 ("/streams/s1/topics/t1/partitions/9", {"segments_count": 1}, 404, 3007, "partition_id"),
-                ("/streams/s1/topics/t1/partitions/0", {"segments_count": 1}, 404, 3007, "partition_id"),
+                ("/streams/s1/topics/t1/partitions/2", {"segments_count": 1}, 404, 3007, "partition_id"),
                 ("/streams/s1/topics/t1/partitions/p", {"segments_count": 1}, 400, 4, "partition_id"),
-                ("/streams/s1/topics/9/partitions/1", {"segments_count": 1}, 404, 2010, "topic_id"),
-                ("/streams/9/topics/t1/partitions/1", {"segments_count": 1}, 404, 1009, "stream_id"),
+                ("/streams/s1/topics/9/partitions/0", {"segments_count": 1}, 404, 2010, "topic_id"),
+                ("/streams/9/topics/t1/partitions/0", {"segments_count": 1}, 404, 1009, "stream_id"),
             ]:
                 r = await c.delete(target, params=params)
                 assert (r.status_code, r.json()["id"], r.json()["field"]) == (status, iggy_id, field), target

@@ -72,16 +72,17 @@ async def test_curl_login_send_poll(tmp_path, mode, version):
                      '"message_expiry":0,"max_topic_size":0}')
             body, tail = await _curl(mode, *json_hdr, *auth, "-d", topic, f"{base}/streams/s1/topics")
             assert tail.startswith("200"), body
+            src = [{"key": {"kind": "string", "value": b64("src")}, "value": {"kind": "string", "value": b64("curl")}}]
             msg = json.dumps({"partitioning": {"kind": "balanced", "value": ""},
-                              "messages": [{"payload": b64("from curl"),
-                                            "headers": {"src": {"kind": "string", "value": b64("curl")}}}]})
+                              "messages": [{"payload": b64("from curl"), "user_headers": src}]})
             body, tail = await _curl(mode, *json_hdr, *auth, "-d", msg, f"{base}{M}")
             assert tail == f"201 {version}", body
+            assert json.loads(body)["confirmations"][0]["base_offset"] == 0
             body, tail = await _curl(mode, *auth, f"{base}{M}?kind=first&count=10")
             assert tail == f"200 {version}", body
             polled = json.loads(body)["messages"]
             assert polled[0]["payload"] == b64("from curl")
-            assert polled[0]["headers"] == {"src": {"kind": "string", "value": b64("curl")}}
+            assert polled[0]["user_headers"] == src
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the curl binary is not installed")

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from adapters.http import models
 from adapters.http.errors import HttpError
 from adapters.http.tokens import MIN_SECRET_BYTES, TokenError, TokenService, load_secret
-from core.errors import StreamNotFound
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers, Message
 from core.metrics import MAX_SERIES_PER_METRIC, MetricsRegistry, metrics_for, render_families
@@ -111,32 +110,44 @@ def _value(kind: HeaderKind, data: st.DataObject) -> HeaderValue:
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_every_header_kind_round_trips_through_json(data):
-    """Send JSON -> stored Headers -> polled JSON gives back the same map (seed 000 shapes)."""
+    """Send JSON -> stored Headers -> polled JSON gives back the same entries: the current
+    ``user_headers`` (typed keys too), and the seed era's map (string keys) still read."""
     kinds = data.draw(st.lists(st.sampled_from(list(HeaderKind)), min_size=1, max_size=8))
-    sent = {f"k{i}": {"kind": k.json_name, "value": models.b64(_value(k, data).data)} for i, k in enumerate(kinds)}
-    body = {"messages": [{"payload": "eA==", "headers": sent}]}
-    try:
-        _, _, (item,) = models.parse_send(body, 1 << 20)
-    except HttpError as exc:  # a random float NaN payload etc. is still valid; only shape errors fail
-        pytest.fail(f"valid headers refused: {exc!r}")
-    msg = Message(id=1, timestamp=0, origin_timestamp=0, headers=Headers.decode(item.headers), payload=b"x")
-    assert models.message_json(msg)["headers"] == sent
+    key_kinds = data.draw(st.lists(st.sampled_from(list(HeaderKind)), min_size=len(kinds), max_size=len(kinds)))
+    entries = [{"key": {"kind": kk.json_name, "value": models.b64(_value(kk, data).data)},
+                "value": {"kind": k.json_name, "value": models.b64(_value(k, data).data)}}
+               for kk, k in zip(key_kinds, kinds)]
+    legacy = {f"k{i}": e["value"] for i, e in enumerate(entries)}
+    for form, sent, want in (("user_headers", entries, entries), ("headers", legacy, [
+            {"key": {"kind": "string", "value": models.b64(k.encode())}, "value": v} for k, v in legacy.items()])):
+        try:
+            _, _, (item,) = models.parse_send({"messages": [{"payload": "eA==", form: sent}]}, 1 << 20)
+        except HttpError as exc:  # a random float NaN payload etc. is still valid; only shape errors fail
+            pytest.fail(f"valid headers refused: {exc!r}")
+        msg = Message(id=1, timestamp=0, origin_timestamp=0, headers=Headers.decode(item.headers), payload=b"x")
+        assert models.message_json(msg)["user_headers"] == want
+        assert models.message_json(msg)["header"]["user_headers_length"] == len(item.headers)
+    # the raw TLV block as one base64 string is read too (apache/iggy SendMessages)
+    block = Headers.decode(item.headers).encode()
+    _, _, (raw_item,) = models.parse_send({"messages": [{"payload": "eA==", "user_headers": models.b64(block)}]},
+                                          1 << 20)
+    assert raw_item.headers == block
 
 
 def test_partitioning_and_ids():
     assert models.parse_partitioning(None) == (None, None)
     value = models.b64(struct.pack("<I", 3))
-    assert models.parse_partitioning(models.Fields({"kind": "partition_id", "value": value})) == (2, None)
-    assert models.parse_identifier("42", "stream_id") == 41 and models.parse_identifier("orders", "s") == "orders"
-    with pytest.raises(StreamNotFound):
-        models.parse_identifier("0", "stream_id")
+    # ids are numbered from 0, as the current server and the core (docs/http.md)
+    assert models.parse_partitioning(models.Fields({"kind": "partition_id", "value": value})) == (3, None)
+    assert models.parse_identifier("42", "stream_id") == 42 and models.parse_identifier("orders", "s") == "orders"
+    assert models.parse_identifier("0", "stream_id") == 0
     assert models.parse_identifier(str(2**32), "stream_id") == str(2**32)  # past u32: a name (iggy.md 3.1)
     assert models.consumer_id("7") == 7 and models.consumer_id("worker") != models.consumer_id("worker2")
-    perms = {"global": {"read_streams": True}, "streams": {"2": {"read_stream": True, "topics": {"1": {}}}}}
+    perms = {"global": {"read_streams": True}, "streams": {"2": {"read_stream": True, "topics": {"0": {}}}}}
     parsed = models.permissions_from_json(perms)
-    assert set(parsed.streams) == {1} and set(parsed.streams[1].topics) == {0}
+    assert set(parsed.streams) == {2} and set(parsed.streams[2].topics) == {0}
     out = models.permissions_json(parsed)
-    assert list(out["streams"]) == ["2"] and list(out["streams"]["2"]["topics"]) == ["1"]
+    assert list(out["streams"]) == ["2"] and list(out["streams"]["2"]["topics"]) == ["0"]
 
 
 def test_verified_token_cache_still_checks_expiry_and_revocation():
@@ -220,7 +231,8 @@ def test_polled_json_bytes_are_what_dumps_of_the_dicts_gives(data):
         kinds = data.draw(st.lists(st.sampled_from(list(HeaderKind)), max_size=4))
         headers = Headers([(f"k{i}é", _value(k, data)) for i, k in enumerate(kinds)])
         raw = encode_record(data.draw(st.integers(0, (1 << 128) - 1)), offset, data.draw(st.integers(0, 1 << 63)),
-                            0, headers.encode() if kinds else b"", data.draw(st.binary(max_size=300)))
+                            data.draw(st.sampled_from([0, 1, 1 << 62])), headers.encode() if kinds else b"",
+                            data.draw(st.binary(max_size=300)))
         views.append(parse_record(raw))
         entries.append(models.record_json_entry(memoryview(raw)))
     records = [body for _o, _p, body in entries]
@@ -228,5 +240,5 @@ def test_polled_json_bytes_are_what_dumps_of_the_dicts_gives(data):
     assert [(o, p) for o, p, _b in entries] == [(v.offset, len(v.payload)) for v in views]
     pid, current = data.draw(st.integers(0, 1000)), data.draw(st.integers(-1, 1 << 63))
     assert models.polled_json_bytes(pid, current, records) == models.dumps({
-        "partition_id": models.wire_id(pid), "current_offset": max(current, 0),
+        "partition_id": models.wire_id(pid), "current_offset": max(current, 0), "count": len(records),
         "messages": [models.message_json(Message.from_record(v)) for v in views]})

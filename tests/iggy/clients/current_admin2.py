@@ -35,7 +35,7 @@ async def main(port: int) -> None:
     addr = f"127.0.0.1:{port}"
     root = await logged_in(IggyClient, addr)
     await root.create_stream("s")
-    await root.create_topic("s", "t", 3)
+    await root.create_topic("s", "t", 3, segment_size=1_048_576)  # small segments: a 50 MB cap is above them
 
     # consumer groups, one call at a time
     await root.create_consumer_group("s", "t", "g")
@@ -110,7 +110,7 @@ async def main(port: int) -> None:
 
     # option descriptions (iggy-current.md 6.10)
     await expect_error("unknown_option", root.create_topic("s", "opt", 1, options={"bogus_key": "1"}))
-    await root.create_topic("s", "opt", 1, options={"segment_size": "1048576"})  # known, not applied
+    await root.create_topic("s", "opt", 1, options={"segment_size": "1048576"})  # a catalog key, as a string
     out("known_option", partitions=(await root.get_topic("s", "opt")).partitions_count)
 
     specs = await root.describe_options("topic")

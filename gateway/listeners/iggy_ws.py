@@ -1,0 +1,40 @@
+"""The Iggy binary listener over WebSocket (default port 8092, the Iggy SDK's and server's default).
+
+The same frames, sessions and command table as ``iggy_tcp``, one request per
+binary WebSocket message (adapters/iggy/ws.py, docs/iggy.md). Clients:
+``iggy+ws://user:pass@host:8092`` (apache-iggy 0.9.0 ``from_connection_string``,
+or ``WebSocketConfig``); with TLS, ``...?tls=true&tls_domain=...`` (the SDK
+then connects to ``wss://``).
+
+Options of ``[listeners.iggy_ws]`` (also ``FERRY_IGGY_WS_<KEY>``):
+
+=========  =======  ==========================================================
+key        default  meaning
+=========  =======  ==========================================================
+tls_cert   ""       PEM certificate chain; set it (and tls_key) and every
+                    connection is ``wss://`` (Iggy's ``[websocket.tls]``)
+tls_key    ""       PEM private key (may be inside tls_cert)
+=========  =======  ==========================================================
+"""
+
+from __future__ import annotations
+
+from adapters.iggy.ws_driver import serve_iggy_ws
+from core.errors import InvalidArgument
+
+from ..registry import ListenerSpec
+from .iggy_tcp import server_ssl_context
+
+OPTIONS = {"tls_cert": "", "tls_key": ""}
+
+
+async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
+    opts = {**OPTIONS, **dict(cfg.options)}
+    if opts["tls_key"] and not opts["tls_cert"]:
+        raise InvalidArgument("listeners.iggy_ws: tls_key needs tls_cert")
+    ctx = server_ssl_context(str(opts["tls_cert"]), str(opts["tls_key"]), "iggy_ws") if opts["tls_cert"] else None
+    await serve_iggy_ws(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx, task_status=task_status)
+
+
+LISTENER = ListenerSpec(name="iggy_ws", default_port=8092, transport="tcp", serve=serve, options=OPTIONS,
+                        description="Iggy binary protocol over WebSocket (apache-iggy 0.9 iggy+ws://), TLS optional")
