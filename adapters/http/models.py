@@ -44,7 +44,7 @@ from typing import Any
 import xxhash
 
 from core.errors import (
-    ConsumerGroupNotFound, FerryError, InvalidHeaderValue, NotFound, PartitionNotFound, StreamNotFound, TopicNotFound,
+    ConsumerGroupNotFound, FerryError, NotFound, PartitionNotFound, StreamNotFound, TopicNotFound,
     UserNotFound,
 )
 from core.header_value import HeaderKind, HeaderValue
@@ -536,21 +536,13 @@ def parse_headers(f: Fields) -> tuple[Headers, int]:
     -> (Headers, summed value bytes)."""
     headers = Headers()
     value_bytes = 0
-    for key, raw in f.obj.items():
-        entry = Fields(raw, f"{f.prefix}{key}.")
-        kind_name = entry.str("kind")
+    for key in f.obj:
+        value = _header_field(f, key)
         try:
-            kind = HeaderKind.from_json_name(kind_name)
-        except FerryError:
-            raise HttpError.iggy(209, f"unknown header kind {kind_name!r}", entry.name("kind")) from None
-        data = entry.b64("value")
-        try:
-            value = HeaderValue(kind, data)
             headers.add(key, value)
         except FerryError as exc:
-            field = entry.name("value") if isinstance(exc, InvalidHeaderValue) else f.prefix + key
-            raise _core_field(exc, field) from None
-        value_bytes += len(data)
+            raise _core_field(exc, f.prefix + key) from None
+        value_bytes += len(value.data)
     return headers, value_bytes
 
 

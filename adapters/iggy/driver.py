@@ -79,6 +79,16 @@ async def iggy_connection(broker, stream: trio.abc.Stream) -> None:
                           transport=TRANSPORT_TCP)
     session.conn.max_in_flight = MAX_PIPELINED
     try:
+        await serve_pipeline(stream, session, "iggy session")
+    finally:
+        session.close()
+        await trio.aclose_forcefully(stream)
+
+
+async def serve_pipeline(stream, session: IggySession, what: str) -> None:
+    """Run one connection's read and write loops (:class:`_Pipeline`) until the
+    peer leaves; failures are logged, never raised (TCP and WebSocket share it)."""
+    try:
         async with trio.open_nursery() as nursery:
             pipe = _Pipeline(stream, session, nursery.cancel_scope)
             nursery.start_soon(pipe.write_loop)
@@ -86,10 +96,7 @@ async def iggy_connection(broker, stream: trio.abc.Stream) -> None:
     except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
         pass  # the peer vanished or went silent: nobody to tell
     except* Exception:
-        log.exception("iggy session failed", extra={"peer": session.address})
-    finally:
-        session.close()
-        await trio.aclose_forcefully(stream)
+        log.exception(f"{what} failed", extra={"peer": session.address})
 
 
 class _Pipeline:

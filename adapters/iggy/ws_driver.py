@@ -50,7 +50,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
 from core.metrics import listener_metrics, metrics_for
 
-from .driver import MAX_PIPELINED, RECV_CHUNK, _Pipeline
+from .driver import MAX_PIPELINED, RECV_CHUNK, serve_pipeline
 from .events import Reply, Request
 from .messages import StoredBatch
 from .session import IggySession
@@ -232,14 +232,7 @@ async def iggy_ws_connection(broker, stream: IggyWsStream, metrics: WsMetrics) -
     shared["connections_total"].inc(LISTENER)
     shared["connections_open"].inc(LISTENER)
     try:
-        async with trio.open_nursery() as nursery:
-            pipe = _Pipeline(stream, session, nursery.cancel_scope)
-            nursery.start_soon(pipe.write_loop)
-            await pipe.read_loop()
-    except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
-        pass  # the peer vanished or went silent: nobody to tell
-    except* Exception:
-        log.exception("iggy websocket session failed", extra={"peer": session.address})
+        await serve_pipeline(stream, session, "iggy websocket session")
     finally:
         session.close()
         shared["connections_open"].dec(LISTENER)
