@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import struct
 
-import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
@@ -18,8 +17,6 @@ from adapters.iggy.events import NEED_DATA, Reply
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.spec import COMMANDS
 from adapters.iggy.types import ConsumerId, PartitioningValue, Strategy
-from core.broker import Broker
-from core.flusher import run_broker_tasks
 
 LIMIT_S = 30  # hard per-test limit, not a timing assertion
 
@@ -38,14 +35,6 @@ async def reply(stream) -> tuple[int, bytes]:
     while len(body) < length:
         body += await stream.receive_some(length - len(body))
     return status, body
-
-
-@pytest.fixture
-async def broker(tmp_path, nursery):
-    b = Broker.open(tmp_path / "data")
-    await nursery.start(run_broker_tasks, b)
-    yield b
-    b.close()
 
 
 async def test_lockstep_session_with_durable_send(broker, nursery):

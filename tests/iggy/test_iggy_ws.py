@@ -39,8 +39,6 @@ from adapters.iggy.ws import (
     WsError,
     frame_header,
 )
-from core.broker import Broker
-from core.flusher import run_broker_tasks
 from core.metrics import metrics_for
 
 LIMIT_S = 30  # hard per-test limit, not a timing assertion
@@ -110,14 +108,6 @@ def test_frame_header_is_what_wsproto_writes(size):
 
 
 # -- the driver in process, trio-websocket's client ---------------------------------------
-
-@pytest.fixture
-async def broker(tmp_path, nursery):
-    b = Broker.open(tmp_path / "data")
-    await nursery.start(run_broker_tasks, b)
-    yield b
-    b.close()
-
 
 @pytest.fixture
 async def ws_url(broker, nursery):
