@@ -1,4 +1,4 @@
-"""apache-iggy 0.9.0, one program for every transport: python current_transports.py PORT tcp|http.
+"""apache-iggy 0.9.0, one program for every transport: python current_transports.py PORT tcp|quic|ws|http.
 
 The same calls over the binary TCP transport and over the client's HTTP transport
 (``HttpConfig``, the current Iggy server's HTTP API); tests/http/test_http_current_client.py
@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from apache_iggy import (
     Consumer, GlobalPermissions, HttpConfig, IggyClient, IggyExpiry, MaxTopicSize, Partitioning, Permissions,
-    PollingStrategy, SendMessage, StreamPermissions, UserStatus,
+    PollingStrategy, QuicConfig, SendMessage, StreamPermissions, UserStatus, WebSocketConfig,
 )
 from scenario import out
 
@@ -56,6 +56,10 @@ def texts(headers):
 def client(port: int, transport: str) -> IggyClient:
     if transport == "http":
         return IggyClient(HttpConfig(api_url=f"http://127.0.0.1:{port}", retries=0))
+    if transport == "quic":   # self-signed localhost cert: the SDK does not verify by default
+        return IggyClient(QuicConfig(server_address=f"127.0.0.1:{port}"))
+    if transport == "ws":
+        return IggyClient(WebSocketConfig(server_address=f"127.0.0.1:{port}"))
     return IggyClient(f"127.0.0.1:{port}")
 
 
