@@ -19,13 +19,13 @@ import json
 from typing import TYPE_CHECKING
 
 from core.errors import FerryError
+from core.kvtables import NO_VERSION
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream_consumers import Consumer
 
 TABLE = "nats.jetstream.consumers"
 SAVE_INTERVAL = 0.2          # seconds between writes of a dirty durable consumer
-ANY_VERSION = -(1 << 63)     # kvtables: write whatever version the key holds
 
 
 class ConsumerStore:
@@ -39,7 +39,7 @@ class ConsumerStore:
     def _save(self, con: "Consumer") -> None:
         if con.durable and self.tables is not None:
             self.tables.create(TABLE)
-            self.tables.update(TABLE, [(_key(con), _dump(con), ANY_VERSION)])
+            self.tables.update(TABLE, [(_key(con), _dump(con), NO_VERSION)])
         self.dirty.discard(con)
 
     def save_dirty(self) -> None:
@@ -53,7 +53,7 @@ class ConsumerStore:
         if not self.dirty or self.tables is None:
             self.dirty.clear()
             return
-        entries = [(_key(c), _dump(c), ANY_VERSION) for c in self.dirty if c.stream.name in self.by_stream]
+        entries = [(_key(c), _dump(c), NO_VERSION) for c in self.dirty if c.stream.name in self.by_stream]
         self.dirty.clear()
         if entries:
             try:

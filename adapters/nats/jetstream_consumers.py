@@ -47,15 +47,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from core.kvtables import NO_VERSION
 from core.subjects import subject_matches
 
 from .jetstream_consumer_config import filters_of
-from .jetstream_consumer_store import ANY_VERSION, SAVE_INTERVAL, TABLE, ConsumerStore, _key
+from .jetstream_consumer_store import SAVE_INTERVAL, TABLE, ConsumerStore, _key
 from .jetstream_errors import JsApiError
-from .jetstream_pull import Out, heartbeat, parse_pull, status
+from .jetstream_pull import Out, add_headers, heartbeat, parse_pull, status
 from .jetstream_push import PushDelivery, PushState
 from .jetstream_retention import RetentionRules
-from .jetstream_streams import JetStreams, JsStream, go_time
+from .jetstream_streams import JetStreams, JsStream, go_time, parse_go_time
 from .translate import canonical_to_nats
 
 ACK_PREFIX = "$JS.ACK."
@@ -103,6 +104,11 @@ class Consumer:
     @property
     def filters(self) -> list[str]:
         return filters_of(self.config)
+
+    def takes(self, subject: str) -> bool:
+        """Whether a message on ``subject`` passes the consumer's filters (none: every one)."""
+        filters = self.filters
+        return not filters or any(subject_matches(f, subject) for f in filters)
 
     @property
     def ack_none(self) -> bool:
@@ -191,7 +197,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         self._unindex(con)
         self.dirty.discard(con)
         if con.durable and self.tables is not None:
-            self.tables.remove(TABLE, [(_key(con), ANY_VERSION)])
+            self.tables.remove(TABLE, [(_key(con), NO_VERSION)])
         st = con.stream
         if st.config["retention"] != "limits" and st.index is not None:
             self.streams.release(st, list(st.index.live))    # what only it still needed goes
@@ -212,16 +218,12 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         if policy == "by_start_sequence":
             return max(cfg["opt_start_seq"], first)
         if policy == "by_start_time":
-            ns = _parse_time(cfg["opt_start_time"])
-            part = streams.broker.partition("jetstream", st.topic_id, 0)
-            return max(part.offset_for_timestamp(ns // 1000) + 1, first)
+            return max(streams.seq_at_time(st, parse_go_time(cfg["opt_start_time"])), first)
         if policy == "last_per_subject":
             # nats-server: each matching subject's last message as of now, in
             # stream order, then everything new.
             idx = streams.index(st, force=True)
-            filters = con.filters
-            con.lps = {seqs[-1] for subj, seqs in idx.subjects.items()
-                       if not filters or any(subject_matches(f, subj) for f in filters)}
+            con.lps = {seqs[-1] for subj, seqs in idx.subjects.items() if con.takes(subj)}
             con.lps_to = last
             return min(con.lps) if con.lps else last + 1
         return first
@@ -291,8 +293,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
     def _wanted(self, con: Consumer, seq: int, subject: str) -> bool:
         if con.lps is not None and seq <= con.lps_to and seq not in con.lps:
             return False
-        filters = con.filters
-        return not filters or any(subject_matches(f, subject) for f in filters)
+        return con.takes(subject)
 
     def _matches(self, con: Consumer, view) -> bool:
         seq = view.offset + 1
@@ -363,14 +364,14 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         if not text:
             return 0
         if con.pause[0] != text:
-            con.pause = (text, _parse_time(text))
+            con.pause = (text, parse_go_time(text))
         return max(con.pause[1] - time.time_ns(), 0)
 
     def set_pause(self, con: Consumer, until: str | None) -> None:
         """``CONSUMER.PAUSE``: pause until ``until`` (RFC 3339), or resume (None)."""
         cfg = {k: v for k, v in con.config.items() if k != "pause_until"}
-        if until and _parse_time(until) > 0:
-            cfg["pause_until"] = go_time(_parse_time(until))
+        if until and parse_go_time(until) > 0:
+            cfg["pause_until"] = go_time(parse_go_time(until))
         con.config = cfg
         self._save(con)
         self.wake()
@@ -431,7 +432,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
         payload = bytes(view.payload)
         if con.config.get("headers_only"):
             # nats-server: no body, its size in Nats-Msg-Size
-            block = (block[:-2] if block else b"NATS/1.0\r\n") + f"Nats-Msg-Size: {len(payload)}\r\n\r\n".encode()
+            block = add_headers(block, (("Nats-Msg-Size", len(payload)),))
             payload = b""
         return Out(inbox, self.streams.subject_of(con.stream, view), ack, headers, payload, block)
 
@@ -643,22 +644,6 @@ def _nak_delay(rest: bytes) -> float:
     except ValueError:
         pass
     return 0.0
-
-
-def _parse_time(text: str) -> int:
-    """RFC 3339 (Go's time.Time JSON) to ns since the epoch."""
-    from datetime import datetime
-    frac = 0
-    base = text.rstrip("Z")
-    if "." in base:
-        base, digits = base.split(".", 1)
-        digits = "".join(ch for ch in digits if ch.isdigit())
-        frac = int((digits + "000000000")[:9])
-    try:
-        dt = datetime.fromisoformat(base + ("+00:00" if text.endswith("Z") else ""))
-    except ValueError:
-        return 0
-    return int(dt.timestamp()) * 1_000_000_000 + frac
 
 
 __all__ = [

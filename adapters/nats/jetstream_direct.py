@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 from core.subjects import subject_matches
 
-from .jetstream_pull import Out, status
-from .jetstream_streams import go_time
+from .jetstream_pull import Out, add_headers, status
+from .jetstream_streams import go_time, parse_go_time
 from .translate import canonical_to_nats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,9 +70,7 @@ def direct_get(streams: "JetStreams", subject: str, payload: bytes, inbox: str) 
             or (last and multi) or (after and multi) or (req.get("up_to_seq") and req.get("up_to_time")):
         return [status(inbox, 408, "Bad Request")]
     if start:
-        from .jetstream_consumers import _parse_time
-        part = streams.broker.partition("jetstream", st.topic_id, 0)
-        seq = part.offset_for_timestamp(_parse_time(start) // 1000) + 1
+        seq = streams.seq_at_time(st, parse_go_time(start))
     headers = not req.get("no_hdr")
     if multi:
         return _multi_last(streams, st, inbox, multi, seq, req, headers)
@@ -90,11 +88,10 @@ def reply(inbox: str, stream: str, subject: str, view, headers: bool = True,
     if not headers:
         return Out(inbox, block=b"", payload=bytes(view.payload))
     block = canonical_to_nats(view.headers) if len(view.headers) else b""
-    lines = block[:-2] if block else b"NATS/1.0\r\n"
-    lines += (f"Nats-Stream: {stream}\r\nNats-Subject: {subject}\r\nNats-Sequence: {view.offset + 1}\r\n"
-              f"Nats-Time-Stamp: {go_time(view.timestamp * 1000)}\r\n").encode()
-    lines += "".join(f"{k}: {v}\r\n" for k, v in extra).encode() + b"\r\n"
-    return Out(inbox, block=lines, payload=bytes(view.payload))
+    block = add_headers(block, (("Nats-Stream", stream), ("Nats-Subject", subject),
+                                ("Nats-Sequence", view.offset + 1),
+                                ("Nats-Time-Stamp", go_time(view.timestamp * 1000))) + extra)
+    return Out(inbox, block=block, payload=bytes(view.payload))
 
 
 def _matching(streams: "JetStreams", st: "JsStream", seq: int, subject: str, upto: int):
@@ -133,9 +130,7 @@ def _batch(streams, st, inbox, seq, subject, batch, max_bytes, headers) -> list[
 def _multi_last(streams, st, inbox, filters, seq, req, headers) -> list[Out]:
     upto = _int(req.get("up_to_seq"))
     if req.get("up_to_time"):
-        from .jetstream_consumers import _parse_time
-        part = streams.broker.partition("jetstream", st.topic_id, 0)
-        upto = part.offset_for_timestamp(_parse_time(req["up_to_time"]) // 1000)
+        upto = streams.seq_at_time(st, parse_go_time(req["up_to_time"])) - 1    # the last one before it
         if upto + 1 <= streams.first_seq(st):
             return [status(inbox, 404, "No Results")]
     upto = upto or streams.last_seq(st)

@@ -103,8 +103,15 @@ def status(inbox: str, code: int, text: str, headers: list[tuple[str, str]] | No
     return Out(inbox, block=("\r\n".join(lines) + "\r\n\r\n").encode())
 
 
+def add_headers(block: bytes, items) -> bytes:
+    """A stored message's NATS header block (``b""``: none) with ``items``
+    (name, value) added after its own, as nats-server adds Nats-* headers."""
+    head = block[:-2] if block else b"NATS/1.0\r\n"
+    return head + "".join(f"{k}: {v}\r\n" for k, v in items).encode() + b"\r\n"
+
+
 def heartbeat(inbox: str, cseq: int, sseq: int) -> Out:
     return status(inbox, 100, "Idle Heartbeat", [("Nats-Last-Consumer", str(cseq)), ("Nats-Last-Stream", str(sseq))])
 
 
-__all__ = ["Out", "PullRequest", "heartbeat", "parse_pull", "status"]
+__all__ = ["Out", "PullRequest", "add_headers", "heartbeat", "parse_pull", "status"]

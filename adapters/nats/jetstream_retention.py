@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.subjects import subject_matches
 
 from .jetstream_config import subjects_overlap
 from .jetstream_consumer_config import filters_of
@@ -53,16 +52,14 @@ class RetentionRules:
 
     def interested(self, st: "JsStream", subject: str) -> bool:
         """Whether any consumer of ``st`` has a filter matching ``subject``."""
-        return any(not c.filters or any(subject_matches(f, subject) for f in c.filters)
-                   for c in self.by_stream.get(st.name, {}).values())
+        return any(c.takes(subject) for c in self.by_stream.get(st.name, {}).values())
 
     def needed(self, st: "JsStream", seq: int, subject: str) -> bool:
         """Whether the message must stay: interest retention while some
         matching consumer still needs it, work queue until its consumer acks
         it (nats-server's needAck: above the ack floor and pending or not yet
         delivered, or counted as redelivered)."""
-        cons = [c for c in self.by_stream.get(st.name, {}).values()
-                if not c.filters or any(subject_matches(f, subject) for f in c.filters)]
+        cons = [c for c in self.by_stream.get(st.name, {}).values() if c.takes(subject)]
         if st.config["retention"] == "workqueue" and not cons:
             return True                          # nobody has taken it yet
         return any(_needs_ack(c, seq) for c in cons)

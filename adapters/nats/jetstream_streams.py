@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from core.errors import NotFound
+from core.kvtables import NO_VERSION
 from core.message import Headers
 from core.subjects import is_literal, subject_matches
 
@@ -46,10 +47,12 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 # Ids remembered per stream for de-duplication; past it the oldest go first
 # (nats-server keeps every id inside the window; this bounds memory).
 MAX_DEDUP_IDS = 100_000
-# Records read per step when scanning the log backwards (last_by_subj).
+# Records read per step when scanning the log (subject lookups, index and count catch-up),
 SCAN_CHUNK = 256
+SCAN_BYTES = 1 << 20          # ... and at most this many bytes of them (at least one record)
 READ_AHEAD_BYTES = 256 * 1024     # a consumer's read-ahead of records it has not handed out yet
 SUBJECT_CACHE_MAX = 10_000
+TABLE_BATCH = 1000            # key-value table entries written or removed per call
 # Saved deletes past which those below the first live message fold into the purge floor.
 COMPACT_DELETES = 256
 
@@ -78,6 +81,22 @@ def go_time(ns: int) -> str:
     secs, frac = divmod(ns, NS_PER_S)
     text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
     return f"{text}.{frac:09d}".rstrip("0").rstrip(".") + "Z"
+
+
+def parse_go_time(text: str) -> int:
+    """RFC 3339 (Go's time.Time JSON) to ns since the epoch."""
+    from datetime import datetime
+    frac = 0
+    base = text.rstrip("Z")
+    if "." in base:
+        base, digits = base.split(".", 1)
+        digits = "".join(ch for ch in digits if ch.isdigit())
+        frac = int((digits + "000000000")[:9])
+    try:
+        dt = datetime.fromisoformat(base + ("+00:00" if text.endswith("Z") else ""))
+    except ValueError:
+        return 0
+    return int(dt.timestamp()) * 1_000_000_000 + frac
 
 
 class JetStreams:
@@ -134,19 +153,23 @@ class JetStreams:
     def _save_removed(self, st: JsStream, floors: dict[str, int], deleted: list[int]) -> None:
         tables = self.broker.tables
         tables.create(TABLE)
-        entries = [(f"{st.name}\x1ff\x1f{s}".encode(), str(q).encode(), -(1 << 63)) for s, q in floors.items()]
-        entries += [(f"{st.name}\x1fd\x1f{q}".encode(), b"", -(1 << 63)) for q in deleted]
-        for i in range(0, len(entries), 1000):
-            tables.update(TABLE, entries[i:i + 1000])
+        entries = [(_removed_key(st, "f", s), str(q).encode(), NO_VERSION) for s, q in floors.items()]
+        entries += [(_removed_key(st, "d", q), b"", NO_VERSION) for q in deleted]
+        for i in range(0, len(entries), TABLE_BATCH):
+            tables.update(TABLE, entries[i:i + TABLE_BATCH])
+
+    def _forget_removed(self, st: JsStream, floors, deleted) -> None:
+        """Remove saved per-subject floors (subjects) and deletes (seqs) from the table."""
+        keys = [(_removed_key(st, "f", s), NO_VERSION) for s in floors]
+        keys += [(_removed_key(st, "d", q), NO_VERSION) for q in deleted]
+        for i in range(0, len(keys), TABLE_BATCH):
+            self.broker.tables.remove(TABLE, keys[i:i + TABLE_BATCH])
 
     def _drop_removed(self, st: JsStream) -> None:
         tables = getattr(self.broker, "tables", None)
         if tables is None or not (st.floors or st.deleted) or not tables.exists(TABLE):
             return
-        keys = [(f"{st.name}\x1ff\x1f{s}".encode(), -(1 << 63)) for s in st.floors]
-        keys += [(f"{st.name}\x1fd\x1f{q}".encode(), -(1 << 63)) for q in st.deleted]
-        for i in range(0, len(keys), 1000):
-            tables.remove(TABLE, keys[i:i + 1000])
+        self._forget_removed(st, st.floors, st.deleted)
 
     # -- lookups -----------------------------------------------------------------
     def get(self, name: str) -> JsStream:
@@ -302,13 +325,11 @@ class JetStreams:
     def first_seq(self, st: JsStream) -> int:
         """First visible sequence: purge floor, the log's start, max_msgs,
         max_age, and (indexed streams) the first live one."""
-        part = self._partition(st)
-        last = part.next_offset
-        first = max(st.floor, part.first_offset + 1, 1)
+        last = self.last_seq(st)
+        first = self._log_start(st)
         max_msgs, max_age = st.config["max_msgs"], st.config["max_age"]
         if max_age > 0 and last:
-            cutoff_us = (time.time_ns() - max_age) // 1000
-            first = max(first, part.offset_for_timestamp(cutoff_us) + 1)
+            first = max(first, self.seq_at_time(st, time.time_ns() - max_age))
         idx = self.index(st, base=first)
         if idx is not None:
             if max_msgs > 0:
@@ -330,30 +351,28 @@ class JetStreams:
                 return None
             st.want_index = True
             cfg = st.config
-            part = self._partition(st)
-            start = max(st.floor, part.first_offset + 1, 1)
-            idx = st.index = SubjectIndex(start, cfg["max_msgs_per_subject"], cfg["allow_rollup_hdrs"],
+            idx = st.index = SubjectIndex(self._log_start(st), cfg["max_msgs_per_subject"], cfg["allow_rollup_hdrs"],
                                           cfg.get("allow_msg_ttl", False), st.floors, st.deleted)
             built = True
         else:
             built = False
-        last = self.last_seq(st)
-        while idx.to < last:
-            views = self.views(st, idx.to + 1, SCAN_CHUNK, 1 << 20)
-            if not views:
-                break
-            for view in views:
-                rollup, ttl = _index_headers(view.headers)
-                idx.add(view.offset + 1, self.subject_of(st, view), view.timestamp * 1000, rollup, ttl)
+        for view in self._forwards(st, idx.to + 1):
+            rollup, ttl = _index_headers(view.headers)
+            idx.add(view.offset + 1, self.subject_of(st, view), view.timestamp * 1000, rollup, ttl)
         if built and st.config["retention"] != "limits":
             self.release(st, list(idx.live))          # acked before a restart, or no interest left
         if idx.ttls:
             idx.expire(time.time_ns())
-        if not base:
-            part = self._partition(st)
-            base = max(st.floor, part.first_offset + 1, 1)
-        idx.trim_below(base)
+        idx.trim_below(base or self._log_start(st))
         return idx
+
+    def _log_start(self, st: JsStream) -> int:
+        """The first sequence the log still shows: the purge floor or the log's start."""
+        return max(st.floor, self._partition(st).first_offset + 1, 1)
+
+    def seq_at_time(self, st: JsStream, ns: int) -> int:
+        """The first sequence stored at or after ``ns`` (ns since the epoch)."""
+        return self._partition(st).offset_for_timestamp(ns // 1000) + 1
 
     def release(self, st: JsStream, seqs) -> None:
         """Interest / work-queue retention: remove those of ``seqs`` no
@@ -392,11 +411,8 @@ class JetStreams:
             return
         st.floor = first
         self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(first)})
-        old_floors = {s: q for s, q in st.floors.items() if q <= first}
-        keys = [(f"{st.name}\x1fd\x1f{q}".encode(), -(1 << 63)) for q in below]
-        keys += [(f"{st.name}\x1ff\x1f{s}".encode(), -(1 << 63)) for s in old_floors]
-        for i in range(0, len(keys), 1000):
-            self.broker.tables.remove(TABLE, keys[i:i + 1000])
+        old_floors = [s for s, q in st.floors.items() if q <= first]
+        self._forget_removed(st, old_floors, below)
         st.deleted.difference_update(below)
         for subject in old_floors:
             del st.floors[subject]
@@ -450,24 +466,14 @@ class JetStreams:
         if counts is None or first < counts.start or first - counts.start > counts.to - first:
             counts = st.counts = SubjectCounts(first)
         elif first > counts.start:
-            gone = [self.subject_of(st, v) for v in self._range(st, counts.start, first - 1)]
+            gone = [self.subject_of(st, v) for v in self._forwards(st, counts.start, first - 1)]
             if len(gone) != first - counts.start:
                 counts = st.counts = SubjectCounts(first)
             else:
                 counts.drop(gone, first)
         if counts.to < last:
-            counts.add([self.subject_of(st, v) for v in self._range(st, counts.to + 1, last)], last)
+            counts.add([self.subject_of(st, v) for v in self._forwards(st, counts.to + 1, last)], last)
         return len(counts.subjects)
-
-    def _range(self, st: JsStream, first: int, last: int) -> Iterator:
-        seq = first
-        while seq <= last:
-            views = self.views(st, seq, min(SCAN_CHUNK, last - seq + 1), 1 << 20)
-            views = [v for v in views if v.offset + 1 <= last]
-            if not views:
-                return
-            yield from views
-            seq = views[-1].offset + 2
 
     def stored_bytes(self, st: JsStream) -> int:
         return self._partition(st).size_bytes
@@ -563,9 +569,7 @@ class JetStreams:
         """The stream's msg-id window, refilled from the log once after a start."""
         if st.dedup is None:
             st.dedup = OrderedDict()
-            window = st.config["duplicate_window"]
-            part = self._partition(st)
-            start = part.offset_for_timestamp((time.time_ns() - window) // 1000) + 1
+            start = self.seq_at_time(st, time.time_ns() - st.config["duplicate_window"])
             mono = time.monotonic_ns()
             now = time.time_ns()
             for view in self._forwards(st, max(start, self.first_seq(st))):
@@ -579,10 +583,12 @@ class JetStreams:
         most ``max_bytes``), as record views that stay valid once read."""
         return list(self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, count, max_bytes).records())
 
-    def _forwards(self, st: JsStream, first: int) -> Iterator:
-        seq, last = first, self.last_seq(st)
+    def _forwards(self, st: JsStream, first: int, last: int | None = None) -> Iterator:
+        """Stored records from ``first`` to ``last`` (default: the stream's last), in order."""
+        seq = first
+        last = self.last_seq(st) if last is None else last
         while seq <= last:
-            views = list(self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, SCAN_CHUNK).records())
+            views = self.views(st, seq, min(SCAN_CHUNK, last - seq + 1), SCAN_BYTES)
             if not views:
                 return
             yield from views
@@ -619,6 +625,11 @@ def msg_id_of(tlv) -> str | None:
     return value.as_str() if value is not None else None
 
 
+def _removed_key(st: JsStream, kind: str, rest) -> bytes:
+    """A key of :data:`TABLE`: ``<stream> US f US <subject>`` (a floor) or ``... d ... <seq>`` (a delete)."""
+    return f"{st.name}\x1f{kind}\x1f{rest}".encode()
+
+
 def _index_headers(tlv) -> tuple[str | None, int]:
     """A record's ``Nats-Rollup`` value and ``Nats-TTL`` seconds (0: none)."""
     if not len(tlv):
@@ -642,4 +653,5 @@ def _retention(cfg: dict[str, Any]) -> dict[str, int]:
             "max_topic_size": cfg["max_bytes"] if cfg["max_bytes"] > 0 and cfg["discard"] == "old" else 0}
 
 
-__all__ = ["CONFIG_ATTR", "FLOOR_ATTR", "JS_STREAM", "JetStreams", "JsStream", "MSG_ID_HEADER", "go_time", "msg_id_of"]
+__all__ = ["CONFIG_ATTR", "FLOOR_ATTR", "JS_STREAM", "JetStreams", "JsStream", "MSG_ID_HEADER", "go_time", "msg_id_of",
+           "parse_go_time"]
