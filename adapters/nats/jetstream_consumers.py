@@ -583,10 +583,11 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
                 for when in _deadlines(con):
                     if best is None or when < best:
                         best = when
-                if con.replay_due and (con.waiting or con.push is not None):
-                    if con.replay_due <= self.clock():
-                        con.replay_due = 0.0
-                    best = con.replay_due if best is None else min(best, con.replay_due or best)
+                due = con.replay_due
+                if due and (con.waiting or con.push is not None):
+                    best = due if best is None else min(best, due)
+                    if due <= self.clock():
+                        con.replay_due = 0.0     # asked for once more (a tick at once), then never again
                 if "pause_until" in con.config and (con.waiting or con.push is not None):
                     paused = self.paused_ns(con)
                     if paused:                   # deliver again when the pause ends
