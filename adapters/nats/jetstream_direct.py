@@ -96,32 +96,30 @@ def reply(inbox: str, stream: str, subject: str, view, headers: bool = True,
 
 def _matching(streams: "JetStreams", st: "JsStream", seq: int, subject: str, upto: int):
     """Visible records from ``seq`` to ``upto`` whose subject ``subject`` matches, in order."""
-    seq = max(seq, streams.first_seq(st))
-    for view in streams._forwards(st, seq):
-        q = view.offset + 1
-        if q > upto:
-            return
-        if streams.visible(st, q) and subject_matches(subject, streams.subject_of(st, view)):
+    for view in streams._forwards(st, max(seq, streams.first_seq(st)), upto):
+        if streams.visible(st, view.offset + 1) and subject_matches(subject, streams.subject_of(st, view)):
             yield view
 
 
 def _batch(streams, st, inbox, seq, subject, batch, max_bytes, headers) -> list[Out]:
-    last = streams.last_seq(st)
-    views = list(_matching(streams, st, seq, subject, last))
-    if not views:
+    # Keep only what goes out (``batch`` records, up to ``max_bytes``); the rest is counted.
+    limit = max_bytes or DEFAULT_MAX_BYTES
+    chosen: list = []
+    total = chosen_bytes = 0
+    for view in _matching(streams, st, seq, subject, streams.last_seq(st)):
+        total += 1
+        if len(chosen) < batch and chosen_bytes < limit:
+            chosen.append(view)
+            chosen_bytes += len(streams.subject_of(st, view)) + len(view.headers) + len(view.payload)
+    if not total:
         return [status(inbox, 404, "Message Not Found")]
     out: list[Out] = []
-    pending, sent_seq, sent_bytes = len(views), 0, 0
-    limit = max_bytes or DEFAULT_MAX_BYTES
-    for view in views[:batch]:
+    pending, sent_seq = total, 0
+    for view in chosen:
         pending -= 1
-        subj = streams.subject_of(st, view)
-        out.append(reply(inbox, st.name, subj, view, headers,
+        out.append(reply(inbox, st.name, streams.subject_of(st, view), view, headers,
                          (("Nats-Num-Pending", pending), ("Nats-Last-Sequence", sent_seq))))
         sent_seq = view.offset + 1
-        sent_bytes += len(subj) + len(view.headers) + len(view.payload)
-        if sent_bytes >= limit:
-            break
     out.append(status(inbox, 204, "EOB", [("Nats-Num-Pending", str(pending)),
                                           ("Nats-Last-Sequence", str(sent_seq))]))
     return out
@@ -139,8 +137,8 @@ def _multi_last(streams, st, inbox, filters, seq, req, headers) -> list[Out]:
         subj = streams.subject_of(st, view)
         if any(subject_matches(f, subj) for f in filters):
             lasts[subj] = view.offset + 1
-    if len(lasts) > MAX_MULTI:
-        return [status(inbox, 413, "Too Many Results")]
+            if len(lasts) > MAX_MULTI:
+                return [status(inbox, 413, "Too Many Results")]
     seqs = sorted(lasts.values())
     if not seqs:
         return [status(inbox, 404, "No Results")]
