@@ -26,6 +26,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 from adapters.nats.connection import ServerInfo
 from adapters.nats.driver import nats_connection, new_server_id
 from adapters.nats.server_state import NatsServerState, register, shared_state
+from adapters.wsmask import install as install_compiled_unmask
 
 from ..registry import ListenerSpec
 from ._nats_tls import server_ssl_context
@@ -103,6 +104,7 @@ async def _handle(state: NatsServerState, request: WebSocketRequest) -> None:
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     state = _state_for(broker, cfg)
+    install_compiled_unmask()  # RFC 6455 unmasking in C (adapters/wsmask.py)
     opts = cfg.options
     ctx = server_ssl_context("nats_ws", opts["tls_cert"], opts["tls_key"])
     max_message = max(WS_MAX_MESSAGE, 2 * (state.limits.max_payload + state.limits.max_control_line))

@@ -7,6 +7,7 @@ operation is followed by ``PING`` and read up to its ``PONG``; timeouts only gua
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry_harness import free_port, wait_for_port
+from ferry_harness import wait_for_port
 
 NATS_SERVER = (os.environ.get("NATS_SERVER_BIN") or shutil.which("nats-server")
                or shutil.which("nats-server", path=os.path.dirname(sys.executable)))
@@ -45,13 +46,51 @@ OPS = [b"SUB orders.* 2", b"SUB orders.eu 3", b"SUB orders 4", b"SUB work.a work
 STRICTER = (b"SUB orders.> 1", b"-ERR 'Permissions Violation for Subscription to \"orders.>\"'")
 
 
+def _ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports: all bound at once, then released (one
+    free_port() after another can hand out the same port twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def _start(cmd: list[str], port: int, cwd: Path) -> subprocess.Popen:
+    """Start a server and wait for ``port``; its output goes to a log in ``cwd``,
+    whose tail is the error when it does not come up (a lost port race, a slow start)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | {"PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log_path = cwd / f"{Path(cmd[0]).name}-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     if not wait_for_port(port, timeout=HANG_GUARD, proc=proc):
         proc.kill()
-        raise RuntimeError(f"{cmd[0]} did not start")
+        proc.wait(HANG_GUARD)
+        tail = log_path.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{' '.join(cmd)} did not listen on {port} within {HANG_GUARD} s "
+                           f"(exit {proc.returncode}):\n{tail}")
     return proc
+
+
+@contextlib.contextmanager
+def _servers(cwd: Path, *starts: tuple[list[str], int]):
+    """Each ``(cmd, port)`` started in turn (the ones already up are stopped when a
+    later one fails), all stopped with SIGTERM at the end."""
+    procs = []
+    try:
+        for cmd, port in starts:
+            procs.append(_start(cmd, port, cwd))
+        yield procs
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _replies(port: int, ops) -> list[tuple[bytes, list[bytes]]]:
@@ -78,25 +117,16 @@ def _replies(port: int, ops) -> list[tuple[bytes, list[bytes]]]:
 
 def test_same_permission_answers_as_nats_server(tmp_path):
     (tmp_path / "perm.conf").write_text(CONF)
-    real_port, ferry_port = free_port(), free_port()
-    procs = [
-        _start([NATS_SERVER, "-c", "perm.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
-        _start([sys.executable, "-m", "gateway", "nats-server", "-c", "perm.conf", "-a", "127.0.0.1",
-                "-p", str(ferry_port)], ferry_port, tmp_path),
-    ]
-    try:
+    real_port, ferry_port = _ports(2)
+    with _servers(tmp_path,
+                  ([NATS_SERVER, "-c", "perm.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port),
+                  ([sys.executable, "-m", "gateway", "nats-server", "-c", "perm.conf", "-a", "127.0.0.1",
+                   "-p", str(ferry_port)], ferry_port)):
         real, ours = _replies(real_port, OPS), _replies(ferry_port, OPS)
         assert ours == real
         assert any(b"Permissions Violation" in b"".join(lines) for _, lines in real)   # the table bites
         assert _replies(ferry_port, [STRICTER[0]]) == [(STRICTER[0], [STRICTER[1]])]
         assert _replies(real_port, [STRICTER[0]]) == [(STRICTER[0], [])]
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(HANG_GUARD)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 NO_AUTH_CONF = """
@@ -138,22 +168,13 @@ def _exchange(port: int, data: bytes) -> tuple[bool, bytes]:
 
 def test_no_auth_user_answers_as_nats_server(tmp_path):
     (tmp_path / "noauth.conf").write_text(NO_AUTH_CONF)
-    real_port, ferry_port = free_port(), free_port()
-    procs = [
-        _start([NATS_SERVER, "-c", "noauth.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
-        _start([sys.executable, "-m", "gateway", "nats-server", "-c", "noauth.conf", "-a", "127.0.0.1",
-                "-p", str(ferry_port)], ferry_port, tmp_path),
-    ]
-    try:
+    real_port, ferry_port = _ports(2)
+    with _servers(tmp_path,
+                  ([NATS_SERVER, "-c", "noauth.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port),
+                  ([sys.executable, "-m", "gateway", "nats-server", "-c", "noauth.conf", "-a", "127.0.0.1",
+                   "-p", str(ferry_port)], ferry_port)):
         for data in NO_AUTH_EXCHANGES:
             assert _exchange(ferry_port, data) == _exchange(real_port, data), data
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(HANG_GUARD)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def test_monitoring_field_names_are_nats_servers(tmp_path):
@@ -161,14 +182,8 @@ def test_monitoring_field_names_are_nats_servers(tmp_path):
     import json
     import urllib.request
 
-    ports = {name: free_port() for name in ("real", "real_m", "ferry", "ferry_m")}
+    ports = dict(zip(("real", "real_m", "ferry", "ferry_m"), _ports(4)))
     common = ["-a", "127.0.0.1", "--user", "u", "--pass", "p"]
-    procs = [
-        _start([NATS_SERVER, *common, "-p", str(ports["real"]), "-m", str(ports["real_m"])], ports["real"], tmp_path),
-        _start([sys.executable, "-m", "gateway", "nats-server", *common, "-p", str(ports["ferry"]),
-                "-m", str(ports["ferry_m"])], ports["ferry"], tmp_path),
-    ]
-
     def fields(port, mport):
         with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as s:
             f = s.makefile("rb")
@@ -181,17 +196,13 @@ def test_monitoring_field_names_are_nats_servers(tmp_path):
                     for ep in ("varz", "connz?subs=1&auth=1", "subsz", "healthz")}
         conn = docs["connz?subs=1&auth=1"]["connections"][0]
         return {ep: set(doc) for ep, doc in docs.items()} | {"connection": set(conn)}
-    try:
+    with _servers(tmp_path,
+                  ([NATS_SERVER, *common, "-p", str(ports["real"]), "-m", str(ports["real_m"])], ports["real"]),
+                  ([sys.executable, "-m", "gateway", "nats-server", *common, "-p", str(ports["ferry"]),
+                   "-m", str(ports["ferry_m"])], ports["ferry"])):
         real, ours = fields(ports["real"], ports["real_m"]), fields(ports["ferry"], ports["ferry_m"])
         for name, keys in ours.items():
             assert keys <= real[name], (name, sorted(keys - real[name]))
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(HANG_GUARD)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 FILTER_CONF = """
@@ -230,20 +241,11 @@ def _deliveries(port: int) -> bytes:
 
 def test_denied_subjects_are_filtered_from_wide_subscriptions_as_nats_server(tmp_path):
     (tmp_path / "filter.conf").write_text(FILTER_CONF)
-    real_port, ferry_port = free_port(), free_port()
-    procs = [
-        _start([NATS_SERVER, "-c", "filter.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port, tmp_path),
-        _start([sys.executable, "-m", "gateway", "nats-server", "-c", "filter.conf", "-a", "127.0.0.1",
-                "-p", str(ferry_port)], ferry_port, tmp_path),
-    ]
-    try:
+    real_port, ferry_port = _ports(2)
+    with _servers(tmp_path,
+                  ([NATS_SERVER, "-c", "filter.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port),
+                  ([sys.executable, "-m", "gateway", "nats-server", "-c", "filter.conf", "-a", "127.0.0.1",
+                   "-p", str(ferry_port)], ferry_port)):
         real = _deliveries(real_port)
         assert b"x.secret" not in real and b"MSG x.ok" in real
         assert sorted(_deliveries(ferry_port).split(b"\r\n")) == sorted(real.split(b"\r\n"))
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(HANG_GUARD)
-            except subprocess.TimeoutExpired:
-                proc.kill()
