@@ -135,6 +135,11 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("version", help="print the version")
     p.set_defaults(func=lambda args: print(f"ferry {version()}") or 0)
     _add_admin(sub)
+    from .cli_config import add_parsers as add_config_commands  # ferry config sample|check
+    from .cli_nats import add_parsers as add_nats_tools  # ferry pub|sub|req|reply|bench
+
+    add_config_commands(sub)
+    add_nats_tools(sub)
     from adapters.spark.pipeline import add_parser as add_pipeline  # Spark jobs; pyspark loads only when run
 
     add_pipeline(sub)
