@@ -2,12 +2,25 @@
 #   make run    create .venv if needed, install Ferry into it, run `ferry serve`
 #   make test   install the test extras (once per pyproject.toml version), run the whole suite
 # Override on the command line: make run FERRY_ARGS="--fsync always", make test PYTEST_ARGS="-x tests/gateway".
+# Python: the first of python3.13, python3.12, python3.11, python3 on PATH that
+# runs and is >= 3.11; PYTHON=/path/to/python (or PYTHON=python3.12 make run) chooses.
 
-PYTHON ?= python3.11
+PYTHON_CANDIDATES := python3.13 python3.12 python3.11 python3
+# Each candidate is *run*, not only looked up: a pyenv shim for a version that is
+# not selected exists on PATH but fails, and python3 may be older than 3.11.
+PYTHON_OK := import sys; sys.exit(sys.version_info < (3, 11))
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in $(PYTHON_CANDIDATES); do \
+	if command -v $$p >/dev/null 2>&1 && $$p -c '$(PYTHON_OK)' >/dev/null 2>&1; then echo $$p; break; fi; done)
+endif
 VENV ?= .venv
 BIN := $(VENV)/bin
 FERRY_ARGS ?=
 PYTEST_ARGS ?= -q
+# pip's output goes here, not to the terminal; shown (its path, its exit code
+# and its last lines) only when an install fails.
+INSTALL_LOG := $(VENV)/install.log
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Stamps are keyed on the content of pyproject.toml, setup.py and the C extension
 # (not their mtimes), so a checkout that only touches them does not reinstall,
@@ -16,24 +29,43 @@ PYPROJECT_KEY := $(shell cat pyproject.toml setup.py core/_speedups_le.h core/_s
 RUN_STAMP := $(VENV)/.stamp-run-$(PYPROJECT_KEY)
 TEST_STAMP := $(VENV)/.stamp-test-$(PYPROJECT_KEY)
 
-.PHONY: run test install install-test clean-venv help
+# $(call quiet_pip,WHAT,ARGS): one progress line, pip's output to the log; on
+# failure the log's path, pip's exit code and the log's last lines, then stop.
+define quiet_pip
+	@echo "installing $(1) into $(VENV) (first run only)..."
+	@$(BIN)/python -m pip install $(2) >$(INSTALL_LOG) 2>&1; rc=$$?; \
+	if [ $$rc -ne 0 ]; then \
+		echo "pip install failed (exit code $$rc); full output in $(INSTALL_LOG), its end:" >&2; \
+		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
+endef
+
+.PHONY: run test install install-test clean-venv help print-python
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make run    - start the gateway (all listeners, ./data) in .venv"
 	@echo "make test   - run the test suite in .venv"
+	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
+
+print-python:
+	@echo "$(PYTHON)"
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@if [ -z "$(PYTHON)" ]; then \
+		echo "no Python >= 3.11 found (tried $(PYTHON_CANDIDATES)); install one, or run PYTHON=/path/to/python3.11 make $(or $(MAKECMDGOALS),run)" >&2; \
+		exit 2; fi
+	@$(PYTHON) -c '$(PYTHON_OK)' 2>/dev/null || { \
+		echo "PYTHON=$(PYTHON): not a Python >= 3.11 ($$($(PYTHON) --version 2>&1 | head -n 1))" >&2; exit 2; }
+	@$(PYTHON) -m venv $(VENV)
 
 $(RUN_STAMP): | $(BIN)/python
-	$(BIN)/pip install -e .
+	$(call quiet_pip,Ferry,-e .)
 	@rm -f $(VENV)/.stamp-run-*
 	@touch $@
 
 # The test extras include every runtime dependency, so they satisfy `run` too.
 $(TEST_STAMP): | $(BIN)/python
-	$(BIN)/pip install -e '.[test]'
+	$(call quiet_pip,Ferry and its test tools,-e '.[test]')
 	@rm -f $(VENV)/.stamp-test-* $(VENV)/.stamp-run-*
 	@touch $@ $(RUN_STAMP)
 
@@ -41,7 +73,7 @@ install: $(RUN_STAMP)
 install-test: $(TEST_STAMP)
 
 run: $(RUN_STAMP)
-	$(BIN)/ferry serve $(FERRY_ARGS)
+	@$(BIN)/ferry serve $(FERRY_ARGS)
 
 # Real JavaScript clients (nats.js) for tests/nats/test_nats_node.py, installed
 # into their own folder when node and npm are on the machine (skipped otherwise).
@@ -50,11 +82,12 @@ NODE_STAMP := $(NODE_TESTS)/node_modules/.stamp
 
 $(NODE_STAMP): $(NODE_TESTS)/package.json
 	@if command -v npm >/dev/null 2>&1; then \
-		cd $(NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error && touch node_modules/.stamp; \
+		echo "installing nats.js for the tests into $(NODE_TESTS)/node_modules..."; \
+		cd $(NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
 	else echo "npm not found: the nats.js test will be skipped"; fi
 
 test: $(TEST_STAMP) $(NODE_STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@$(BIN)/pytest $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -233,11 +233,18 @@ MESSAGES_IN = "ferry_messages_in_total"
 MESSAGES_OUT = "ferry_messages_out_total"
 BYTES_IN = "ferry_bytes_in_total"
 BYTES_OUT = "ferry_bytes_out_total"
+ERRORS = "ferry_errors_total"
 FSYNC_SECONDS = "ferry_fsync_duration_seconds"
 
 
 def listener_metrics(registry: MetricsRegistry) -> dict[str, Counter | Gauge]:
-    """The per-listener families (label ``listener``) every adapter updates."""
+    """The per-listener families (label ``listener``: the listener's name in the
+    registry, ``iggy_tcp``, ``nats_ws``, ...) every adapter updates.
+
+    The names are a contract (dashboards, the web console, docs/internals.md
+    "Metrics" lists what each listener counts under each): add families, never
+    rename one. ``errors`` counts requests answered with an error and
+    connections ended for breaking the protocol."""
     lbl = ("listener",)
     return {
         "connections_total": registry.counter(CONNECTIONS_TOTAL, "Connections accepted.", lbl),
@@ -248,11 +255,21 @@ def listener_metrics(registry: MetricsRegistry) -> dict[str, Counter | Gauge]:
         "messages_out": registry.counter(MESSAGES_OUT, "Messages delivered to clients.", lbl),
         "bytes_in": registry.counter(BYTES_IN, "Payload bytes received from clients.", lbl),
         "bytes_out": registry.counter(BYTES_OUT, "Payload bytes delivered to clients.", lbl),
+        "errors": registry.counter(ERRORS, "Requests answered with an error, and connections ended "
+                                           "for breaking the protocol.", lbl),
     }
 
 
 __all__ = [
+    "BYTES_IN",
+    "BYTES_OUT",
+    "CONNECTIONS_OPEN",
+    "CONNECTIONS_REFUSED",
+    "CONNECTIONS_TOTAL",
     "CONTENT_TYPE",
+    "ERRORS",
+    "MESSAGES_IN",
+    "MESSAGES_OUT",
     "Counter",
     "DEFAULT_BUCKETS",
     "Gauge",

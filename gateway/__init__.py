@@ -1,7 +1,7 @@
 """Ferry's gateway: trio listeners, configuration, the CLI and the process lifecycle.
 
 Nothing imports this package except the ``ferry`` entry point (``gateway.cli:main``)
-and the tests (ARCHITECTURE.md, "The three layers").
+and the tests (docs/internals.md: gateway -> adapters -> core).
 """
 
 from __future__ import annotations

@@ -1,9 +1,14 @@
-"""Admin commands on an embedded data directory: streams, topics, produce, tail.
+"""Admin commands on streams, topics and messages: stream, topic, produce, tail.
 
-These open the broker directly (taking the data-directory lock), so they work
-while no server runs. When a running server holds the directory they talk to it
-through its HTTP API instead (gateway/remote.py, as the configured root user);
-if that listener is off they say so and exit 2.
+Each command has one body for two places (``open_broker``):
+
+* a running server, through its HTTP API (``server=``, a
+  :class:`~.remote_target.Target`; gateway/remote.py): the default of the CLI;
+* the data directory itself (``server=None``, the CLI's ``--local``): the
+  broker is opened directly (taking the data-directory lock), so it works while
+  no server runs. When a running server holds the directory, the command talks
+  to that server instead (the ``[listeners.http]`` port of the same config), and
+  if that listener is off it says so and exits 2.
 
 Names on the command line follow Iggy's rule: an all-digit identifier is an
 id (0-based, the canonical numbering of docs/internals.md), anything else is a
@@ -30,6 +35,7 @@ from .config import Config
 from .confkeys import Key
 from .lock import DataDirLock, DataDirLocked
 from .remote import RemoteBroker, RemoteError, RemoteUnreachable, http_address
+from .remote_target import Auth, Target
 
 # Records read per call while tailing: large enough that a backlog drains in
 # few calls, small enough that one call's memory stays bounded (Iggy's CLI
@@ -38,6 +44,14 @@ TAIL_BATCH = 1000
 # Follow mode re-opens the data directory at most this often: opening runs
 # recovery, and a human watching a tail does not notice a quarter second.
 DEFAULT_FOLLOW_INTERVAL_S = 0.25
+# produce sends stdin in batches of at most this many messages and raw bytes:
+# the HTTP listener refuses bodies over max_body_bytes (2 MB by default) and
+# base64 grows payloads by a third, so 1 MiB of payload stays under it.
+PRODUCE_BATCH = 1000
+PRODUCE_BATCH_BYTES = 1 << 20
+# A progress bar appears only on a terminal and only when an operation takes
+# longer than this (tqdm's ``delay``): short commands print nothing extra.
+PROGRESS_DELAY_S = 0.5
 _DURATION_UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
                    "d": 86_400_000_000}
 
@@ -57,11 +71,45 @@ class DirInUse(DataDirLocked):
 
 # -- opening -----------------------------------------------------------------
 @contextmanager
-def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True) -> Iterator[Broker]:
-    """Lock the data directory and open its broker; close and unlock on exit.
+def _remote(target: Target) -> Iterator[RemoteBroker]:
+    """A logged-in client of ``target``; its refusals become AdminError (one line,
+    exit 1). RemoteUnreachable passes through for the CLI to word."""
+    try:
+        client = RemoteBroker(target)
+    except RemoteUnreachable:
+        raise
+    except RemoteError as exc:
+        raise AdminError(str(exc)) from None
+    try:
+        yield client
+    except RemoteUnreachable:
+        raise
+    except RemoteError as exc:
+        raise AdminError(str(exc)) from None
+    finally:
+        client.close()
+
+
+def remote_session(target: Target):
+    """``with remote_session(target) as client``: see :func:`_remote`."""
+    return _remote(target)
+
+
+@contextmanager
+def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True, server: Target | None = None,
+                auth: Auth | None = None) -> Iterator[Broker]:
+    """With ``server``: a :class:`RemoteBroker` logged in to it. Without: lock
+    the data directory and open its broker; close and unlock on exit.
 
     When a running server holds the directory, yield a :class:`RemoteBroker`
-    talking to that server (``remote``), else raise :class:`DirInUse`."""
+    talking to that server (``remote``; as ``auth``, default the configured
+    root user), else raise :class:`DirInUse`."""
+    if server is not None and not server.local:
+        with _remote(server) as client:
+            yield client  # type: ignore[misc]
+        return
+    if server is not None:
+        auth = auth or server.auth
     data_dir = cfg.server.data_dir
     if must_exist and not data_dir.is_dir():
         raise AdminError(f"data directory {str(data_dir)!r} does not exist (nothing stored yet)")
@@ -72,8 +120,9 @@ def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True) -
         address = http_address(cfg) if remote else None
         if address is None:
             raise DirInUse(err) from None
+        auth = auth or Auth(cfg.auth.root_username, cfg.auth.root_password)
         try:
-            client = RemoteBroker(cfg, address)
+            client = RemoteBroker(Target("http", address[0], address[1], auth, "the same config"))
         except RemoteUnreachable:  # e.g. the server listens elsewhere than this config says
             raise DirInUse(err) from None
         except RemoteError as exc:
@@ -143,14 +192,14 @@ def _print_table(rows: list[list[object]], header: list[str], out: IO[str]) -> N
 
 
 # -- streams -----------------------------------------------------------------
-def stream_create(cfg: Config, name: str, stream_id: int | None, out: IO[str]) -> None:
-    with open_broker(cfg) as broker:
+def stream_create(cfg: Config, name: str, stream_id: int | None, out: IO[str], server: Target | None = None) -> None:
+    with open_broker(cfg, server=server) as broker:
         info = broker.create_stream(name, stream_id)
     out.write(f"created stream {info.name!r} with id {info.id}\n")
 
 
-def stream_list(cfg: Config, as_json: bool, out: IO[str]) -> None:
-    with open_broker(cfg, must_exist=True) as broker:
+def stream_list(cfg: Config, as_json: bool, out: IO[str], server: Target | None = None) -> None:
+    with open_broker(cfg, must_exist=True, server=server) as broker:
         streams = broker.list_streams()
     if as_json:
         out.write(json.dumps([{"id": s.id, "name": s.name, "topics": s.topics_count,
@@ -160,8 +209,8 @@ def stream_list(cfg: Config, as_json: bool, out: IO[str]) -> None:
     _print_table(rows, ["ID", "NAME", "TOPICS", "CREATED"], out)
 
 
-def stream_delete(cfg: Config, stream: str, out: IO[str]) -> None:
-    with open_broker(cfg, must_exist=True) as broker:
+def stream_delete(cfg: Config, stream: str, out: IO[str], server: Target | None = None) -> None:
+    with open_broker(cfg, must_exist=True, server=server) as broker:
         info = broker.get_stream(ident(stream))
         broker.delete_stream(info.id)
     out.write(f"deleted stream {info.name!r} (id {info.id})\n")
@@ -169,17 +218,17 @@ def stream_delete(cfg: Config, stream: str, out: IO[str]) -> None:
 
 # -- topics ------------------------------------------------------------------
 def topic_create(cfg: Config, stream: str, name: str, *, partitions: int, topic_id: int | None,
-                 message_expiry: str | None, max_size: str | None, out: IO[str]) -> None:
+                 message_expiry: str | None, max_size: str | None, out: IO[str], server: Target | None = None) -> None:
     expiry = parse_duration_us(message_expiry) if message_expiry else 0
     size = parse_size(max_size) if max_size else 0
-    with open_broker(cfg) as broker:
+    with open_broker(cfg, server=server) as broker:
         info = broker.create_topic(ident(stream), name, partitions, topic_id=topic_id,
                                    message_expiry=expiry, max_topic_size=size)
     out.write(f"created topic {info.name!r} with id {info.id} and {info.partitions_count} partition(s)\n")
 
 
-def topic_list(cfg: Config, stream: str, as_json: bool, out: IO[str]) -> None:
-    with open_broker(cfg, must_exist=True) as broker:
+def topic_list(cfg: Config, stream: str, as_json: bool, out: IO[str], server: Target | None = None) -> None:
+    with open_broker(cfg, must_exist=True, server=server) as broker:
         rows = []
         for t in broker.list_topics(ident(stream)):
             parts = [broker.partition(t.stream_id, t.id, pid) for pid in range(t.partitions_count)]
@@ -194,8 +243,8 @@ def topic_list(cfg: Config, stream: str, as_json: bool, out: IO[str]) -> None:
     _print_table(table, ["ID", "NAME", "PARTITIONS", "MESSAGES", "BYTES", "EXPIRY_US", "MAX_SIZE"], out)
 
 
-def topic_delete(cfg: Config, stream: str, topic: str, out: IO[str]) -> None:
-    with open_broker(cfg, must_exist=True) as broker:
+def topic_delete(cfg: Config, stream: str, topic: str, out: IO[str], server: Target | None = None) -> None:
+    with open_broker(cfg, must_exist=True, server=server) as broker:
         info = broker.get_topic(ident(stream), ident(topic))
         broker.delete_topic(info.stream_id, info.id)
     out.write(f"deleted topic {info.name!r} (id {info.id})\n")
@@ -219,8 +268,52 @@ def parse_header(text: str) -> tuple[str, HeaderValue]:
     return key, HeaderValue.string(value)
 
 
+def _batches(payloads: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
+    """Consecutive slices of at most PRODUCE_BATCH messages and about PRODUCE_BATCH_BYTES."""
+    start = 0
+    while start < len(payloads):
+        end, size = start, 0
+        while end < len(payloads) and end - start < PRODUCE_BATCH and (end == start or size + len(payloads[end])
+                                                                           <= PRODUCE_BATCH_BYTES):
+            size += len(payloads[end])
+            end += 1
+        yield payloads[start:end]
+        start = end
+
+
+def progress(total: int | None, unit: str, desc: str):
+    """A tqdm bar on stderr, shown only on a terminal and only for long operations;
+    a no-op object otherwise (update/close do nothing)."""
+    if not sys.stderr.isatty():
+        return _NoProgress()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, delay=PROGRESS_DELAY_S, leave=False,
+                dynamic_ncols=True)
+
+
+class _NoProgress:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _offsets_line(pid: int | None, first: int | None, last: int | None, count: int) -> str:
+    where = "partition=(server's choice)" if pid is None else f"partition={pid}"
+    if first is None or last is None:
+        return f"{where} sent={count}"
+    return f"{where} offset={last}" if first == last else f"{where} offsets={first}..{last}"
+
+
 def produce(cfg: Config, address: str, message: str, *, headers: Sequence[str], key: str | None,
-            partition: int | None, lines: bool, stdin: IO[bytes], out: IO[str]) -> None:
+            partition: int | None, lines: bool, stdin: IO[bytes], out: IO[str], server: Target | None = None) -> None:
+    """Append one message, stdin as one message, or (``lines``) each stdin line.
+
+    Large inputs go in batches (PRODUCE_BATCH); each prints nothing until all
+    are durable, then one ``partition=P offset(s)=...`` line per partition used
+    (a balanced topic may spread batches over partitions)."""
     stream, topic = split_address(address)
     hdrs = Headers()
     for text in headers:
@@ -233,19 +326,32 @@ def produce(cfg: Config, address: str, message: str, *, headers: Sequence[str], 
         payloads = [message.encode("utf-8")]
     if not payloads:
         raise AdminError("nothing to produce (stdin was empty)")
-    items = [AppendInput(payload=p, headers=block) for p in payloads]
     key_bytes = key.encode("utf-8") if key is not None else None
-    with open_broker(cfg) as broker:
-        if isinstance(broker, RemoteBroker):  # the server answers once durable, without offsets
-            sent = broker.append(stream, topic, payloads, hdrs, partition=partition, key=key_bytes)
-            where = f"partition={sent.partition_id}" if sent.partition_id is not None else "partition=(server's choice)"
-            out.write(f"{where} sent={sent.count} (via the running server)\n")
-            return
-        result = broker.append(stream, topic, items, partition=partition, key=key_bytes)
-        broker.flush()  # durable before we say so
-    last = result.base_offset + result.count - 1
-    offsets = f"offset={last}" if result.count == 1 else f"offsets={result.base_offset}..{last}"
-    out.write(f"partition={result.partition_id} {offsets}\n")
+    spans: dict[int | None, list] = {}  # partition -> [first offset, last offset, count], in first-use order
+
+    def note(pid: int | None, base: int | None, count: int) -> None:
+        span = spans.setdefault(pid, [base, None, 0])
+        span[1] = None if base is None else base + count - 1
+        span[2] += count
+
+    bar = progress(len(payloads), "msg", "produce") if len(payloads) > 1 else _NoProgress()
+    try:
+        with open_broker(cfg, server=server) as broker:
+            for batch in _batches(payloads):
+                if isinstance(broker, RemoteBroker):  # answers once durable, with the base offset
+                    sent = broker.append(stream, topic, batch, hdrs, partition=partition, key=key_bytes)
+                    note(sent.partition_id, sent.base_offset, sent.count)
+                else:
+                    items = [AppendInput(payload=p, headers=block) for p in batch]
+                    result = broker.append(stream, topic, items, partition=partition, key=key_bytes)
+                    note(result.partition_id, result.base_offset, result.count)
+                bar.update(len(batch))
+            if not isinstance(broker, RemoteBroker):
+                broker.flush()  # durable before we say so
+    finally:
+        bar.close()
+    for pid, (first, last, count) in spans.items():
+        out.write(_offsets_line(pid, first, last, count) + "\n")
 
 
 # -- tail --------------------------------------------------------------------
@@ -298,22 +404,50 @@ def format_message(pid: int, msg: Message, as_json: bool) -> str:
             f"headers={{{', '.join(hdrs)}}} payload={shown}")
 
 
+class _Budget:
+    """How many messages a tail may still print (``--count``); None = no limit."""
+
+    def __init__(self, count: int | None) -> None:
+        self.left = count
+
+    @property
+    def spent(self) -> bool:
+        return self.left is not None and self.left <= 0
+
+    def take(self, n: int) -> int:
+        if self.left is None:
+            return n
+        n = min(n, self.left)
+        self.left -= n
+        return n
+
+
 def _drain(broker: Broker, stream, topic, cursors: dict[int, int], spec: str, partition: int | None,
-           as_json: bool, out: IO[str]) -> None:
-    """Print every record from each partition's cursor to its end, advancing the cursors."""
+           as_json: bool, out: IO[str], budget: _Budget | None = None, bar=None) -> None:
+    """Print every record from each partition's cursor to its end (or until the
+    budget is spent), advancing the cursors."""
+    budget = budget or _Budget(None)
     info = broker.get_topic(stream, topic)
     pids = [partition] if partition is not None else range(info.partitions_count)
-    for pid in pids:
-        part = broker.partition(info.stream_id, info.id, pid)
-        offset = cursors.get(pid)
-        if offset is None:
-            offset = start_offset(part.first_offset, part.next_offset, spec)
-        while offset < part.next_offset:
-            msgs = broker.read_messages(info.stream_id, info.id, pid, offset, TAIL_BATCH)
+    parts = {pid: broker.partition(info.stream_id, info.id, pid) for pid in pids}
+    for pid, part in parts.items():
+        if cursors.get(pid) is None:
+            cursors[pid] = start_offset(part.first_offset, part.next_offset, spec)
+    if bar is not None:  # known only now: what this drain will read, within the budget
+        pending = sum(max(p.next_offset - cursors[pid], 0) for pid, p in parts.items())
+        bar.total = (bar.n + pending) if budget.left is None else bar.n + min(pending, budget.left)
+        bar.refresh()
+    for pid, part in parts.items():
+        offset = cursors[pid]
+        while offset < part.next_offset and not budget.spent:
+            want = min(TAIL_BATCH, budget.left) if budget.left is not None else TAIL_BATCH
+            msgs = broker.read_messages(info.stream_id, info.id, pid, offset, want)
             if not msgs:
                 break
-            for msg in msgs:
-                out.write(format_message(pid, msg, as_json) + "\n")
+            msgs = msgs[: budget.take(len(msgs))]
+            out.write("".join(format_message(pid, msg, as_json) + "\n" for msg in msgs))
+            if bar is not None:
+                bar.update(len(msgs))
             offset = msgs[-1].offset + 1
         cursors[pid] = offset
     out.flush()
@@ -321,28 +455,49 @@ def _drain(broker: Broker, stream, topic, cursors: dict[int, int], spec: str, pa
 
 def tail(cfg: Config, address: str, *, spec: str, partition: int | None, follow: bool, as_json: bool,
          interval: float = DEFAULT_FOLLOW_INTERVAL_S, out: IO[str], sleep=time.sleep,
-         rounds: int | None = None) -> None:
-    """Print a topic's messages; with ``follow``, keep polling for new ones.
+         rounds: int | None = None, count: int | None = None, server: Target | None = None) -> None:
+    """Print a topic's messages; with ``follow``, keep polling for new ones;
+    with ``count``, stop after that many.
 
-    Following re-opens the data directory each round (so ``ferry produce`` can
+    Against a server one connection serves every round. Locally, following
+    re-opens the data directory each round (so ``ferry produce --local`` can
     take it in between) and waits quietly while another process holds it.
-    ``rounds`` bounds the follow loop (tests); ``None`` runs until interrupted."""
+    ``rounds`` bounds the follow loop (tests); ``None`` runs until interrupted.
+    A non-follow tail shows a progress bar on a terminal (stderr) when it runs long."""
     stream, topic = split_address(address)
     start_offset(0, 0, spec)  # reject a bad --from before touching the disk
+    if count is not None and count < 1:
+        raise AdminError(f"--count {count}: expected a positive number of messages")
     cursors: dict[int, int] = {}
-    with open_broker(cfg, must_exist=True) as broker:
-        _drain(broker, stream, topic, cursors, spec, partition, as_json, out)
+    budget = _Budget(count)
+    bar = None if follow else progress(None, "msg", "tail")
+    try:
+        with open_broker(cfg, must_exist=True, server=server) as broker:
+            _drain(broker, stream, topic, cursors, spec, partition, as_json, out, budget,
+                   None if isinstance(bar, _NoProgress) else bar)
+            if isinstance(broker, RemoteBroker):
+                while follow and not budget.spent and (rounds is None or rounds > 0):
+                    rounds = None if rounds is None else rounds - 1
+                    sleep(interval)
+                    _drain(broker, stream, topic, cursors, "first", partition, as_json, out, budget)
+                return
+    finally:
+        if bar is not None:
+            bar.close()
     warned = False
-    while follow and (rounds is None or rounds > 0):
+    while follow and not budget.spent and (rounds is None or rounds > 0):
         rounds = None if rounds is None else rounds - 1
         sleep(interval)
         try:
-            with open_broker(cfg, must_exist=True) as broker:
-                _drain(broker, stream, topic, cursors, "first", partition, as_json, out)
+            with open_broker(cfg, must_exist=True, server=server) as broker:
+                _drain(broker, stream, topic, cursors, "first", partition, as_json, out, budget)
         except DirInUse as err:
             if not warned:
                 print(f"ferry tail: waiting: {err}", file=sys.stderr)
                 warned = True
+
+
+print_table = _print_table
 
 
 __all__ = [
@@ -351,7 +506,10 @@ __all__ = [
     "format_message",
     "open_broker",
     "parse_header",
+    "print_table",
     "produce",
+    "progress",
+    "remote_session",
     "stream_create",
     "stream_delete",
     "stream_list",

@@ -50,9 +50,26 @@ def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Coll
     return f"    {lc.name:<{_NAME_WIDTH}} {status}"
 
 
+# Listeners whose clients log in as Ferry's users ([auth]: the root user among them).
+# NATS listeners are not here: they check nats-server's own authorization block
+# (adapters/nats/auth.py), so `ferry nats-server`, which runs only those, has no
+# Ferry login for a default password to open.
+_FERRY_LOGIN_LISTENERS = ("iggy_tcp", "iggy_quic", "iggy_ws", "http")
+# ... and these when their `auth` option is on (Basic credentials of a Ferry user).
+_FERRY_LOGIN_IF_AUTH = ("pravega_controller",)
+
+
+def _ferry_logins_served(cfg: Config) -> bool:
+    for lc in cfg.enabled_listeners():
+        if lc.name in _FERRY_LOGIN_LISTENERS or (lc.name in _FERRY_LOGIN_IF_AUTH and lc.options.get("auth")):
+            return True
+    return False
+
+
 def credential_warning(cfg: Config) -> str | None:
-    """The warning shown while the root user keeps the default password, else None."""
-    if not cfg.auth.uses_default_password:
+    """The warning shown while the root user keeps the default password and some
+    enabled listener accepts Ferry logins, else None."""
+    if not cfg.auth.uses_default_password or not _ferry_logins_served(cfg):
         return None
     var = env_name(("auth", "root_password"))
     return (

@@ -1,9 +1,13 @@
 """The ``ferry`` command line: ``serve``, ``version`` and the admin commands.
 
-Exit codes: 0 success; 1 a command failed (unknown stream, bad header, a
-crash); 2 the process could not start as asked (bad configuration, data
-directory held by another process, a listener port taken, bad usage);
-130 interrupted before it could shut down cleanly.
+Exit codes: 0 success; 1 a command failed (unknown stream, bad header, the
+server unreachable or refusing, a crash); 2 the process could not start as
+asked (bad configuration, data directory held by another process, a listener
+port taken, bad usage); 130 interrupted before it could shut down cleanly.
+
+A closed stdout (``ferry tail ... | head``) ends a command quietly with exit
+0, as ``git log | head`` does: the reader had what it wanted. The admin
+commands talk to a running server unless given ``--local`` (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -68,7 +72,9 @@ def _add_serve(sub, registry: Registry) -> None:
 
 
 def _add_admin(sub) -> None:
-    stream = sub.add_parser("stream", help="create, list and delete streams (embedded data dir)")
+    from .cli_admin import add_connection_options
+
+    stream = sub.add_parser("stream", help="create, list and delete streams (on the running server)")
     ssub = stream.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
     p = ssub.add_parser("create", help="create a stream")
     p.add_argument("name")
@@ -78,10 +84,10 @@ def _add_admin(sub) -> None:
     p = ssub.add_parser("delete", help="delete a stream and everything in it")
     p.add_argument("stream", help="name or id")
     for p in ssub.choices.values():
-        _add_config_options(p)
+        add_connection_options(p)
         p.set_defaults(func=cmd_stream)
 
-    topic = sub.add_parser("topic", help="create, list and delete topics (embedded data dir)")
+    topic = sub.add_parser("topic", help="create, list and delete topics (on the running server)")
     tsub = topic.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
     p = tsub.add_parser("create", help="create a topic in a stream")
     p.add_argument("stream", help="name or id")
@@ -97,7 +103,7 @@ def _add_admin(sub) -> None:
     p.add_argument("stream", help="name or id")
     p.add_argument("topic", help="name or id")
     for p in tsub.choices.values():
-        _add_config_options(p)
+        add_connection_options(p)
         p.set_defaults(func=cmd_topic)
 
     p = sub.add_parser("produce", help="append one message (or stdin) to a topic")
@@ -108,7 +114,7 @@ def _add_admin(sub) -> None:
     p.add_argument("--key", help="partition key: XXH32(key) %% partitions picks the partition")
     p.add_argument("--partition", type=int, help="explicit partition id")
     p.add_argument("--lines", action="store_true", help="with -, one message per line of stdin")
-    _add_config_options(p)
+    add_connection_options(p)
     p.set_defaults(func=cmd_produce)
 
     p = sub.add_parser("tail", help="print a topic's messages (offset, timestamp, headers, payload)")
@@ -116,10 +122,15 @@ def _add_admin(sub) -> None:
     p.add_argument("--from", dest="start", default="first", metavar="first|last|OFFSET",
                    help="where to start in each partition (default first)")
     p.add_argument("--partition", type=int, help="only this partition (default: all)")
+    p.add_argument("--count", "-n", type=int, metavar="N", help="stop after N messages (default: all)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new messages until Ctrl-C")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
-    _add_config_options(p)
+    add_connection_options(p)
     p.set_defaults(func=cmd_tail)
+
+    from .cli_admin import add_parsers as add_admin_commands  # ferry user|perm|pat|group
+
+    add_admin_commands(sub)
 
 
 def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
@@ -127,7 +138,8 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Ferry: one durable log, many protocols.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{serve,nats-server,version,stream,topic,produce,tail,pipeline}")
+                                metavar="{serve,nats-server,version,stream,topic,produce,tail,user,perm,pat,group,"
+                                        "config,pub,sub,req,reply,bench,pipeline}")
     _add_serve(sub, registry)
     # Listed for --help only: main() hands "nats-server" to gateway.natscli before argparse.
     sub.add_parser(NATS_SERVER, add_help=False,
@@ -181,14 +193,18 @@ def _check_names(names: set[str], known, flag: str) -> None:
 
 
 def admin_config(args: argparse.Namespace):
-    flags = {("server", "data_dir"): (args.data, "--data")} if args.data is not None else {}
-    return load_config(args.config, flags=flags)
+    """``(config, target)`` of an admin command (gateway/remote_target.py)."""
+    from .remote_target import admin_setup
+
+    return admin_setup(args)
 
 
 # -- commands ----------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
     registry = default_registry()
-    cfg = load_config(args.config, flags=serve_flags(args, registry), registry=registry)
+    from .remote_target import client_env  # FERRY_SERVER/TOKEN/USER/PASSWORD are the admin commands'
+
+    cfg = load_config(args.config, env=client_env(), flags=serve_flags(args, registry), registry=registry)
     import trio  # after the config checks: a bad config fails fast, without loading trio
 
     from . import logs
@@ -201,44 +217,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_stream(args: argparse.Namespace) -> int:
     from . import admin
 
-    cfg = admin_config(args)
+    cfg, server = admin_config(args)
     if args.action == "create":
-        admin.stream_create(cfg, args.name, args.stream_id, sys.stdout)
+        admin.stream_create(cfg, args.name, args.stream_id, sys.stdout, server=server)
     elif args.action == "list":
-        admin.stream_list(cfg, args.json, sys.stdout)
+        admin.stream_list(cfg, args.json, sys.stdout, server=server)
     else:
-        admin.stream_delete(cfg, args.stream, sys.stdout)
+        admin.stream_delete(cfg, args.stream, sys.stdout, server=server)
     return 0
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
     from . import admin
 
-    cfg = admin_config(args)
+    cfg, server = admin_config(args)
     if args.action == "create":
         admin.topic_create(cfg, args.stream, args.name, partitions=args.partitions, topic_id=args.topic_id,
-                           message_expiry=args.message_expiry, max_size=args.max_size, out=sys.stdout)
+                           message_expiry=args.message_expiry, max_size=args.max_size, out=sys.stdout,
+                           server=server)
     elif args.action == "list":
-        admin.topic_list(cfg, args.stream, args.json, sys.stdout)
+        admin.topic_list(cfg, args.stream, args.json, sys.stdout, server=server)
     else:
-        admin.topic_delete(cfg, args.stream, args.topic, sys.stdout)
+        admin.topic_delete(cfg, args.stream, args.topic, sys.stdout, server=server)
     return 0
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from . import admin
 
-    admin.produce(admin_config(args), args.address, args.message, headers=args.header, key=args.key,
-                  partition=args.partition, lines=args.lines, stdin=sys.stdin.buffer, out=sys.stdout)
+    cfg, server = admin_config(args)
+    admin.produce(cfg, args.address, args.message, headers=args.header, key=args.key,
+                  partition=args.partition, lines=args.lines, stdin=sys.stdin.buffer, out=sys.stdout,
+                  server=server)
     return 0
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from . import admin
 
+    cfg, server = admin_config(args)
     try:
-        admin.tail(admin_config(args), args.address, spec=args.start, partition=args.partition,
-                   follow=args.follow, as_json=args.json, out=sys.stdout)
+        admin.tail(cfg, args.address, spec=args.start, partition=args.partition, follow=args.follow,
+                   as_json=args.json, out=sys.stdout, count=args.count, server=server)
     except KeyboardInterrupt:
         if not args.follow:
             raise
@@ -246,6 +266,24 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 # -- entry point -------------------------------------------------------------
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (``| head``): stop quietly, exit 0.
+
+    Python's docs (signal, "Note on SIGPIPE") give the recipe: point stdout at
+    /dev/null so the interpreter's final flush of what is still buffered does
+    not raise again (and print "Exception ignored ... BrokenPipeError")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # an in-process stdout without a descriptor
+        pass
+    return 0
+
+
+
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
@@ -256,7 +294,16 @@ def _report(exc: BaseException) -> int | None:
     """Print a known failure as one line to stderr and return its exit code;
     None for anything else (a bug: let the traceback show)."""
     from .admin import AdminError
+    from .remote import RemoteError, RemoteUnreachable
 
+    if isinstance(exc, RemoteUnreachable):
+        print(f"ferry: error: cannot reach the server at {exc.url}: {exc.reason}; start it with `ferry serve` "
+              "(or point --server / FERRY_SERVER / --config at it), or use --local to open its data "
+              "directory directly", file=sys.stderr)
+        return EXIT_FAILED
+    if isinstance(exc, RemoteError):
+        print(f"ferry: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     if isinstance(exc, ConfigError):
         print(f"ferry: config error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_START
@@ -295,6 +342,8 @@ def _guarded(func, arg) -> int:
     """Run a command, turning known failures into one line and an exit code."""
     try:
         return func(arg)
+    except BrokenPipeError:
+        return _stdout_closed()
     except KeyboardInterrupt:
         print("ferry: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

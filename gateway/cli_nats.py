@@ -1,7 +1,500 @@
-"""``ferry pub``, ``sub``, ``req``, ``reply`` and ``bench`` on NATS subjects (being built)."""
+"""``ferry pub``, ``sub``, ``req``, ``reply`` and ``bench``: the ``nats`` CLI's everyday
+commands, on any NATS server (Ferry's NATS listener or nats-server itself).
+
+They are clients, not the gateway: each runs nats-py on asyncio in its own process.
+Output follows natscli (github.com/nats-io/natscli, cli/pub_command.go,
+sub_command.go, reply_command.go, util.go ``outPutMSGBody``): status lines go to
+stderr behind an ``HH:MM:SS`` stamp (Go's ``log`` package), message bodies to
+stdout. Connection options and their variables are natscli's (``NATS_URL``,
+``NATS_USER``, ``NATS_PASSWORD``, ``NATS_TOKEN``, ``NATS_CREDS``, ``NATS_TIMEOUT``).
+
+Exit codes are gateway/cli.py's: 0 done (Ctrl-C is how ``sub`` and ``reply``
+end, so it is 0 there, as for ``ferry tail --follow``; a closed stdout pipe too),
+1 failed (cannot connect, no responders, a server error), 2 bad usage, 130
+interrupted (``pub``, ``req``, ``bench`` cut short by Ctrl-C).
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import errno
+import os
+import random
+import re
+import signal
+import string
+import sys
+import time
+from urllib.parse import urlsplit
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_TIMEOUT_S = 5.0  # natscli's --timeout default
+SCHEMES = ("nats", "tls", "ws", "wss")  # what nats-py can dial
+REPLY_QUEUE = "NATS-RPLY-22"  # natscli reply's default queue group: replies share the work
+PUB_LINES_MAX = 20  # natscli prints a line per message up to 20, then shows a progress bar
+NEXT_REPLY_GRACE_S = 0.3  # natscli req --reply-timeout default: wait avg rtt + this for more replies
+
+
+class NatsCliError(Exception):
+    """A failure to report as one line (``ferry: <text>``) with exit code ``code``."""
+
+    def __init__(self, text: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+# -- parsing -------------------------------------------------------------------
+class OneLineParser(argparse.ArgumentParser):
+    """Bad usage as one line on stderr and exit 2 (gateway/cli.py's convention),
+    instead of argparse's usage block; unknown flags are caught here too, so the
+    line names the subcommand rather than the top-level parser."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns, extras
+
+
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from a Go duration (``300ms``, ``1m30s``) or a plain number of seconds."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        pos, value = 0, 0.0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != pos:
+                break
+            value += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or not text:
+            raise argparse.ArgumentTypeError(f"invalid duration {text!r} (like 5s, 250ms, 1m30s or seconds)")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: negative")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+               "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``128``, ``128B``, ``1KB`` (1000), ``1KiB`` (1024), ... (natscli's --size)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (like 128, 128B, 1KB, 1KiB, 1MiB)")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: negative")
+    return value
+
+
+# nats-py refuses header names outside this set (its _HEADER_KEY_RE); checking here
+# makes a bad -H a usage error before any connection is made.
+_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``KEY:VALUE`` (natscli's -H; split at the first colon, both sides trimmed)."""
+    key, sep, value = text.partition(":")
+    key = key.strip()
+    if not sep or not _HEADER_KEY.fullmatch(key):
+        raise argparse.ArgumentTypeError(f"invalid header {text!r} (want KEY:VALUE)")
+    return key, value.strip()
+
+
+def check_subject(subject: str, *, wildcards: bool) -> str:
+    """Refuse a subject no server would take (whitespace, empty tokens; for a
+    subscription also ``>`` before the last token) as a usage error."""
+    tokens = subject.split(".")
+    if not subject or any(c.isspace() for c in subject) or "" in tokens:
+        raise NatsCliError(f"invalid subject {subject!r}", EXIT_USAGE)
+    if wildcards and ">" in tokens[:-1]:
+        raise NatsCliError(f"invalid subject {subject!r}: '>' must be the last token", EXIT_USAGE)
+    return subject
+
+
+# -- templates (natscli internal/util/headers.go PubReplyBodyTemplate) -----------------
+_TEMPLATE = re.compile(r"\{\{\s*\.?(\w+)((?:\s+\d+){0,2})\s*\}\}")
+_RANDOM_CHARS = string.ascii_letters + string.digits
+
+
+def render(text: str, count: int, request: bytes | None = None) -> str:
+    """Replace natscli's template calls: ``{{Count}}`` (1-based message number,
+    alias ``Cnt``), ``Unix``, ``UnixNano``, ``TimeStamp`` (RFC 3339), ``Time``
+    (3:04PM), ``ID``, ``Random MIN MAX`` and, for replies, ``Request``. An unknown
+    call is left as written (natscli then sends the text unparsed too)."""
+    if "{{" not in text:
+        return text
+    now = time.time()
+
+    def one(match: re.Match) -> str:
+        name, args = match.group(1), [int(a) for a in match.group(2).split()]
+        if name in ("Count", "Cnt") and not args:
+            return str(count)
+        if name == "Unix" and not args:
+            return str(int(now))
+        if name == "UnixNano" and not args:
+            return str(time.time_ns())
+        if name == "TimeStamp" and not args:
+            return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + _utc_offset(now)
+        if name == "Time" and not args:
+            return time.strftime("%I:%M%p", time.localtime(now)).lstrip("0")
+        if name == "ID" and not args:
+            from nats.nuid import NUID
+
+            return NUID().next().decode()
+        if name == "Random" and len(args) == 2 and args[0] <= args[1]:
+            return "".join(random.choices(_RANDOM_CHARS, k=random.randint(args[0], args[1])))
+        if name == "Request" and request is not None and not args:
+            return request.decode(errors="replace")
+        return match.group(0)
+
+    return _TEMPLATE.sub(one, text)
+
+
+def render_bytes(data: bytes, count: int, request: bytes | None = None) -> bytes:
+    """:func:`render` on a body; a body that is not UTF-8 is sent as it is."""
+    if b"{{" not in data:
+        return data
+    try:
+        return render(data.decode(), count, request).encode()
+    except UnicodeDecodeError:
+        return data
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` prints it (``1.234567ms``), for natscli's rtt lines."""
+    ns = max(int(round(seconds * 1e9)), 0)
+    for scale, unit in ((10**9, "s"), (10**6, "ms"), (10**3, "µs")):
+        if ns >= scale:
+            whole, frac = divmod(ns, scale)
+            digits = f"{frac:0{len(str(scale)) - 1}d}".rstrip("0")
+            return f"{whole}.{digits}{unit}" if digits else f"{whole}{unit}"
+    return f"{ns}ns"
+
+
+def _utc_offset(now: float) -> str:
+    offset = time.localtime(now).tm_gmtoff
+    if offset == 0:
+        return "Z"
+    sign, offset = ("+" if offset > 0 else "-"), abs(offset)
+    return f"{sign}{offset // 3600:02d}:{offset % 3600 // 60:02d}"
+
+
+# -- connection ------------------------------------------------------------------
+def add_connection_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("connection (natscli's flags and variables)")
+    g.add_argument("-s", "--server", metavar="URL[,URL]",
+                   help=f"server URLs, comma-separated (default $NATS_URL, else {DEFAULT_URL})")
+    g.add_argument("--user", metavar="USER", help="user name (default $NATS_USER)")
+    g.add_argument("--password", metavar="PASSWORD", help="password (default $NATS_PASSWORD)")
+    g.add_argument("--token", metavar="TOKEN", help="authentication token (default $NATS_TOKEN)")
+    g.add_argument("--creds", metavar="FILE", help="user credentials file (default $NATS_CREDS; needs nkeys)")
+    g.add_argument("--timeout", metavar="DURATION", type=parse_duration,
+                   help="connect and reply timeout (default $NATS_TIMEOUT, else 5s)")
+
+
+def server_urls(text: str) -> list[str]:
+    """The comma-separated server list as nats-py URLs (``host:port`` gets ``nats://``)."""
+    urls = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        url = part if "://" in part else f"nats://{part}"
+        parts = urlsplit(url)
+        try:
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            raise NatsCliError(f"invalid server URL {part!r}: bad port", EXIT_USAGE) from None
+        if parts.scheme not in SCHEMES or not parts.hostname:
+            raise NatsCliError(f"invalid server URL {part!r} (want nats://HOST:PORT; schemes "
+                               f"{', '.join(SCHEMES)})", EXIT_USAGE)
+        urls.append(url)
+    if not urls:
+        raise NatsCliError("no server URL given", EXIT_USAGE)
+    return urls
+
+
+def connection_settings(args: argparse.Namespace, env=os.environ) -> dict:
+    """Flags over natscli's variables over defaults: servers, auth, timeout."""
+    def pick(flag, var):
+        value = getattr(args, flag, None)
+        return value if value is not None else (env.get(var) or None)
+
+    timeout = args.timeout
+    if timeout is None and env.get("NATS_TIMEOUT"):
+        try:
+            timeout = parse_duration(env["NATS_TIMEOUT"])
+        except argparse.ArgumentTypeError as exc:
+            raise NatsCliError(f"NATS_TIMEOUT: {exc}", EXIT_USAGE) from None
+    creds = pick("creds", "NATS_CREDS")
+    if creds is not None:
+        if not os.path.isfile(creds):
+            raise NatsCliError(f"--creds {creds}: no such file", EXIT_USAGE)
+        try:
+            import nkeys  # noqa: F401 - nats-py signs the server's nonce with it
+        except ImportError:
+            raise NatsCliError("--creds needs the nkeys package (pip install nkeys)", EXIT_USAGE) from None
+    return {"servers": server_urls(pick("server", "NATS_URL") or DEFAULT_URL),
+            "user": pick("user", "NATS_USER"), "password": pick("password", "NATS_PASSWORD"),
+            "token": pick("token", "NATS_TOKEN"), "creds": creds,
+            "timeout": DEFAULT_TIMEOUT_S if timeout is None else timeout}
+
+
+def reason(exc: BaseException) -> str:
+    """A short human reason for a connection failure."""
+    if isinstance(exc, OSError) and exc.errno and not isinstance(exc, TimeoutError):
+        text = os.strerror(exc.errno) if exc.errno > 0 else (exc.strerror or str(exc))
+        return text if exc.errno not in (errno.ECONNREFUSED,) else "connection refused"
+    if isinstance(exc, OSError) and exc.strerror:  # socket.gaierror: errno is negative
+        return exc.strerror
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timed out"
+    text = str(exc) or type(exc).__name__
+    return text[len("nats: "):] if text.startswith("nats: ") else text
+
+
+class Connection:
+    """A nats-py client plus what its callbacks saw: asynchronous server errors
+    (permissions, slow consumer) and whether the connection was lost."""
+
+    def __init__(self, settings: dict) -> None:
+        self.settings = settings
+        self.errors: list[BaseException] = []
+        self.nc = None
+        self.closing = False
+        self.lost = asyncio.Event()
+
+    async def open(self, name: str):
+        import nats
+
+        async def on_error(exc: BaseException) -> None:  # nats-py would log a traceback
+            self.errors.append(exc)
+
+        async def on_closed() -> None:
+            if not self.closing:
+                self.lost.set()
+
+        s = self.settings
+        kwargs = dict(servers=s["servers"], name=name, connect_timeout=s["timeout"], error_cb=on_error,
+                      closed_cb=on_closed, disconnected_cb=on_closed,
+                      # A CLI fails rather than retrying for ever: each server once more
+                      # straight away (nats-py's pool drops it after max_reconnect_attempts).
+                      allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0)
+        if s["user"] is not None:
+            kwargs["user"], kwargs["password"] = s["user"], s["password"] or ""
+        if s["token"] is not None:
+            kwargs["token"] = s["token"]
+        if s["creds"] is not None:
+            kwargs["user_credentials"] = s["creds"]
+        try:
+            self.nc = await nats.connect(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - every connect failure is one line
+            cause = self.errors[-1] if self.errors and type(exc).__name__ == "NoServersError" else exc
+            raise NatsCliError(f"cannot connect to {','.join(s['servers'])}: {reason(cause)}") from None
+        self.errors.clear()
+        return self.nc
+
+    def check(self) -> None:
+        """Raise the first asynchronous server error seen (after a flush)."""
+        if self.errors:
+            raise NatsCliError(reason(self.errors[0]))
+
+    def lost_error(self) -> NatsCliError:
+        """``connection to URL lost: why`` (the last asynchronous error, if any)."""
+        servers = self.settings["servers"]
+        url = servers[0] if len(servers) == 1 else ",".join(servers)
+        if self.nc is not None and self.nc.connected_url is not None:
+            url = self.nc.connected_url.geturl()
+        why = reason(self.errors[-1]) if self.errors else "closed by the server"
+        return NatsCliError(f"connection to {url} lost: {why}")
+
+    async def close(self) -> None:
+        self.closing = True
+        if self.nc is not None and not self.nc.is_closed:
+            await self.nc.close()
+
+
+# -- output ----------------------------------------------------------------------
+def log(text: str = "") -> None:
+    """A status line on stderr, stamped like Go's log package (natscli's ``log.Printf``)."""
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} {text}\n" if text else "\n")
+    sys.stderr.flush()
+
+
+def write_out(data: bytes) -> None:
+    out = sys.stdout.buffer
+    out.write(data)
+    out.flush()
+
+
+def body_block(data: bytes, *, compact: bool = False) -> bytes:
+    """natscli's ``outPutMSGBody``: the body, a newline if it lacks one, then (not
+    compact) one blank line more, plus another when the body did not end in a
+    newline; an empty body prints ``nil body``."""
+    if not data:
+        return b"nil body\n" if compact else b"nil body\n\n\n"
+    text = data if data.endswith(b"\n") else data + b"\n"
+    if compact:
+        return text
+    return text + (b"\n" if data.endswith(b"\n") else b"\n\n")
+
+
+def header_lines(headers: dict | None) -> bytes:
+    if not headers:
+        return b""
+    return b"".join(f"{k}: {v}\n".encode() for k, v in headers.items()) + b"\n"
+
+
+# -- running ---------------------------------------------------------------------
+def run(command, args: argparse.Namespace, *, ctrl_c_ends: bool = False) -> int:
+    """Run ``command(args)`` (a coroutine function returning an exit code) on
+    asyncio. SIGINT/SIGTERM cancel it; it closes its connections in ``finally``.
+    Then exit 0 when Ctrl-C is how the command ends (``sub``, ``reply``), else
+    130. A closed stdout (``| head``) ends it with 0 and no traceback."""
+    interrupted: list[int] = []
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(command(args))
+
+        def stop(signum: int) -> None:
+            interrupted.append(signum)
+            task.cancel()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop, signum)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise
+            return 0 if ctrl_c_ends else EXIT_INTERRUPTED
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+
+    try:
+        code = asyncio.run(main())
+    except NatsCliError as exc:
+        print(f"ferry: {exc}", file=sys.stderr)
+        return exc.code
+    except BrokenPipeError:
+        # The reader went away (``ferry sub x | head -3``): it has what it wanted.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    if code == EXIT_INTERRUPTED:
+        print("ferry: interrupted", file=sys.stderr)
+    return code
+
+
+async def wait_or_lost(conn: Connection, awaitable):
+    """Await ``awaitable`` unless the connection is lost first (then fail)."""
+    work = asyncio.ensure_future(awaitable)
+    lost = asyncio.ensure_future(conn.lost.wait())
+    try:
+        done, _ = await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        lost.cancel()
+        if not work.done():
+            work.cancel()
+    if work in done:
+        return work.result()
+    raise conn.lost_error()
+
+
+# -- parser ----------------------------------------------------------------------
+def _parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, **kwargs)
+    p.__class__ = OneLineParser  # one-line usage errors; the class only adds two overrides
+    return p
+
 
 def add_parsers(sub) -> None:
-    """Add this module's subcommands to the ``ferry`` parser's subparsers."""
+    """Add ``pub``, ``sub``, ``req``, ``reply`` and ``bench`` to the ``ferry`` parser's subparsers."""
+    from . import cli_nats_bench, cli_nats_cmds as cmds
+
+    header = dict(action="append", default=[], type=parse_header, metavar="K:V", dest="headers",
+                  help="a header (repeatable; a key given twice keeps its last value)")
+
+    p = _parser(sub, "pub", help="publish a message to a NATS subject (like nats pub)",
+                description="Publish BODY (or stdin) to SUBJECT. {{Count}} in the body and headers "
+                            "is the 1-based message number; also {{ID}}, {{Time}}, {{TimeStamp}}, "
+                            "{{Unix}}, {{UnixNano}}, {{Random MIN MAX}}.")
+    p.add_argument("subject")
+    p.add_argument("body", nargs="?", default="-", help="the message body; - or absent reads stdin")
+    p.add_argument("-H", "--header", **header)
+    p.add_argument("--count", type=positive_int, default=1, metavar="N", help="publish N messages (default 1)")
+    p.add_argument("--sleep", type=parse_duration, default=0.0, metavar="DURATION",
+                   help="sleep between messages (like 100ms)")
+    p.add_argument("--reply", metavar="SUBJECT", help="the reply subject to send with each message")
+    p.add_argument("-q", "--quiet", action="store_true", help="no confirmation lines")
+    add_connection_options(p)
+    p.set_defaults(func=lambda a: run(cmds.pub, a))
+
+    p = _parser(sub, "sub", help="print the messages sent to a NATS subject (like nats sub)",
+                description="Subscribe to SUBJECT (wildcards allowed) and print each message until "
+                            "Ctrl-C or --count messages.")
+    p.add_argument("subject")
+    p.add_argument("--queue", metavar="GROUP", help="join this queue group (one member gets each message)")
+    p.add_argument("--count", type=positive_int, default=0, metavar="N", help="exit after N messages")
+    p.add_argument("-r", "--raw", action="store_true", help="print only the bodies, one per line")
+    p.add_argument("--headers-only", action="store_true", help="print headers but not bodies")
+    add_connection_options(p)
+    p.set_defaults(func=lambda a: run(cmds.sub, a, ctrl_c_ends=True))
+
+    p = _parser(sub, "req", aliases=["request"], help="send a request and print the reply (like nats req)",
+                description="Publish BODY to SUBJECT with a reply inbox and print the reply: status "
+                            "lines and reply headers on stderr, the body on stdout (as nats req).")
+    p.add_argument("subject")
+    p.add_argument("body", nargs="?", default="-", help="the request body; - or absent reads stdin")
+    p.add_argument("-H", "--header", **header)
+    p.add_argument("--replies", type=positive_int, default=1, metavar="N",
+                   help="wait for N replies (0: all that come until --timeout; default 1)")
+    p.add_argument("--count", type=positive_int, default=1, metavar="N", help="send N requests (default 1)")
+    p.add_argument("-r", "--raw", action="store_true", help="print only the reply bodies")
+    add_connection_options(p)
+    p.set_defaults(func=lambda a: run(cmds.req, a))
+
+    p = _parser(sub, "reply", help="answer requests on a NATS subject (like nats reply)",
+                description="Answer every request on SUBJECT with BODY ({{Count}} and {{Request}} "
+                            "templates allowed), or echo it back with --echo.")
+    p.add_argument("subject")
+    p.add_argument("body", nargs="?", help="the reply body (absent: --echo)")
+    p.add_argument("--echo", action="store_true", help="reply with the request's own body and headers")
+    p.add_argument("-q", "--queue", default=REPLY_QUEUE, metavar="GROUP",
+                   help=f"queue group (default {REPLY_QUEUE}, natscli's)")
+    p.add_argument("--count", type=positive_int, default=0, metavar="N", help="exit after N requests")
+    p.add_argument("-H", "--header", **header)
+    add_connection_options(p)
+    p.set_defaults(func=lambda a: run(cmds.reply, a, ctrl_c_ends=True))
+
+    p = _parser(sub, "bench", help="measure pub/sub throughput or request latency (like nats bench)",
+                description="Run --pub publishers and --sub subscribers on SUBJECT, each on its own "
+                            "connection, --msgs messages of --size bytes; or with --request, publishers "
+                            "send requests one at a time and --sub repliers answer them.")
+    cli_nats_bench.add_arguments(p)
+    add_connection_options(p)
+    p.set_defaults(func=lambda a: run(cli_nats_bench.bench, a))

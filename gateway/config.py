@@ -48,7 +48,7 @@ from core.log.config import (
     LogConfig,
 )
 
-from .confkeys import Key, format_value, key_for_default
+from .confkeys import Key, format_value, key_for_default, option_doc
 from .registry import KnownListener, Registry, RegistryError, default_registry
 
 ENV_PREFIX = "FERRY_"
@@ -56,6 +56,11 @@ ENV_CONFIG = "FERRY_CONFIG"  # the config file path; not a key itself
 # Read at import by core/compiled.py (1 = run the pure-Python loops, not the
 # compiled ones): a switch of the build, not a config key.
 ENV_PURE_PYTHON = PURE_PYTHON_ENV
+# Read by the client commands (`ferry stream ...`, `ferry user ...`: which server,
+# which login; gateway/remote_target.py), not config keys: a shell that exports
+# them for those commands must still be able to run `ferry serve`.
+CLIENT_ENV = ("FERRY_SERVER", "FERRY_TOKEN", "FERRY_USER", "FERRY_PASSWORD")
+NOT_KEYS = frozenset({ENV_CONFIG, ENV_PURE_PYTHON, *CLIENT_ENV})
 DEFAULT_ROOT_USERNAME = "iggy"  # Iggy's default root user (iggy.md, server defaults)
 DEFAULT_ROOT_PASSWORD = "iggy"
 # `docker stop` sends SIGKILL 10 s after SIGTERM; 5 s of grace leaves the other
@@ -74,7 +79,8 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 SECTIONS: Mapping[str, Mapping[str, Key]] = MappingProxyType({
     "server": {
         "host": Key("str", "0.0.0.0", "address every listener binds unless its table sets host", lo=1),
-        "data_dir": Key("path", Path("data"), "where streams, topics and messages are stored"),
+        "data_dir": Key("path", Path("data"), "where streams, topics and messages are stored "
+                         "(relative: to this file's folder when set here, else to the current directory)"),
         "grace_seconds": Key("float", DEFAULT_GRACE_SECONDS,
                              "on shutdown, how long connections get to close before they are cut",
                              lo=0, hi=MAX_GRACE_SECONDS),
@@ -124,13 +130,20 @@ class ConfigError(Exception):
         self.value = value
 
 
+# Where a value came from, as `ferry config check` reports it.
+SOURCE_KINDS = ("default", "file", "env", "flag")
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """A raw value and where it came from (``"ferry.toml"``, ``"FERRY_LOG_FSYNC"``, ``"--fsync"``)."""
+    """A raw value and where it came from: ``source`` names the file, variable
+    or flag (``"ferry.toml"``, ``"FERRY_LOG_FSYNC"``, ``"--fsync"``), ``kind``
+    is one of :data:`SOURCE_KINDS` but ``"default"``."""
 
     value: object
     source: str
     from_text: bool
+    kind: str = "file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +224,7 @@ def schema_for(known: Mapping[str, KnownListener]) -> dict[Path_, Key]:
                 key = Key("port", kl.default_port, key.doc)
             schema[("listeners", lname, name)] = key
         for name, default in kl.options.items():
-            schema[("listeners", lname, name)] = key_for_default(default)
+            schema[("listeners", lname, name)] = key_for_default(default, option_doc(lname, name))
     return schema
 
 
@@ -294,18 +307,35 @@ def from_env(env: Mapping[str, str], schema: Mapping[Path_, Key]) -> dict[Path_,
     names = env_names(schema)
     out: dict[Path_, Origin] = {}
     for name, value in env.items():
-        if not name.startswith(ENV_PREFIX) or name in (ENV_CONFIG, ENV_PURE_PYTHON):
+        if not name.startswith(ENV_PREFIX) or name in NOT_KEYS:
             continue
         path = names.get(name)
         if path is None:
-            hint = _suggest(name, [*names, ENV_CONFIG, ENV_PURE_PYTHON])
+            hint = _suggest(name, [*names, *sorted(NOT_KEYS)])
             raise ConfigError(f"{name}: unknown environment variable{hint}; "
                               "see docs/configuration.md for the FERRY_* variables", key=name)
-        out[path] = Origin(value, name, from_text=True)
+        out[path] = Origin(value, name, from_text=True, kind="env")
     return out
 
 
 # -- building ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A validated configuration and, for every key, its value and origin
+    (None: the default). What ``ferry config check`` prints."""
+
+    config: Config
+    schema: Mapping[Path_, Key]
+    values: Mapping[Path_, Any]
+    origins: Mapping[Path_, Origin]
+
+    def source_of(self, path: Path_) -> tuple[str, str]:
+        """``(kind, name)``: ``("default", "")``, ``("file", "ferry.toml")``,
+        ``("env", "FERRY_LOG_FSYNC")`` or ``("flag", "--fsync")``."""
+        origin = self.origins.get(path)
+        return ("default", "") if origin is None else (origin.kind, origin.source)
+
+
 def load_config(
     path: Path | str | None = None,
     *,
@@ -318,6 +348,18 @@ def load_config(
     ``path`` (else ``$FERRY_CONFIG``, else none) is the TOML file; ``env``
     defaults to ``os.environ``; ``flags`` maps key paths to ``(text, flag
     name)``. Raises :class:`ConfigError` on the first problem."""
+    return resolve_config(path, env=env, flags=flags, registry=registry).config
+
+
+def resolve_config(
+    path: Path | str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[Path_, tuple[object, str]] | None = None,
+    registry: Registry | None = None,
+) -> Resolved:
+    """:func:`load_config`, keeping where every value came from (same arguments,
+    same errors)."""
     registry = registry or default_registry()
     known = registry.known()
     schema = schema_for(known)
@@ -333,9 +375,18 @@ def load_config(
     for fpath, (value, flag) in (flags or {}).items():
         if fpath not in schema:
             raise ConfigError(f"{flag}: sets unknown key {dotted(fpath)}", key=dotted(fpath))
-        origins[fpath] = Origin(value, flag, from_text=isinstance(value, str))
+        origins[fpath] = Origin(value, flag, from_text=isinstance(value, str), kind="flag")
     values = {p: _convert(p, key, origins.get(p)) for p, key in schema.items()}
-    return _build(values, known, _bindings(doc.get("binding"), path), path)
+    data_origin = origins.get(("server", "data_dir"))
+    if path is not None and data_origin is not None and data_origin.kind == "file":
+        # A relative data_dir in a config file is relative to that file, not to wherever
+        # the command runs: `ferry serve --config /etc/ferry/ferry.toml` and the admin
+        # commands' --local open the same directory from any folder (docs/configuration.md).
+        data_dir = Path(values[("server", "data_dir")]).expanduser()
+        if not data_dir.is_absolute():
+            values[("server", "data_dir")] = path.resolve().parent / data_dir
+    config = _build(values, known, _bindings(doc.get("binding"), path), path)
+    return Resolved(config, MappingProxyType(schema), MappingProxyType(values), MappingProxyType(origins))
 
 
 def _convert(path: Path_, key: Key, origin: Origin | None) -> Any:
@@ -421,10 +472,14 @@ __all__ = [
     "Config",
     "ConfigError",
     "ListenerConfig",
+    "Origin",
+    "Resolved",
     "SECTIONS",
+    "SOURCE_KINDS",
     "LISTENER_KEYS",
     "ServerConfig",
     "env_name",
     "load_config",
+    "resolve_config",
     "schema_for",
 ]

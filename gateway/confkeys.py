@@ -166,6 +166,77 @@ class Key:
             raise ValueError(reason)
 
 
+# What each listener option means. The options themselves (names, defaults) are
+# declared by the listener modules (ListenerSpec.options); their meanings live
+# here so `ferry config sample` and `ferry config check` can say what a key does.
+# tests/gateway/test_gw_config_cli.py fails when a listener gains an option
+# without a line here, so the sample cannot silently lose a key's meaning.
+_TLS = {"tls_cert": "PEM certificate chain; set it (with tls_key) and every connection is TLS",
+        "tls_key": "PEM private key of tls_cert (empty: the key is in tls_cert's file)"}
+LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "iggy_tcp": _TLS,
+    "iggy_ws": _TLS,
+    "nats_ws": {"tls_cert": "PEM certificate chain; set it (with tls_key) to serve wss:// instead of ws://",
+                "tls_key": _TLS["tls_key"]},
+    "http": {
+        **_TLS,
+        "jwt_secret": "HS256 key of access tokens (>= 32 bytes); empty: random, kept in <data_dir>/http-jwt-secret",
+        "jwt_lifetime_s": "access-token lifetime in seconds",
+        "max_body_bytes": "larger request bodies get 413",
+        "idle_timeout_s": "a keep-alive connection idle this long is closed",
+        "request_timeout_s": "a request must arrive whole within this long of its first byte",
+        "max_wait_ms": "upper bound of a poll's wait_ms",
+        "max_connections": "open connections; past it a new one is closed at once",
+    },
+    "nats": {
+        "max_payload": "largest message payload in bytes (advertised in INFO)",
+        "max_pending": "bytes queued for one client before it is a slow consumer (closed)",
+        "max_control_line": "longest protocol line in bytes",
+        "max_subscriptions": "subscriptions per connection; 0 = unlimited",
+        "ping_interval": "seconds between server PINGs",
+        "ping_max": "unanswered PINGs before 'Stale Connection'",
+        "server_name": "server name in INFO and /varz (empty: the server id)",
+        "user": "require this user name (with password)",
+        "password": "the password of user",
+        "token": "require this token instead of user/password",
+        "auth_file": "a nats-server config file whose authorization block (users, permissions) applies",
+        "tls_cert": "PEM certificate chain; set it (with tls_key) and INFO says tls_required",
+        "tls_key": _TLS["tls_key"],
+        "tls_ca": "CA that signs client certificates (with tls_verify)",
+        "tls_verify": "require a client certificate signed by tls_ca",
+        "tls_handshake_first": "TLS handshake before INFO (nats-py tls_handshake_first=True)",
+        "jetstream": "serve JetStream: streams, consumers, key-value buckets, object store",
+    },
+    "pravega": {
+        "advertised_host": "host the controller's getURI names for segments (empty: the bind address, "
+                           "127.0.0.1 for a wildcard)",
+        "tail_park_ms": "how long a read at the tail waits for data before an empty answer (1..25000)",
+    },
+    "pravega_controller": {
+        "auth": "require a Ferry user's Basic credentials on every controller RPC (and delegation tokens)",
+    },
+})
+
+
+# The fields of one [[binding]] table (core.addressing.Binding), with an example
+# value each, for the commented example in `ferry config sample`.
+BINDING_FIELDS: Mapping[str, tuple[object, str]] = MappingProxyType({
+    "stream": ("orders", "the Ferry stream (required)"),
+    "topic": ("eu west", "the Ferry topic (required)"),
+    "nats_subject": ("orders.euwest", "a literal NATS subject; the topic captures it and subject.> "
+                                      "(default: stream.topic)"),
+    "pravega_scope": ("orders", "Pravega scope name, [A-Za-z0-9.-] (default: the stream)"),
+    "pravega_stream": ("euwest", "Pravega stream name (default: the topic)"),
+    "create": (True, "create the stream and topic at start if missing"),
+    "partitions": (3, "partitions of a topic created by create = true"),
+})
+
+
+def option_doc(listener: str, option: str) -> str:
+    """The meaning of a listener option, or "" when none is written down."""
+    return LISTENER_OPTION_DOCS.get(listener, {}).get(option, "")
+
+
 def key_for_default(default: object, doc: str = "") -> Key:
     """The key of a listener option, typed by its default (ListenerSpec.options)."""
     if isinstance(default, bool):
@@ -188,4 +259,5 @@ def format_value(value: object) -> str:
     return repr(value)
 
 
-__all__ = ["GiB", "KINDS", "Key", "KiB", "MiB", "format_value", "key_for_default"]
+__all__ = ["GiB", "KINDS", "Key", "KiB", "BINDING_FIELDS", "LISTENER_OPTION_DOCS", "MiB", "format_value", "key_for_default",
+           "option_doc"]

@@ -6,7 +6,7 @@ Listeners plug in by *discovery*: every public module of the package
 ``gateway.listeners`` defines ``LISTENER = ListenerSpec(...)``
 (see that package's docstring). :func:`discover` imports them and checks the
 specs; nothing else in the gateway names a listener. The port table below is
-the documented default set (ARCHITECTURE.md, "Ports"): configuration accepts
+the documented default set (docs/quickstart.md, "Run it": the port table): configuration accepts
 ``[listeners.<name>]`` for every name in it even before that listener's module
 lands, so a config file written today keeps working tomorrow. A spec may add
 listener-specific keys with their defaults (``options``); they become valid
@@ -29,7 +29,7 @@ TCP = "tcp"
 UDP = "udp"
 TRANSPORTS = (TCP, UDP)
 
-# Default ports (ARCHITECTURE.md, "Ports"). NATS ones are nats-server's own
+# Default ports (docs/quickstart.md, "Run it": the port table). NATS ones are nats-server's own
 # defaults (4222 client, 8222 monitoring); Iggy's are its server defaults (TCP
 # 8090, QUIC 8080, HTTP 3000, WebSocket 8092); Pravega's are its segment store (12345) and
 # controller (9090) defaults. 8443 is the port nats-server's docs use for

@@ -2,19 +2,20 @@
 
 Theory of operation
 -------------------
-The admin commands (gateway/admin.py) open the data directory directly when no
-server holds it. When a running ``ferry serve`` holds it, they talk to that
-server instead, as an Iggy HTTP client would (docs/http.md): log in with the
-configured root user, then call the routes for streams, topics, sends and
-polls. :class:`RemoteBroker` offers the few ``Broker`` methods the admin
-commands use, so each command has one body for both cases.
+The admin commands (gateway/admin.py, gateway/cli_admin.py) talk to a running
+``ferry serve`` as an Iggy HTTP client would (docs/http.md): log in (a
+password, a personal access token traded for a JWT, or a JWT used as it is;
+gateway/remote_target.py says which server and which identity), then call the
+routes for streams, topics, sends, polls, users, permissions, tokens and
+consumer groups. :class:`RemoteBroker` offers the few ``Broker`` methods the
+stream/topic/produce/tail commands use, so each of those has one body for a
+server and for ``--local``.
 
 The HTTP API numbers ids from 0, as the CLI (the current Iggy server's
 numbering; ``ID_BASE`` keeps the shift in one place). Messages travel in the
 current server's JSON: ``user_headers`` as typed key/value entries, so a
 repeated key keeps each value and typed keys survive. A send answers only once
-durable under the fsync policy; ``produce`` reports what it sent (the
-confirmation's offsets are not read).
+durable under the fsync policy, with the base offset it was given.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import ssl
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import quote, urlencode
@@ -30,6 +32,7 @@ from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers, Message
 
 from .config import Config
+from .remote_target import Auth, Target
 
 ID_BASE = 0             # docs/http.md: ids on the HTTP API are numbered from 0
 TIMEOUT_S = 30.0        # one request; a long poll asks for less (WAIT_MS)
@@ -40,9 +43,17 @@ _ANY_HOSTS = ("0.0.0.0", "::", "")
 class RemoteError(Exception):
     """The server refused a request; the message is its Iggy reason."""
 
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 class RemoteUnreachable(RemoteError):
-    """Nothing answered at the HTTP address the configuration names."""
+    """Nothing answered at the target's URL; ``url`` and ``reason`` say where and why."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the server at {url}: {reason}")
+        self.url, self.reason = url, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +85,8 @@ class RemotePartition:
 @dataclass(frozen=True, slots=True)
 class RemoteSent:
     count: int
-    partition_id: int | None   # None: the server chose (balanced or by key)
+    partition_id: int | None   # from the confirmation; None only if the server sent none
+    base_offset: int | None
 
 
 def http_address(cfg: Config) -> tuple[str, int] | None:
@@ -101,15 +113,49 @@ def _size(text: Any) -> int:
         return 0
 
 
-class RemoteBroker:
-    """The admin subset of ``core.broker.Broker``, over one HTTP/1.1 connection."""
+def _reason(exc: BaseException) -> str:
+    """A short human reason for a failed connection ("connection refused", ...)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {TIMEOUT_S:g} s"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc})"
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text[0].lower() + text[1:] if text else type(exc).__name__
 
-    def __init__(self, cfg: Config, address: tuple[str, int]) -> None:
-        self._conn = http.client.HTTPConnection(address[0], address[1], timeout=TIMEOUT_S)
+
+class RemoteBroker:
+    """The admin subset of ``core.broker.Broker``, over one HTTP/1.1 connection,
+    logged in as ``target.auth``. Raises RemoteUnreachable or RemoteError (login refused)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        if target.scheme == "https":
+            self._conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                target.host, target.port, timeout=TIMEOUT_S, context=ssl.create_default_context())
+        else:
+            self._conn = http.client.HTTPConnection(target.host, target.port, timeout=TIMEOUT_S)
         self._token = ""
-        body = self._call("POST", "/users/login", {"username": cfg.auth.root_username,
-                                                   "password": cfg.auth.root_password})
+        self.user_id: int | None = None
+        self._login(target.auth)
+
+    def _login(self, auth: Auth) -> None:
+        if auth.token and auth.is_jwt:   # a JWT is already what the routes want
+            self._token = auth.token
+            return
+        try:
+            if auth.token:
+                body = self._call("POST", "/personal-access-tokens/login", {"token": auth.token})
+            else:
+                body = self._call("POST", "/users/login", {"username": auth.username, "password": auth.password})
+        except RemoteUnreachable:
+            raise
+        except RemoteError as exc:
+            raise RemoteError(f"{self.target.url} refused the login as {auth.describe()}: "
+                              f"{str(exc).rpartition(': ')[2]}", exc.status) from None
         self._token = body["access_token"]["token"]
+        self.user_id = body.get("user_id")
 
     def close(self) -> None:
         self._conn.close()
@@ -120,6 +166,10 @@ class RemoteBroker:
         return pid if isinstance(pid, int) else None
 
     # -- transport -------------------------------------------------------------------
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; the decoded JSON answer (None when empty). RemoteError when refused."""
+        return self._call(method, path, body)
+
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         headers = {"content-type": "application/json"}
         if self._token:
@@ -130,13 +180,15 @@ class RemoteBroker:
             resp = self._conn.getresponse()
             raw = resp.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise RemoteUnreachable(f"the running server's HTTP API did not answer: {exc}") from exc
+            self._conn.close()
+            raise RemoteUnreachable(self.target.url, _reason(exc)) from exc
         if resp.status >= 400:
             try:
                 reason = json.loads(raw)["reason"]
             except (ValueError, KeyError, TypeError):
-                reason = f"HTTP {resp.status}"
-            raise RemoteError(f"server refused {method} {path}: {reason}")
+                reason = {401: "not authorized (log in again, or check --token)",
+                          403: "permission denied"}.get(resp.status, f"HTTP {resp.status}")
+            raise RemoteError(f"server refused {method} {path.partition('?')[0]}: {reason}", resp.status)
         return json.loads(raw) if raw else None
 
     # -- streams ---------------------------------------------------------------------
@@ -176,16 +228,23 @@ class RemoteBroker:
     def delete_topic(self, stream: int | str, topic: int | str) -> None:
         self._call("DELETE", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}")
 
-    def partition(self, stream: int | str, topic: int | str, partition_id: int) -> RemotePartition:
+    def partitions(self, stream: int | str, topic: int | str) -> dict[int, RemotePartition]:
+        """Every partition of a topic by id, from one GET of the topic."""
         info = self._call("GET", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}")
+        out = {}
         for p in info.get("partitions") or ():
-            if p["id"] == partition_id + ID_BASE:
-                count = p["messages_count"]
-                # current_offset is the last offset (0 when empty): records are contiguous
-                # from first to last, retention only removes the oldest (docs/storage.md).
-                next_offset = p["current_offset"] + 1 if count or p["current_offset"] else 0
-                return RemotePartition(next_offset - count, next_offset, _size(p["size"]), count)
-        raise RemoteError(f"partition {partition_id} not found")
+            count = p["messages_count"]
+            # current_offset is the last offset (0 when empty): records are contiguous
+            # from first to last, retention only removes the oldest (docs/storage.md).
+            next_offset = p["current_offset"] + 1 if count or p["current_offset"] else 0
+            out[p["id"] - ID_BASE] = RemotePartition(next_offset - count, next_offset, _size(p["size"]), count)
+        return out
+
+    def partition(self, stream: int | str, topic: int | str, partition_id: int) -> RemotePartition:
+        found = self.partitions(stream, topic).get(partition_id)
+        if found is None:
+            raise RemoteError(f"partition {partition_id} not found")
+        return found
 
     # -- messages ----------------------------------------------------------------------
     def append(self, stream: int | str, topic: int | str, payloads: Sequence[bytes], headers: Headers, *,
@@ -198,9 +257,12 @@ class RemoteBroker:
             partitioning = {"kind": "balanced", "value": ""}
         hdrs = [{"key": _field(k), "value": _field(v)} for k, v in headers.items()] or None
         messages = [{"id": 0, "payload": _b64(p), "user_headers": hdrs} for p in payloads]
-        self._call("POST", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}/messages",
-                   {"partitioning": partitioning, "messages": messages})
-        return RemoteSent(len(payloads), partition)
+        body = self._call("POST", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}/messages",
+                          {"partitioning": partitioning, "messages": messages})
+        confirmations = (body or {}).get("confirmations") or [{}]
+        first = confirmations[0]
+        pid = first.get("partition_id")
+        return RemoteSent(len(payloads), None if pid is None else pid - ID_BASE, first.get("base_offset"))
 
     def read_messages(self, stream: int | str, topic: int | str, partition: int, offset: int,
                       count: int) -> list[Message]:
@@ -243,4 +305,9 @@ def _message(m: dict) -> Message:
                    checksum=h.get("checksum", 0))
 
 
-__all__ = ["RemoteBroker", "RemoteError", "RemoteUnreachable", "http_address"]
+def path_id(ident: int | str) -> str:
+    """A stream, topic, group or user identifier as a URL path segment."""
+    return _path_id(ident)
+
+
+__all__ = ["RemoteBroker", "RemoteError", "RemoteUnreachable", "http_address", "path_id"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.utils import formatdate
+from http import HTTPStatus
 
 import h11
 
@@ -34,6 +35,15 @@ from .events import NEED_DATA, ConnectionClosed, Request, RequestError
 from .limits import HttpLimits
 
 SERVER_HEADER = (b"server", b"ferry")
+# The status line's reason phrase (RFC 9110 15: the standard phrases, as
+# HTTPStatus names them). Clients ignore it, people and some tools read it;
+# h11 sends an empty one unless given. HTTP/2 has none (RFC 9113 8.3.2).
+_REASONS = {int(s): s.phrase.encode("ascii") for s in HTTPStatus}
+
+
+def reason_phrase(status: int) -> bytes:
+    """``b"Not Found"`` for 404; empty for a status without a standard phrase."""
+    return _REASONS.get(status, b"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +140,8 @@ class H1Side:
         if length is not None and length.isdigit() and (len(length) > 18 or int(length) > self.limits.max_body_bytes):
             return self._too_large()
         if self._h11.they_are_waiting_for_100_continue:
-            self._out.append(self._h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+            self._out.append(self._h11.send(h11.InformationalResponse(status_code=100, headers=[],
+                                                                      reason=reason_phrase(100))))
         return None
 
     def _data(self, data: bytes):
@@ -164,7 +175,7 @@ class H1Side:
         if not {b"upgrade", b"http2-settings"} <= _tokens(request.header(b"connection")):
             return None  # RFC 7540 3.2.1: HTTP2-Settings must be a connection option
         self._out.append(self._h11.send(h11.InformationalResponse(
-            status_code=101, headers=[(b"connection", b"Upgrade"), (b"upgrade", b"h2c")])))
+            status_code=101, headers=[(b"connection", b"Upgrade"), (b"upgrade", b"h2c")], reason=reason_phrase(101))))
         trailing, _closed = self._h11.trailing_data
         self._closed = True  # this side is done; HTTP/2 owns the socket from here
         return Upgrade(request, settings, bytes(trailing))
@@ -186,7 +197,7 @@ class H1Side:
         if self._close_after:
             headers.append((b"connection", b"close"))
         self._streaming = True
-        return self._send(h11.Response(status_code=status, headers=headers))
+        return self._send(h11.Response(status_code=status, headers=headers, reason=reason_phrase(status)))
 
     def send_body(self, stream_id: int, data: bytes) -> None:
         head_only = self._head is not None and self._head.method == b"HEAD"

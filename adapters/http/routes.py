@@ -7,9 +7,9 @@ same method and shape (``DELETE /users/logout`` before ``DELETE
 
 from __future__ import annotations
 
-from . import routes_messages, routes_options, routes_streams, routes_system, routes_users
+from . import routes_console, routes_messages, routes_options, routes_streams, routes_system, routes_users
 
 ROUTES = [*routes_system.ROUTES, *routes_users.ROUTES, *routes_streams.ROUTES, *routes_messages.ROUTES,
-          *routes_options.ROUTES]
+          *routes_options.ROUTES, *routes_console.ROUTES]
 
 __all__ = ["ROUTES"]

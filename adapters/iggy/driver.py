@@ -20,20 +20,30 @@ Errors: every peer mistake is already a reply (the session never raises for
 input); a fatal framing error writes its reply after the replies before it
 and closes; a broken socket ends the session quietly; anything else is our
 bug: logged, connection closed, the listener keeps serving others.
+
+Metrics: :class:`IggyMeter` counts a connection in the shared per-listener
+families (core/metrics.py ``listener_metrics``, label ``listener``): the TCP,
+QUIC and WebSocket drivers all use it, so ``iggy_tcp``, ``iggy_quic`` and
+``iggy_ws`` count the same things (docs/internals.md "Metrics").
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import struct
 from functools import partial
 
 import trio
 
+from core.metrics import listener_metrics, metrics_for
+
 from .connection import State
 from .errors import IggyStatus
-from .events import NEED_DATA, Evict
+from .events import NEED_DATA, Evict, Reply, Request
+from .messages import StoredBatch
 from .session import TRANSPORT_TCP, Deferred, IggySession
+from .spec import COMMANDS
 
 log = logging.getLogger("ferry.iggy")
 
@@ -47,6 +57,89 @@ MAX_PIPELINED = 32
 MAX_PIPELINED_BYTES = 8 * 1024 * 1024
 _CLIENT_IDS = itertools.count(1)
 _FINAL = object()  # writer queue marker: write the bytes that follow, then stop
+LISTENER = "iggy_tcp"  # the metrics label: the listener's name in gateway/registry.py
+_SEND = COMMANDS.by_name["message.send"]
+_POLL = COMMANDS.by_name["message.poll"]
+# A PollMessages reply body starts with u32 partition, u64 offset, u32 count
+# (replies.POLL_PREFIX, the same in every dialect); the polled messages follow.
+_POLL_HEAD = 16
+_U32 = struct.Struct("<I")
+
+
+class IggyMeter:
+    """One Iggy listener's counts in the shared families (``listener=label``).
+
+    * connections: accepted (``connections_total``) and open now;
+    * ``messages_in`` / ``bytes_in``: messages of each SendMessages the broker
+      accepted and their payload bytes (user headers not included);
+    * ``messages_out`` / ``bytes_out``: messages of each PollMessages reply and
+      the bytes of those messages as sent (each message's header included: the
+      reply is not walked per message, STYLE.md 7);
+    * ``errors``: replies with a non-zero status, evictions and fatal framing
+      errors.
+
+    Counting wraps the session's ``handle`` and ``finish`` (the two places an
+    answer comes from), so every driver counts alike without knowing the rules."""
+
+    __slots__ = ("c", "label")
+
+    def __init__(self, broker, label: str) -> None:
+        self.c = listener_metrics(metrics_for(broker))
+        self.label = label
+
+    def opened(self, session: IggySession) -> None:
+        """A connection was accepted: count it and meter its session's answers."""
+        self.c["connections_total"].inc(self.label)
+        self.c["connections_open"].inc(self.label)
+        session.handle = self._metered_handle(session.handle)
+        session.finish = self._metered_finish(session.finish)
+
+    def closed(self) -> None:
+        self.c["connections_open"].dec(self.label)
+
+    def error(self) -> None:
+        """A fatal framing error (the connection ends)."""
+        self.c["errors"].inc(self.label)
+
+    def _metered_handle(self, handle):
+        c, label = self.c, self.label
+
+        def handle_and_count(event):
+            answer = handle(event)
+            kind = type(answer)
+            if kind is Deferred:
+                if type(event) is Request and event.command is _SEND:  # appended; the ack follows
+                    msgs = event.value.messages
+                    if isinstance(msgs, StoredBatch):
+                        count, size = msgs.count, msgs.payload_bytes
+                    else:
+                        count, size = len(msgs), sum(len(m.payload) for m in msgs)
+                    c["messages_in"].inc(label, amount=count)
+                    c["bytes_in"].inc(label, amount=size)
+            elif kind is Reply:
+                if answer.status:
+                    c["errors"].inc(label)
+                elif type(event) is Request and event.command is _POLL and len(answer.body) >= _POLL_HEAD:
+                    count = _U32.unpack_from(answer.body, _POLL_HEAD - 4)[0]
+                    if count:
+                        c["messages_out"].inc(label, amount=count)
+                        c["bytes_out"].inc(label, amount=len(answer.body) - _POLL_HEAD)
+            else:  # Evict
+                c["errors"].inc(label)
+            return answer
+
+        return handle_and_count
+
+    def _metered_finish(self, finish):
+        errors, label = self.c["errors"], self.label
+
+        def finish_and_count(deferred, command):
+            answer = finish(deferred, command)
+            if type(answer) is not Reply or answer.status:
+                errors.inc(label)
+            return answer
+
+        return finish_and_count
 
 
 async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_context=None,
@@ -55,13 +148,15 @@ async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_cont
     with ``ssl_context`` every connection is TLS from its first byte (Iggy's
     ``[tcp.tls]``: the SDKs' ``tls_enabled`` wraps the whole TCP stream).
     Supports ``nursery.start``; ``started()`` returns the bound port."""
+    meter = IggyMeter(broker, LISTENER)
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     if ssl_context is not None:
         # https_compatible=False: Iggy clients expect a close_notify at the end (trio docs).
         listeners = [trio.SSLListener(lst, ssl_context, https_compatible=False) for lst in listeners]
     task_status.started(bound)
-    await trio.serve_listeners(partial(iggy_connection, broker), listeners, handler_nursery=conn_nursery)
+    await trio.serve_listeners(partial(iggy_connection, broker, meter=meter), listeners,
+                               handler_nursery=conn_nursery)
 
 
 def _peer(stream) -> str:
@@ -73,24 +168,30 @@ def _peer(stream) -> str:
         return "unknown"
 
 
-async def iggy_connection(broker, stream: trio.abc.Stream) -> None:
-    """Serve one Iggy client until it leaves or breaks the framing."""
+async def iggy_connection(broker, stream: trio.abc.Stream, *, meter: IggyMeter | None = None) -> None:
+    """Serve one Iggy client until it leaves or breaks the framing (counted by
+    ``meter``, the listener's; a test may leave it out)."""
     session = IggySession(broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=_peer(stream),
                           transport=TRANSPORT_TCP)
     session.conn.max_in_flight = MAX_PIPELINED
+    if meter is not None:
+        meter.opened(session)
     try:
-        await serve_pipeline(stream, session, "iggy session")
+        await serve_pipeline(stream, session, "iggy session", meter)
     finally:
         session.close()
+        if meter is not None:
+            meter.closed()
         await trio.aclose_forcefully(stream)
 
 
-async def serve_pipeline(stream, session: IggySession, what: str) -> None:
+async def serve_pipeline(stream, session: IggySession, what: str, meter: IggyMeter | None = None) -> None:
     """Run one connection's read and write loops (:class:`_Pipeline`) until the
-    peer leaves; failures are logged, never raised (TCP and WebSocket share it)."""
+    peer leaves; failures are logged, never raised (TCP and WebSocket share it).
+    A fatal framing error is counted in ``meter``."""
     try:
         async with trio.open_nursery() as nursery:
-            pipe = _Pipeline(stream, session, nursery.cancel_scope)
+            pipe = _Pipeline(stream, session, nursery.cancel_scope, meter)
             nursery.start_soon(pipe.write_loop)
             await pipe.read_loop()
     except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
@@ -102,8 +203,8 @@ async def serve_pipeline(stream, session: IggySession, what: str) -> None:
 class _Pipeline:
     """One connection's reader and writer and the ordered answers between them."""
 
-    def __init__(self, stream, session: IggySession, scope: trio.CancelScope) -> None:
-        self.stream, self.session, self.scope = stream, session, scope
+    def __init__(self, stream, session: IggySession, scope: trio.CancelScope, meter: IggyMeter | None = None) -> None:
+        self.stream, self.session, self.scope, self.meter = stream, session, scope, meter
         # The connection refuses to parse past MAX_PIPELINED waiting requests, so
         # this channel (one slot per waiting request, plus the final item) never blocks.
         self.send_q, self.recv_q = trio.open_memory_channel(MAX_PIPELINED + 1)
@@ -136,6 +237,8 @@ class _Pipeline:
             try:
                 event = conn.next_event()
             except IggyStatus:
+                if self.meter is not None:
+                    self.meter.error()
                 final = conn.data_to_send()  # the error reply, when the framing allows one
                 await self.send_q.send((_FINAL, final, 0))
                 return False
@@ -231,4 +334,4 @@ async def _complete(session: IggySession, deferred: Deferred, command):
     return session.finish(deferred, command)
 
 
-__all__ = ["iggy_connection", "serve_iggy_tcp"]
+__all__ = ["IggyMeter", "iggy_connection", "serve_iggy_tcp"]

@@ -14,10 +14,12 @@ import os
 import platform
 import socket
 import struct
+import time
 
 
 from core import errors as ce
 from core.permissions import Action
+from core.procstats import START_US, process_stats
 
 from . import options, render
 from . import replies as R
@@ -67,10 +69,16 @@ def ping(s, v):
 
 
 def get_stats(s, v):
+    """The process and host figures of HTTP /stats (core/procstats.py), in the binary Stats record."""
     t = s.broker.totals()
+    used = process_stats().read(s.broker.data_dir)
+    now_us = int(time.time() * 1_000_000)
     return R.STATS.encode(s.dialect, R.STATS.make(
-        process_id=os.getpid(), cpu_usage=0, total_cpu_usage=0, memory_usage=0, total_memory=0, available_memory=0,
-        run_time=0, start_time=0, read_bytes=0, written_bytes=t.stored_bytes, messages_size_bytes=t.stored_bytes,
+        process_id=os.getpid(), cpu_usage=used.cpu_usage, total_cpu_usage=used.total_cpu_usage,
+        memory_usage=used.memory_usage, total_memory=used.total_memory, available_memory=used.available_memory,
+        run_time=now_us - START_US, start_time=START_US, read_bytes=used.read_bytes, written_bytes=used.written_bytes,
+        messages_size_bytes=t.stored_bytes, threads_count=used.threads_count,
+        free_disk_space=used.free_disk_space, total_disk_space=used.total_disk_space,
         streams_count=t.streams, topics_count=t.topics, partitions_count=t.partitions, segments_count=t.segments,
         messages_count=t.messages, clients_count=len(sessions_of(s.broker)),
         consumer_groups_count=t.consumer_groups, hostname=socket.gethostname(),

@@ -14,6 +14,10 @@ Each connection runs two tasks in the listener's connection nursery:
   request per stream, one session per connection), lets the session answer,
   completing Deferred answers as the TCP driver does, and writes the reply.
 
+Metrics: the TCP driver's :class:`~adapters.iggy.driver.IggyMeter` under
+``listener="iggy_quic"`` (a connection counts from the client's first Initial
+packet; a malformed request stream is an error).
+
 The certificate is self-signed for ``localhost`` and made at start (the Iggy
 SDK's QUIC client uses server name ``localhost`` and does not verify
 certificates by default; no ALPN: protocols/iggy.md 1.2, iggy-current.md 10).
@@ -33,7 +37,7 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import ConnectionIdIssued, ConnectionIdRetired
 from aioquic.quic.packet import QuicPacketType, encode_quic_version_negotiation, pull_quic_header
 
-from .driver import _complete
+from .driver import IggyMeter, _complete
 from .events import Evict
 from .quic import IggyQuicGlue
 from .session import TRANSPORT_QUIC, Deferred, IggySession
@@ -42,6 +46,7 @@ log = logging.getLogger("ferry.iggy.quic")
 
 MAX_DATAGRAM = 65536
 IDLE_TIMEOUT_S = 10.0  # the SDK's default max_idle_timeout (iggy-current.md 10)
+LISTENER = "iggy_quic"  # the metrics label: the listener's name in gateway/registry.py
 _CLIENT_IDS = itertools.count(1 << 31)  # apart from the TCP driver's ids: both share group membership
 
 
@@ -77,6 +82,7 @@ class _Conn:
         self.session = IggySession(server.broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF,
                                    address=f"{addr[0]}:{addr[1]}", transport=TRANSPORT_QUIC)
         self.glue = IggyQuicGlue(quic, self.session)
+        server.meter.opened(self.session)
         self.wake = trio.Event()
         self.requests_ready = trio.Event()
         self.cids: set[bytes] = set()
@@ -124,6 +130,7 @@ class _Conn:
             stream_id, data = self.glue.ready.popleft()
             event, err = self.glue.request_events(data)
             if err is not None:
+                self.server.meter.error()
                 self.glue.fail(stream_id, err)
             else:
                 answer = self.session.handle(event)
@@ -144,6 +151,7 @@ class _Conn:
             log.exception("iggy QUIC connection failed", extra={"peer": self.session.address})
         finally:
             self.session.close()
+            self.server.meter.closed()
 
 
 class _Server:
@@ -153,6 +161,7 @@ class _Server:
         self.config = config
         self.nursery = nursery
         self.conns: dict[bytes, _Conn] = {}
+        self.meter = IggyMeter(broker, LISTENER)
 
     def route(self, cid: bytes, conn: _Conn) -> None:
         self.conns[cid] = conn

@@ -10,7 +10,7 @@ iggy-current.md 6.3-6.11.
 from __future__ import annotations
 
 from .table import LEGACY, Field, Struct
-from .types import U8, U16, U32, U64, Bytes32, ListOf, Str8, Str32
+from .types import F32, U8, U16, U32, U64, Bytes32, ListOf, Str8, Str32
 
 F = Field
 
@@ -76,7 +76,7 @@ RAW_PAT = Struct("raw_pat", (F("token", Str8),))
 # cpu fields are f32 bit patterns (Ferry sends 0); the last three are mandatory
 # for SDK 0.10+ (iggy-middle.md 6.9) and ignored by the 0.6.202 decoder.
 STATS = Struct("stats", (
-    F("process_id", U32), F("cpu_usage", U32), F("total_cpu_usage", U32), F("memory_usage", U64),
+    F("process_id", U32), F("cpu_usage", F32), F("total_cpu_usage", F32), F("memory_usage", U64),
     F("total_memory", U64), F("available_memory", U64), F("run_time", U64), F("start_time", U64),
     F("read_bytes", U64), F("written_bytes", U64), F("messages_size_bytes", U64), F("streams_count", U32),
     F("topics_count", U32), F("partitions_count", U32), F("segments_count", U32), F("messages_count", U64),

@@ -100,6 +100,30 @@ U32 = UInt("I", "u32")
 U64 = UInt("Q", "u64")
 
 
+class Float32(WireType):
+    """Little-endian IEEE 754 binary32 (Stats' CPU percentages, iggy.md 5.x Stats table)."""
+
+    fixed = 4
+    name = "f32"
+    _s = struct.Struct("<f")
+
+    def read(self, buf, pos, end):
+        if end - pos < 4:
+            raise _short(self.name)
+        return self._s.unpack_from(buf, pos)[0], pos + 4
+
+    def write(self, out, value):
+        out.append(self._s.pack(value))
+
+    def strategy(self):
+        from hypothesis import strategies as st
+
+        return st.floats(width=32, allow_nan=False)
+
+
+F32 = Float32()
+
+
 class _U128(WireType):
     fixed = 16
     name = "u128"

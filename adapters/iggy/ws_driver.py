@@ -42,20 +42,16 @@ from __future__ import annotations
 
 import itertools
 import logging
-import struct
 from functools import partial
 
 import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
-from core.metrics import listener_metrics, metrics_for
+from core.metrics import metrics_for
 
 from ..wsmask import install as install_compiled_unmask
-from .driver import MAX_PIPELINED, RECV_CHUNK, serve_pipeline
-from .events import Reply, Request
-from .messages import StoredBatch
+from .driver import MAX_PIPELINED, RECV_CHUNK, IggyMeter, serve_pipeline
 from .session import IggySession
-from .spec import COMMANDS
 from .ws import (
     CLOSE_MESSAGE_TOO_BIG,
     WS_MAX_MESSAGE,
@@ -81,18 +77,15 @@ _CLIENT_IDS = itertools.count(1 << 30)
 # cheap, and a loopback send costs as much as a small copy); larger ones as
 # two writes (module docstring).
 JOIN_BELOW = 64 * 1024
-_SEND = COMMANDS.by_name["message.send"]
-_POLL = COMMANDS.by_name["message.poll"]
-_U32 = struct.Struct("<I")
-_POLL_COUNT_AT = 12  # polled-messages prefix: u32 partition, u64 offset, u32 count (replies.POLL_PREFIX)
 
 
 class WsMetrics:
-    """The listener's families: the shared per-listener ones (label
-    ``listener="iggy_ws"``) and WebSocket-level counts."""
+    """The listener's families: the shared per-listener ones, counted by the
+    TCP driver's :class:`~adapters.iggy.driver.IggyMeter` (label
+    ``listener="iggy_ws"``), and WebSocket-level counts."""
 
-    def __init__(self, registry) -> None:
-        self.shared = listener_metrics(registry)
+    def __init__(self, registry, broker=None) -> None:
+        self.meter = IggyMeter(broker, LISTENER) if broker is not None else None
         self.messages = registry.counter("ferry_iggy_ws_messages_total",
                                          "Iggy WebSocket binary messages (one request or one reply each).",
                                          ("direction",))
@@ -102,27 +95,10 @@ class WsMetrics:
                                        "Iggy WebSocket connections closed for breaking the framing, "
                                        "by RFC 6455 close code.", ("code",))
 
-    def metered(self, handle):
-        """``session.handle`` counting appended and polled Iggy messages."""
-        shared = self.shared
-
-        def handle_and_count(event):
-            answer = handle(event)
-            if type(event) is Request:
-                if event.command is _SEND and type(answer) is not Reply:  # appended; the ack follows
-                    msgs = event.value.messages
-                    if isinstance(msgs, StoredBatch):
-                        count, size = msgs.count, msgs.payload_bytes
-                    else:
-                        count, size = len(msgs), sum(len(m.payload) for m in msgs)
-                    shared["messages_in"].inc(LISTENER, amount=count)
-                    shared["bytes_in"].inc(LISTENER, amount=size)
-                elif event.command is _POLL and type(answer) is Reply and not answer.status \
-                        and len(answer.body) >= _POLL_COUNT_AT + 4:
-                    shared["messages_out"].inc(LISTENER, amount=_U32.unpack_from(answer.body, _POLL_COUNT_AT)[0])
-            return answer
-
-        return handle_and_count
+    def closed_for(self, code: int) -> None:
+        self.closes.inc(str(code))
+        if self.meter is not None:
+            self.meter.error()
 
 
 class IggyWsStream(trio.abc.Stream):
@@ -150,12 +126,12 @@ class IggyWsStream(trio.abc.Stream):
             message = await self._ws.get_message()
         except ConnectionClosed as closed:
             if closed.reason is not None and closed.reason.code == CLOSE_MESSAGE_TOO_BIG:
-                self._metrics.closes.inc(str(CLOSE_MESSAGE_TOO_BIG))  # trio-websocket sent it
+                self._metrics.closed_for(CLOSE_MESSAGE_TOO_BIG)  # trio-websocket sent it
             return b""
         try:
             data = self.framing.request(message)
         except WsError as err:
-            self._metrics.closes.inc(str(err.close_code))
+            self._metrics.closed_for(err.close_code)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("iggy ws framing error from %s: %s", self.peer, err.reason)
             with trio.move_on_after(CLOSE_GRACE_S):
@@ -206,7 +182,7 @@ async def serve_iggy_ws(broker, host: str, port: int, conn_nursery, *, ssl_conte
     (``iggy+ws://``; with ``ssl_context``, ``wss://``: the SDKs' ``tls=true``)
     until cancelled. Any request path is accepted (the SDK asks for ``/``).
     Supports ``nursery.start``; ``started()`` returns the bound port."""
-    metrics = WsMetrics(metrics_for(broker))
+    metrics = WsMetrics(metrics_for(broker), broker)
     install_compiled_unmask()  # RFC 6455 unmasking in C (adapters/wsmask.py): a quarter of a send's time
     async with trio.open_nursery() as nursery:
         server = await nursery.start(partial(
@@ -229,15 +205,15 @@ async def iggy_ws_connection(broker, stream: IggyWsStream, metrics: WsMetrics) -
     session = IggySession(broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=stream.peer,
                           transport=TRANSPORT_WEBSOCKET)
     session.conn.max_in_flight = MAX_PIPELINED
-    session.handle = metrics.metered(session.handle)
-    shared = metrics.shared
-    shared["connections_total"].inc(LISTENER)
-    shared["connections_open"].inc(LISTENER)
+    meter = metrics.meter
+    if meter is not None:
+        meter.opened(session)
     try:
-        await serve_pipeline(stream, session, "iggy websocket session")
+        await serve_pipeline(stream, session, "iggy websocket session", meter)
     finally:
         session.close()
-        shared["connections_open"].dec(LISTENER)
+        if meter is not None:
+            meter.closed()
         await stream.aclose()
 
 

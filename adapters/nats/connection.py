@@ -76,9 +76,16 @@ RTT_MEASUREMENT_INTERVAL = 3600.0  # DEFAULT_RTT_MEASUREMENT_INTERVAL: re-measur
 SYS_QUEUE = "_sys_"            # client.go sysGroup: no client may queue-subscribe with it
 GLOBAL_ACCOUNT = "$G"          # remote_account in the connect_info INFO
 PROTOCOL_MAX = 1               # ClientProtoInfo: CONNECT protocol must be 0 or 1
-# The nats-server release whose client protocol we implement (headers and
-# no_responders need >= 2.2; nats.js needs strict x.y.z).
-SERVER_VERSION = "2.10.0"
+# The nats-server release Ferry claims to be, in INFO ``version``, /varz and
+# ``ferry nats-server -v`` (all read this constant). It is the release Ferry's
+# behaviour was checked against side by side (tests/nats/*_vs_nats_server.py,
+# the JetStream, KV, /jsz and permission comparisons: docs/nats.md), so a client
+# that gates a feature on the version sees the server the replies were compared
+# with. Clients read it: nats.js needs strict x.y.z and turns features on by
+# version (semver.js: all of them by 2.10.0 except batch DIRECT.GET at 2.11.0,
+# which Ferry serves), nats-py uses the 2.9 consumer-create subjects from 2.9 up;
+# headers and no_responders need >= 2.2. Move it only with a new side-by-side run.
+SERVER_VERSION = "2.15.1"
 
 # Reserved prefixes nats-server refuses from clients (client.go processInboundClientMsg).
 _GW_REPLY_PREFIX = "_GR_."     # gateway-routed replies, as subject or reply

@@ -46,6 +46,17 @@ OPTIONS = {
 }
 
 
+class _ListenerApp(HttpApp):
+    """The HttpApp that also counts error answers (status 400 and up) in the shared
+    ``ferry_errors_total`` family (core/metrics.py). Metrics wiring only; the
+    natural home is ``HttpApp.count_response`` itself."""
+
+    def count_response(self, response) -> None:
+        super().count_response(response)
+        if response.status >= 400:
+            self.counters["errors"].inc(self.listener)
+
+
 def build_app(broker, cfg) -> tuple[HttpApp, HttpLimits]:
     """The HttpApp for ``broker`` with ``cfg.options`` applied (blocking: reads the secret)."""
     opts = {**OPTIONS, **dict(cfg.options)}
@@ -61,7 +72,7 @@ def build_app(broker, cfg) -> tuple[HttpApp, HttpLimits]:
     tokens = TokenService(secret, lifetime_s=int(opts["jwt_lifetime_s"]),
                           persist=lambda value: meta.set_setting(REVOKED_SETTING, value),
                           revoked=meta.get_setting(REVOKED_SETTING))
-    return HttpApp(broker, tokens, metrics_for(broker), limits=limits, listener=cfg.name), limits
+    return _ListenerApp(broker, tokens, metrics_for(broker), limits=limits, listener=cfg.name), limits
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

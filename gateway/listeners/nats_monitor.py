@@ -7,6 +7,12 @@ broker's JetStream state, which the ``nats`` listener turned on
 (``adapters.nats.jetstream_api.enable``), else it reports ``disabled``. HTTP/1.1 through h11, GET
 and HEAD only, keep-alive, one small request at a time per connection.
 Without a running ``nats`` listener every endpoint answers 503.
+
+Metrics (core/metrics.py ``listener_metrics``, ``listener="nats_monitor"``):
+connections; ``messages_in``/``messages_out`` count requests and responses,
+``bytes_in`` the request bytes received (a monitoring GET has no other
+payload), ``bytes_out`` the response bodies; ``errors`` the responses with a
+status of 400 or more.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import trio
 
 from adapters.nats.monitor import respond
 from adapters.nats.server_state import shared_state
+from core.metrics import listener_metrics, metrics_for
 
 from ..registry import ListenerSpec
 
@@ -29,6 +36,7 @@ MAX_BODY = 64 * 1024           # GETs carry no body; anything larger is refused 
 IDLE_TIMEOUT = 30.0            # keep-alive connections idle this long are closed
 RECV_CHUNK = 16 * 1024
 _UNAVAILABLE = b'{"error": "the nats listener is not running"}\n'
+NAME = "nats_monitor"  # the metrics label: this listener's name
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
@@ -41,26 +49,31 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
 
 async def _http_connection(broker, http_port: int, stream) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
+    counters = listener_metrics(metrics_for(broker))
+    counters["connections_total"].inc(NAME)
+    counters["connections_open"].inc(NAME)
     try:
         while True:
             with trio.move_on_after(IDLE_TIMEOUT):
-                request = await _read_request(conn, stream)
+                request = await _read_request(conn, stream, counters)
             if request is None:
                 return
             status, body = _answer(broker, http_port, request)
-            await _send(conn, stream, status, body, head_only=request.method == b"HEAD")
+            counters["messages_in"].inc(NAME)
+            await _send(conn, stream, status, body, head_only=request.method == b"HEAD", counters=counters)
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
     except h11.RemoteProtocolError as exc:
         if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with trio.move_on_after(1):
-                await _send(conn, stream, exc.error_status_hint, b"", head_only=False)
+                await _send(conn, stream, exc.error_status_hint, b"", head_only=False, counters=counters)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     except Exception:  # noqa: BLE001 - a bug here must not take the listener down
         log.exception("nats monitor connection failed")
     finally:
+        counters["connections_open"].dec(NAME)
         await trio.aclose_forcefully(stream)
 
 
@@ -74,14 +87,16 @@ def _answer(broker, http_port: int, request: h11.Request) -> tuple[int, bytes]:
     return respond(state, path, query, http_port=http_port)
 
 
-async def _read_request(conn: h11.Connection, stream) -> h11.Request | None:
+async def _read_request(conn: h11.Connection, stream, counters) -> h11.Request | None:
     """The next request with its (small) body read, or None at EOF."""
     request = None
     body = 0
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
-            conn.receive_data(await stream.receive_some(RECV_CHUNK))
+            data = await stream.receive_some(RECV_CHUNK)
+            counters["bytes_in"].inc(NAME, amount=len(data))
+            conn.receive_data(data)
         elif isinstance(event, h11.Request):
             request = event
         elif isinstance(event, h11.Data):
@@ -94,13 +109,18 @@ async def _read_request(conn: h11.Connection, stream) -> h11.Request | None:
             return None
 
 
-async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_only: bool) -> None:
+async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_only: bool, counters) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     data = conn.send(h11.Response(status_code=status, headers=headers))
     if not head_only:
         data += conn.send(h11.Data(data=body))
     data += conn.send(h11.EndOfMessage())
     await stream.send_all(data)
+    counters["messages_out"].inc(NAME)
+    if not head_only:
+        counters["bytes_out"].inc(NAME, amount=len(body))
+    if status >= 400:
+        counters["errors"].inc(NAME)
 
 
 LISTENER = ListenerSpec(name="nats_monitor", default_port=8222, transport="tcp", serve=serve,

@@ -16,6 +16,11 @@ auth  false    require Basic credentials of a Ferry user on every RPC and a
                segment-store request, as a Pravega cluster with auth enabled
                (clients: ``auth_enabled=True``, ``pravega_client_auth_method=Basic``)
 ====  =======  ================================================================
+
+Metrics (core/metrics.py ``listener_metrics``, ``listener="pravega_controller"``):
+connections (counted by adapters/pravega/driver.py); each gRPC call is a
+message in (``bytes_in``: its protobuf bytes), each OK answer a message out
+(``bytes_out``: its protobuf bytes), each non-OK answer an error.
 """
 
 from __future__ import annotations
@@ -26,10 +31,43 @@ from adapters.pravega.auth import Authenticator, TokenIssuer, load_secret
 from adapters.pravega.controller import ControllerService
 from adapters.pravega.driver import serve_controller
 from adapters.pravega.state import state_of
+from core.metrics import listener_metrics, metrics_for
 
 from ..registry import ListenerSpec
 
 OPTIONS = {"auth": False}
+NAME = "pravega_controller"  # the metrics label: this listener's name
+
+
+class _MeteredController(ControllerService):
+    """The controller service, counting calls and answers under ``listener=NAME``."""
+
+    def __init__(self, broker, **kw) -> None:
+        super().__init__(broker, **kw)
+        self.counters = listener_metrics(metrics_for(broker))
+
+    def dispatch(self, conn, call) -> None:
+        self.counters["messages_in"].inc(NAME)
+        self.counters["bytes_in"].inc(NAME, amount=len(call.body))
+        super().dispatch(_MeteredConn(conn, self.counters), call)
+
+
+class _MeteredConn:
+    """The gRPC connection as the service answers through it (reply / fail)."""
+
+    __slots__ = ("conn", "counters")
+
+    def __init__(self, conn, counters) -> None:
+        self.conn, self.counters = conn, counters
+
+    def reply(self, stream_id: int, body: bytes) -> None:
+        self.counters["messages_out"].inc(NAME)
+        self.counters["bytes_out"].inc(NAME, amount=len(body))
+        self.conn.reply(stream_id, body)
+
+    def fail(self, stream_id: int, code, message: str = "") -> None:
+        self.counters["errors"].inc(NAME)
+        self.conn.fail(stream_id, code, message)
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
@@ -39,7 +77,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
         issuer = TokenIssuer(await trio.to_thread.run_sync(load_secret, broker.data_dir))
         state_of(broker).issuer = issuer  # the segment store checks tokens from now on
         auth = Authenticator(broker, issuer)
-    await serve_controller(broker, cfg.host, cfg.port, conn_nursery, service=ControllerService(broker, auth=auth),
+    await serve_controller(broker, cfg.host, cfg.port, conn_nursery, service=_MeteredController(broker, auth=auth),
                            task_status=task_status)
 
 

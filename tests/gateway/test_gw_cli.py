@@ -20,6 +20,9 @@ from gw_helpers import run_ferry
 COMMANDS = [
     [], ["serve"], ["version"], ["stream"], ["stream", "create"], ["stream", "list"], ["stream", "delete"],
     ["topic"], ["topic", "create"], ["topic", "list"], ["topic", "delete"], ["produce"], ["tail"],
+    ["user"], ["user", "list"], ["user", "create"], ["user", "delete"], ["user", "passwd"], ["user", "activate"],
+    ["user", "deactivate"], ["perm"], ["perm", "show"], ["perm", "set"], ["pat"], ["pat", "list"],
+    ["pat", "create"], ["pat", "delete"], ["group"], ["group", "list"], ["group", "create"], ["group", "delete"],
 ]
 
 

@@ -245,3 +245,32 @@ def test_configuration_doc_lists_every_key_and_variable():
 def test_the_pure_python_switch_is_not_a_config_key():
     # FERRY_PURE_PYTHON is read by core/log/encoded.py at import: it must not stop the server.
     assert load(env={"FERRY_PURE_PYTHON": "1"}).log.fsync == "batch"
+
+
+def test_client_command_variables_do_not_stop_the_server():
+    # FERRY_SERVER/TOKEN/USER/PASSWORD tell `ferry stream ...` which server and
+    # login to use; a shell that exports them must still run `ferry serve`.
+    from gateway.config import CLIENT_ENV, env_names, schema_for
+    from gateway.registry import default_registry
+
+    env = {name: "x" for name in CLIENT_ENV}
+    assert load(env=env).server.host == "0.0.0.0"
+    assert not set(CLIENT_ENV) & set(env_names(schema_for(default_registry().known())))
+    with pytest.raises(ConfigError, match="FERRY_TOKENS: unknown environment variable"):
+        load(env={"FERRY_TOKENS": "x"})  # a near miss is still an error
+
+
+def test_relative_data_dir_in_a_file_is_relative_to_the_file(tmp_path, monkeypatch):
+    """`ferry serve --config /etc/ferry/ferry.toml` and `ferry ... --local` open the
+    same folder wherever they run; --data and the variable stay relative to the CWD."""
+    conf_dir = tmp_path / "etc"
+    conf_dir.mkdir()
+    conf = conf_dir / "ferry.toml"
+    conf.write_text('[server]\ndata_dir = "store"\n')
+    monkeypatch.chdir(tmp_path)
+    assert load_config(conf, env={}).server.data_dir == conf_dir.resolve() / "store"
+    conf.write_text('[server]\ndata_dir = "/srv/ferry"\n')
+    assert load_config(conf, env={}).server.data_dir == Path("/srv/ferry")
+    conf.write_text('[server]\ndata_dir = "store"\n')
+    assert load_config(conf, env={"FERRY_SERVER_DATA_DIR": "here"}).server.data_dir == Path("here")
+    assert load_config(conf, env={}, flags={("server", "data_dir"): ("cwd", "--data")}).server.data_dir == Path("cwd")

@@ -7,6 +7,8 @@ in 0.9, protocols/iggy-current.md section 9)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from iggy_clients import run_scenario
@@ -89,9 +91,10 @@ def test_iggy_py_0_4_0_scenario(iggy_gateway):
 
 def test_apache_iggy_0_9_0_admin_scenario(iggy_gateway):
     """Users with permissions, 41 for a user without the grant, PAT auto-login, listings."""
-    got = steps(run_scenario("apache-iggy==0.9.0", "current_admin.py", iggy_gateway.ports["iggy_tcp"]))
+    got = steps(run_scenario("apache-iggy==0.9.0", "current_admin.py", iggy_gateway.ports["iggy_tcp"], str(os.getpid())))
     assert got == {
         "stats": {"streams": 1, "topics": 1, "partitions": 1},
+        "stats_process": {"pid": True, "rss": True, "available": True, "cpu": True, "started": True},
         "streams": {"names": ["s1"]},
         "topics": {"names": ["t1"]},
         "partitions": {"count": 3},

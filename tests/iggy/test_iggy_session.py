@@ -3,6 +3,7 @@ generation reading what every other wrote, cross-protocol live delivery."""
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 
@@ -414,6 +415,12 @@ def test_clients_and_stats(broker):
     assert a.call("client.get", client_id=0)[0] == E.INVALID_CLIENT_ID
     stats = R.STATS.decode(2, a.ok("system.stats"))
     assert stats.clients_count == 2
+    # the process's own figures (core/procstats.py), as HTTP /stats reports them
+    assert stats.process_id == os.getpid() and stats.threads_count >= 1
+    assert 1 << 20 < stats.memory_usage <= stats.total_memory and 0 < stats.available_memory <= stats.total_memory
+    assert 0.0 <= stats.cpu_usage and 0.0 <= stats.total_cpu_usage <= 100.0
+    assert 0 < stats.run_time and stats.start_time > 1_700_000_000_000_000
+    assert stats.free_disk_space <= stats.total_disk_space and stats.total_disk_space > 0
 
     b.session.close()
     assert R.STATS.decode(2, a.ok("system.stats")).clients_count == 1

@@ -20,6 +20,11 @@ async def main(port: int) -> None:
     await root.create_topic("s1", "t1", 1)
     stats = await root.get_stats()
     out("stats", streams=stats.streams_count, topics=stats.topics_count, partitions=stats.partitions_count)
+    # the process figures are the gateway's real ones (core/procstats.py), not zeros
+    out("stats_process", pid=stats.process_id == int(sys.argv[2]), rss=1 << 20 < stats.memory_usage <= stats.total_memory,
+        available=0 < stats.available_memory <= stats.total_memory,
+        cpu=0.0 <= stats.cpu_usage < 100_000 and 0.0 <= stats.total_cpu_usage <= 100.0,
+        started=stats.start_time > 1_700_000_000_000_000 and stats.run_time.total_seconds() > 0)
     out("streams", names=[s.name for s in await root.get_streams()])
     out("topics", names=[t.name for t in await root.get_topics("s1")])
     await root.create_partitions("s1", "t1", 2)
