@@ -23,6 +23,8 @@ import sys
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_INTERVAL = "10 seconds"  # continuous archive: one micro-batch at most this often
+# How often the progress bar asks Spark's status tracker (a JVM call each): a human's refresh rate.
+PROGRESS_POLL_S = 0.25
 
 
 def add_parser(sub) -> None:
@@ -36,6 +38,8 @@ def add_parser(sub) -> None:
         p.add_argument("--password", default="iggy")
         p.add_argument("--stream", required=True, help="the Ferry stream")
         p.add_argument("--master", default=DEFAULT_MASTER, help="Spark master URL (default local[*])")
+        p.add_argument("--progress", action="store_true",
+                       help="show the Spark task progress bar even when stderr is not a terminal")
 
     p = psub.add_parser("archive", help="continuously archive topics to Parquet (topic/date partitions)")
     common(p)
@@ -109,6 +113,50 @@ def replay(spark, args) -> int:
     return count
 
 
+def track_tasks(spark, work, desc: str, *, out=None, poll_s: float = PROGRESS_POLL_S):
+    """``work()``'s result, with a tqdm bar on ``out`` (stderr) showing the Spark
+    tasks of the jobs it starts: completed / total over every stage seen
+    (SparkStatusTracker), then one summary line. The bar is the only view of a
+    long archive or replay a terminal gets. ``work`` runs in the calling thread
+    (Spark's session, and with it the registered ``ferry`` source, is per thread
+    on the JVM side); a watcher thread drives the bar."""
+    import threading
+
+    from tqdm import tqdm
+
+    out = sys.stderr if out is None else out
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getActiveStageIds())  # stages of other work already running (tests share a session)
+    stages: dict[int, tuple[int, int]] = {}
+    finished = threading.Event()
+
+    def sample() -> None:
+        for sid in (set(tracker.getActiveStageIds()) - before) | set(stages):
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                stages[sid] = (info.numCompletedTasks, info.numTasks)
+
+    def watch(bar) -> None:
+        while not finished.wait(poll_s):
+            sample()
+            bar.total = sum(total for _, total in stages.values())
+            bar.n = sum(done for done, _ in stages.values())
+            bar.refresh()
+
+    with tqdm(total=0, unit="task", desc=desc, file=out, leave=False, dynamic_ncols=True) as bar:
+        watcher = threading.Thread(target=watch, args=(bar,), name=f"ferry-{desc}-progress", daemon=True)
+        watcher.start()
+        try:
+            value = work()
+        finally:
+            finished.set()
+            watcher.join()
+    sample()  # the last stages' final counts
+    done, total = sum(d for d, _ in stages.values()), sum(t for _, t in stages.values())
+    print(f"ferry: {desc}: {done}/{total} Spark tasks in {len(stages)} stages", file=out)
+    return value
+
+
 def cmd_pipeline(args: argparse.Namespace) -> int:
     import os
 
@@ -120,9 +168,17 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     spark = (SparkSession.builder.master(args.master).appName(f"ferry-pipeline-{args.action}")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.dataSource.register(FerryDataSource)
+    show = args.progress or sys.stderr.isatty()
+
+    def tracked(work, desc):
+        return track_tasks(spark, work, desc) if show else work()
+
     try:
         if args.action == "archive":
-            q = archive(spark, args)
+            if args.trigger == "available-now":  # a finite job: worth a bar
+                q = tracked(lambda: archive(spark, args), "archive")
+            else:
+                q = archive(spark, args)
             if args.trigger == "continuous":
                 print(f"ferry: archiving into {args.out} (query {q.id}); Ctrl-C to stop", file=sys.stderr)
                 try:
@@ -130,11 +186,11 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
                 except KeyboardInterrupt:
                     q.stop()
         else:
-            n = replay(spark, args)
+            n = tracked(lambda: replay(spark, args), "replay")
             print(f"ferry: replayed {n} messages into {args.stream}/{args.topic}", file=sys.stderr)
     finally:
         spark.stop()
     return 0
 
 
-__all__ = ["add_parser", "archive", "cmd_pipeline", "replay"]
+__all__ = ["add_parser", "archive", "cmd_pipeline", "replay", "track_tasks"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 
-from adapters.spark.pipeline import archive, replay
+from adapters.spark.pipeline import archive, replay, track_tasks
 from gateway.cli import build_parser
 from spark_helpers import every_kind_headers, produce, read_rows
 
@@ -32,9 +35,15 @@ def test_archive_then_replay_round_trip(spark, ferry, client, stream_name, tmp_p
     keys = sorted((r.topic, r.partition, r.offset) for r in archived)
     assert keys == sorted(set(keys)) and len(keys) == 21  # each message once, none missing
 
-    n = replay(spark, args("replay", *base, "--in", str(out), "--from-topic", "a", "--topic", "restored",
-                           "--partitions", "2", "--keep-partitions"))
+    # through the progress bar a terminal gets (track_tasks): same result, and the tasks it saw
+    bar = io.StringIO()
+    replay_args = args("replay", *base, "--in", str(out), "--from-topic", "a", "--topic", "restored",
+                       "--partitions", "2", "--keep-partitions", "--progress")
+    n = track_tasks(spark, lambda: replay(spark, replay_args), "replay", out=bar, poll_s=0.05)
     assert n == 11
+    summary = bar.getvalue().splitlines()[-1]
+    done, total = map(int, re.search(r"replay: (\d+)/(\d+) Spark tasks", summary).groups())
+    assert done == total > 0, summary
     original = {(r.partition, r.offset): r for r in read_rows(spark, ferry, stream_name, "a")}
     restored = {(r.partition, r.offset): r for r in read_rows(spark, ferry, stream_name, "restored")}
     assert original.keys() == restored.keys()
