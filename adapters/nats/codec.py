@@ -664,6 +664,12 @@ class PreparedMessage:
         out += (line, self.payload, CRLF)
         return len(line) + self._body
 
+    def counted(self, headers: bool) -> int:
+        """The bytes nats-server counts as sent for one delivery (``out_bytes``,
+        server/client.go deliverMsg: the header block when the client takes
+        headers, plus the payload; no protocol line, no CRLF)."""
+        return self._hbody - 2 if headers and self.header else self._body - 2
+
 
 def join_frames(frames: Iterable[bytes | memoryview]) -> bytes:
     """One ``b"".join`` for a list of fragments (STYLE.md section 7)."""

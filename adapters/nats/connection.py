@@ -199,6 +199,7 @@ class NatsServerConnection:
         self._state = AWAIT_CONNECT
         self._error: NatsError | None = None
         self._out: list[bytes | memoryview] = [encode_info(self._info_fields())]
+        self.errors_sent = 0  # non-fatal -ERRs queued (_err)
         self._now = now
         self._auth_deadline = now + limits.auth_timeout if info.auth_required else None
         self._ping_deadline: float | None = now + limits.ping_interval
@@ -297,11 +298,17 @@ class NatsServerConnection:
         elif isinstance(event, Ok):
             self._out.append(OK_FRAME)
         elif isinstance(event, Err):
-            self._out.append(err_frame(event.text))
+            self._err(event.text)
         elif isinstance(event, Info):
             self._out.append(encode_info(self._info_fields(event.fields)))
         else:
             raise NatsLocalProtocolError(f"cannot send {type(event).__name__} to a client")
+
+    def _err(self, text: str) -> None:
+        """Queue a non-fatal ``-ERR`` (the connection stays open) and count it
+        (``errors_sent``: ferry_errors_total of the listener, server_state.Meter)."""
+        self._out.append(err_frame(text))
+        self.errors_sent += 1
 
     def data_to_send(self) -> bytes:
         """Everything queued for the client since the last call, as one bytes."""
@@ -386,11 +393,11 @@ class NatsServerConnection:
         self._last_in = self._now
         subject, reply = event.subject, event.reply
         if self.options.pedantic and not is_valid_subject(subject):
-            self._out.append(err_frame(INVALID_PUBLISH_SUBJECT))  # still delivered
+            self._err(INVALID_PUBLISH_SUBJECT)  # still delivered
         if subject[0] in "_$" or (reply and reply[0] in "_$") or self.permissions is not None:
             refusal = self._publish_refusal(subject, reply)
             if refusal is not None:
-                self._out.append(err_frame(refusal))
+                self._err(refusal)
                 return None
         if self.options.verbose:
             self._out.append(OK_FRAME)
@@ -412,18 +419,18 @@ class NatsServerConnection:
         self._last_in = self._now
         subject, queue, perms = event.subject, event.queue, self.permissions
         if queue == SYS_QUEUE or (perms is not None and not perms.can_subscribe(subject, queue)):
-            self._out.append(err_frame(subscribe_violation(subject, queue)))
+            self._err(subscribe_violation(subject, queue))
             return None
         subs = self.subscriptions
         if subs.at_limit:
-            self._out.append(err_frame(MAX_SUBSCRIPTIONS_EXCEEDED))
+            self._err(MAX_SUBSCRIPTIONS_EXCEEDED)
             return None
         if event.sid in subs:   # nats-server keeps the first subscription, says nothing
             if self.options.verbose:
                 self._out.append(OK_FRAME)
             return None
         if not is_valid_pattern(subject):
-            self._out.append(err_frame(INVALID_SUBJECT))
+            self._err(INVALID_SUBJECT)
             return None
         sub = subs.add(event.sid, subject, queue)
         if self.options.verbose:

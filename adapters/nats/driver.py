@@ -147,7 +147,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
         session.close()
         state.touched.discard(outbox)
         state.remove(conn.client_id)
-        meter.close()
+        meter.close(fatal_error=bool(final.error))
         with trio.move_on_after(CLOSE_GRACE) as scope:
             scope.shield = True
             await trio.aclose_forcefully(stream)

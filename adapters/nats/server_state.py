@@ -114,7 +114,7 @@ class NatsServerState:
             record.wake()
 
 
-_METRIC_KEYS = ("messages_in", "bytes_in", "messages_out", "bytes_out")
+_METRIC_KEYS = ("messages_in", "bytes_in", "messages_out", "bytes_out", "errors")
 
 
 class Meter:
@@ -126,21 +126,25 @@ class Meter:
         self.counters = counters
         self.label = label
         self.session = session
-        self.seen = (0, 0, 0, 0)
+        self.seen = (0, 0, 0, 0, 0)
         counters["connections_total"].inc(label)
         counters["connections_open"].inc(label)
 
     def fold(self) -> None:
         s = self.session
-        now = (s.msgs_in, s.bytes_in, s.msgs_out, s.bytes_out)
+        now = (s.msgs_in, s.bytes_in, s.msgs_out, s.bytes_out, s.conn.errors_sent)
         if now != self.seen:
             for key, new, old in zip(_METRIC_KEYS, now, self.seen):
                 if new != old:
                     self.counters[key].inc(self.label, amount=new - old)
             self.seen = now
 
-    def close(self) -> None:
+    def close(self, fatal_error: bool = False) -> None:
+        """The last fold; ``fatal_error``: the connection ends with a fatal ``-ERR``
+        (counted as one more error, after the non-fatal ones it sent)."""
         self.fold()
+        if fatal_error:
+            self.counters["errors"].inc(self.label)
         self.counters["connections_open"].dec(self.label)
 
 

@@ -301,7 +301,7 @@ class NatsSession:
     def _publish(self, event: Pub | HPub) -> None:
         header = event.header if type(event) is HPub else b""  # type: ignore[union-attr]
         self.msgs_in += 1
-        self.bytes_in += len(event.payload)
+        self.bytes_in += len(header) + len(event.payload)  # nats-server's in_bytes: header block + payload
         self._publish_parts(event.subject, event.reply, header, event.payload)
 
     def _publish_parts(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
@@ -378,7 +378,8 @@ class NatsSession:
         line is left in fragments (``head`` "MSG <subject> ", the sid, ``tail``
         " [reply ]<size>\r\n", payload, CRLF), so nothing is concatenated per
         subscriber."""
-        fixed = len(head) + len(tail) + len(payload) + 2
+        plen = len(payload)  # what nats-server counts as sent (out_bytes): the payload, no framing
+        fixed = len(head) + len(tail) + plen + 2
         delivered = 0
         for sink in sinks:
             session, sub = sink.session, sink.sub
@@ -393,7 +394,7 @@ class NatsSession:
             size = fixed + len(sid)
             outbox.pending += size
             session.msgs_out += 1
-            session.bytes_out += size
+            session.bytes_out += plen
             if outbox.pending > outbox.high_water:
                 if outbox.pending > outbox.max_pending:
                     session._slow_consumer()
@@ -485,9 +486,9 @@ class NatsSession:
         if outbox.pending + size > outbox.high_water and publisher is not self \
                 and type(publisher) is NatsSession:
             publisher.stalled.add(outbox)
-        return self._queued(sub, size, was_empty)
+        return self._queued(sub, size, was_empty, prepared.counted(self.conn.headers))
 
-    def _queued(self, sub: Subscription, size: int, was_empty: bool) -> bool:
+    def _queued(self, sub: Subscription, size: int, was_empty: bool, counted: int) -> bool:
         """Account for ``size`` bytes just appended to the outbox for ``sub``:
         slow-consumer check, ``max_msgs``, and a wake-up for the writer when
         the outbox was empty (otherwise one is already pending: every append
@@ -495,7 +496,7 @@ class NatsSession:
         outbox = self.outbox
         outbox.pending += size
         self.msgs_out += 1
-        self.bytes_out += size
+        self.bytes_out += counted  # nats-server's out_bytes: headers + payload, not the frame
         if outbox.pending > outbox.max_pending:
             self._slow_consumer()
             return False

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import time
+import urllib.request
 
 import httpx
 import nats
@@ -149,3 +152,40 @@ def test_every_listener_reports_the_shared_families(tmp_path):
     assert delta("pravega", "messages_in") == 20
     # The scrape's own connection is open while /metrics renders.
     assert after[(FAMILIES["connections_open"], "http")] >= 1
+
+
+def test_nats_errors_are_counted(tmp_path):
+    """Each non-fatal -ERR (a refused SUB), and a fatal one that closes the connection,
+    is one ferry_errors_total{listener="nats"}; nothing else is."""
+    def errors(gw) -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{gw.ports['http']}/metrics", timeout=10).read().decode()
+        m = re.search(r'^ferry_errors_total\{listener="nats"\} (\S+)$', text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    with running_gateway(tmp_path) as gw:
+        with socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=10) as s:
+            f = s.makefile("rb")
+            f.readline()
+            s.sendall(b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n')
+            while f.readline() != b"PONG\r\n":
+                pass
+            base = errors(gw)
+            s.sendall(b"SUB a..b 2\r\nSUB .x 3\r\nPING\r\n")   # two "Invalid Subject" -ERRs, still open
+            lines = []
+            while (line := f.readline()) != b"PONG\r\n":
+                lines.append(line)
+            assert lines == [b"-ERR 'Invalid Subject'\r\n"] * 2
+            deadline = 50
+            while errors(gw) < base + 2 and deadline:
+                s.sendall(b"PING\r\n")
+                f.readline()
+                deadline -= 1
+            assert errors(gw) == base + 2
+            s.sendall(b"BOGUS\r\n")   # fatal: -ERR 'Unknown Protocol Operation', then close
+            assert f.readline().startswith(b"-ERR 'Unknown Protocol Operation'")
+            assert f.readline() == b""
+        for _ in range(100):
+            if errors(gw) == base + 3:
+                break
+            time.sleep(0.05)
+        assert errors(gw) == base + 3

@@ -249,3 +249,35 @@ def test_denied_subjects_are_filtered_from_wide_subscriptions_as_nats_server(tmp
         real = _deliveries(real_port)
         assert b"x.secret" not in real and b"MSG x.ok" in real
         assert sorted(_deliveries(ferry_port).split(b"\r\n")) == sorted(real.split(b"\r\n"))
+
+
+def test_message_and_byte_counts_are_nats_servers(tmp_path):
+    """/varz and /connz count messages and bytes as nats-server does: the header
+    block plus the payload, no protocol line (server/client.go deliverMsg)."""
+    import json
+    import urllib.request
+
+    ports = dict(zip(("real", "real_m", "ferry", "ferry_m"), _ports(4)))
+    common = ["-a", "127.0.0.1"]
+    traffic = (b'CONNECT {"verbose":false,"headers":true}\r\nSUB a.> 1\r\nSUB a.b 2\r\n'
+               b"PUB a.b 5\r\nhello\r\nHPUB a.c 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB z 3\r\nnop\r\nPING\r\n")
+
+    def counts(port, mport):
+        with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as s:
+            f = s.makefile("rb")
+            f.readline()
+            s.sendall(traffic)
+            while f.readline() != b"PONG\r\n":
+                pass
+            varz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/varz", timeout=HANG_GUARD))
+            connz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/connz", timeout=HANG_GUARD))
+        fields = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
+        return {k: varz[k] for k in fields}, {k: connz["connections"][0][k] for k in fields}
+
+    with _servers(tmp_path,
+                  ([NATS_SERVER, *common, "-p", str(ports["real"]), "-m", str(ports["real_m"])], ports["real"]),
+                  ([sys.executable, "-m", "gateway", "nats-server", *common, "-p", str(ports["ferry"]),
+                    "-m", str(ports["ferry_m"])], ports["ferry"])):
+        real = counts(ports["real"], ports["real_m"])
+        assert real[0] == {"in_msgs": 3, "out_msgs": 3, "in_bytes": 22, "out_bytes": 24}  # the table bites
+        assert counts(ports["ferry"], ports["ferry_m"]) == real
