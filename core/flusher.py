@@ -13,8 +13,14 @@ the ``on_durable`` callbacks, in append order, from this task.
 Policies (``LogConfig.fsync``):
 - ``always``: a round starts as soon as something is pending; appends made
   while an fsync runs wait for it and share the next one.
-- ``batch`` (default): rounds start at most every ``fsync_interval_ms``, so
-  one fsync carries everything appended in that window; acks still wait for it.
+- ``batch`` (default): group commit without a throttle. A round starts at once
+  when the disk is idle (nothing was appended while the last round ran), so a
+  lone client that waits for each ack gets the ``always`` rate. After a *busy*
+  round (appends arrived while it ran: other clients are queueing), the next
+  one first waits as long as the last round took, at most ``fsync_interval_ms``,
+  so concurrent clients share one fsync; acks still wait for it. (Until
+  2026-11 the window applied to every round, which held a lockstep client to
+  one batch per window: issue 17, bench/core_append.py "lockstep" rows.)
 - ``never``: like ``always`` but without fdatasync; acks follow the write(2).
 
 The window and the round are the broker's; whether a partition's batch is
@@ -109,7 +115,8 @@ async def run_flusher(
     registry: LogRegistry, cfg: LogConfig, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Flush dirty partitions of ``registry`` forever: rounds as ``cfg.fsync`` says
-    (``batch``: at most one per ``cfg.fsync_interval_ms``), each partition's batch
+    (``batch``: after a busy round, a window of the last round's duration capped
+    at ``cfg.fsync_interval_ms``; none when idle), each partition's batch
     fdatasynced under its own ``Partition.cfg`` (a topic's policy may differ).
 
     Supports ``nursery.start``: ``started()`` is called (with no value) once the
@@ -120,14 +127,21 @@ async def run_flusher(
     interval = cfg.fsync_interval_ms / 1000 if cfg.fsync == FSYNC_BATCH else 0.0
     task_status.started()
     try:
-        last_round = -math.inf
+        busy, last_end, last_took = False, -math.inf, 0.0
         while True:
             await wakeup.event.wait()
-            if interval:
-                await _window(registry, wakeup, last_round + interval)
-            last_round = trio.current_time()
+            if interval and busy:
+                await _window(registry, wakeup, last_end + min(interval, last_took))
+            started = trio.current_time()
             wakeup.rearm()  # wakes from now on start the next round
             await flush_round(registry)
+            last_end = trio.current_time()
+            last_took = last_end - started
+            # Appends made while the round ran set the event again. None: the disk
+            # went idle (a lockstep client is still reading its ack), and its next
+            # append starts a round at once. No checkpoint between the acks fired
+            # in flush_round and this test, so a lone client always reads idle.
+            busy = wakeup.event.is_set()
     finally:
         registry.set_flusher_wakeup(_nothing)
 

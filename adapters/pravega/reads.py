@@ -102,6 +102,17 @@ def read_events(part: Partition, pos: int, length: int) -> bytes:
     return _cut(_frames(part, offset, skip + length, True), skip, length)
 
 
+def events_started(part: Partition, pos: int, n: int) -> int:
+    """How many events' frames start in bytes ``pos .. pos + n`` of the event view: the
+    events a read of those bytes delivers (a frame cut at either end counts where it
+    starts), for the listener's ``messages_out``. Two index lookups, no walk."""
+    if n <= 0:
+        return 0
+    first = part.offset_for_byte_pos(pos)
+    begin = first if part.byte_pos_of(first) == pos else first + 1
+    return max(0, part.offset_for_byte_pos(pos + n - 1) - begin + 1)
+
+
 def raw_pos_of(part: Partition, offset: int) -> int:
     """Byte-stream position where record ``offset`` starts: its frame position
     minus 8 per record before it (records are dense from offset 0)."""

@@ -63,7 +63,7 @@ from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .errors import Reply as _Reply
 from .names import parse_segment
-from .reads import clamp, raw_end, raw_offset_for, raw_pos_of, read_events, read_raw
+from .reads import clamp, events_started, raw_end, raw_offset_for, raw_pos_of, read_events, read_raw
 from .state import TxnError, state_of
 from .tables import TableSegmentOps
 
@@ -78,6 +78,13 @@ NULL_EVENT_NUMBER = -(1 << 63)  # Long.MIN_VALUE: "this writer never wrote here"
 MAX_EVENT_BYTES = 8 * 1024 * 1024  # the client's single-event limit (pravega-client.md section 4)
 ORIGIN = "pravega"  # the publishing protocol recorded for live delivery
 LISTENER = "pravega"  # the ``listener`` label of this adapter's metrics
+# The failure replies of Pravega's WireCommands (each one request answered with an
+# error: ferry_errors_total); SegmentSealed/SegmentTruncated are success replies.
+ERROR_REPLIES = frozenset((
+    C.WrongHost, C.SegmentIsSealed, C.SegmentIsTruncated, C.SegmentAlreadyExists, C.NoSuchSegment,
+    C.TableSegmentNotEmpty, C.InvalidEventNumber, C.OperationUnsupported, C.AuthTokenCheckFailed,
+    C.ConditionalCheckFailed, C.TableKeyDoesNotExist, C.TableKeyBadVersion, C.ErrorMessage,
+))
 ATTR_KIND = "pravega.kind"  # topic attribute: "bytes" once a byte stream wrote it
 BYTES = "bytes"
 MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before the merge (core MAX_PAYLOAD)
@@ -191,6 +198,8 @@ class SegmentStoreSession(TableSegmentOps):
         return None
 
     def send(self, reply) -> None:
+        if type(reply) in ERROR_REPLIES:
+            self.counters["errors"].inc(LISTENER)
         self._emit(C.encode(reply))
 
     def _authorize(self, cmd, field: str, op: str) -> None:
@@ -574,6 +583,8 @@ class SegmentStoreSession(TableSegmentOps):
             return None
         at_tail = offset + len(data) >= (raw_end(part) if raw else part.byte_end)
         self.counters["bytes_out"].inc(LISTENER, amount=len(data))  # the byte view: frames included
+        if not raw:  # a byte-stream read has no events to count
+            self.counters["messages_out"].inc(LISTENER, amount=events_started(part, offset, len(data)))
         self.send(C.SegmentRead(segment=seg, offset=offset, at_tail=at_tail, end_of_segment=at_tail and topic.sealed,
                                 data=data, request_id=rid))
         return None

@@ -22,7 +22,7 @@ DEFAULT_SEGMENT_BYTES = 256 * MiB
 MAX_SEGMENT_BYTES = 4 * 1024 * MiB - 1
 
 FSYNC_ALWAYS = "always"  # fsync as soon as anything is pending
-FSYNC_BATCH = "batch"  # fsync at most every fsync_interval_ms (group commit)
+FSYNC_BATCH = "batch"  # group commit: no wait when idle, <= fsync_interval_ms after a busy round
 FSYNC_NEVER = "never"  # ack after the write(2); the OS decides when it reaches disk
 FSYNC_POLICIES = (FSYNC_ALWAYS, FSYNC_BATCH, FSYNC_NEVER)
 
@@ -74,7 +74,7 @@ class LogConfig:
 
     ``segment_bytes``: roll to a new segment once the active one would grow
     past this. ``fsync``: one of :data:`FSYNC_POLICIES`. ``fsync_interval_ms``:
-    the group-commit window of the ``batch`` policy. ``max_pending_bytes``: the
+    the ``batch`` policy's cap on the wait after a busy round (core/flusher.py). ``max_pending_bytes``: the
     backpressure threshold (``Partition.over_limit``). ``max_producers``: dedup
     table size per partition. ``producer_ttl_ms``: a producer not written for
     this long is forgotten (0 = never; ``core/log/producers.py``).

@@ -4,12 +4,15 @@ fdatasyncs each partition under its own policy."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import trio
 from broker_helpers import Acks, items, open_broker
 
 from core.errors import InvalidArgument
 from core.flusher import run_broker_tasks
+from core.log import pending as pending_mod
 
 
 def test_a_topic_keeps_its_own_segment_size_and_policy_across_a_restart(tmp_path):
@@ -74,7 +77,21 @@ async def test_the_flusher_fsyncs_each_topic_under_its_own_policy(tmp_path):
     broker.close()
 
 
-async def test_an_always_topic_does_not_wait_for_the_batch_window(tmp_path):
+SLOW_FIRST_ROUND_S = 4.0  # the first fsync's extra time, so the window after it is long to see
+
+
+async def test_an_always_topic_does_not_wait_for_the_batch_window(tmp_path, monkeypatch):
+    """A busy round opens a batch window as long as that round took (capped by
+    fsync_interval_ms); a dirty partition of an ``always`` topic ends it at once."""
+    run, calls = pending_mod.FlushJob.run, []
+
+    def first_one_slow(job):  # a slow first fsync: the window after it is as long
+        calls.append(job)
+        if len(calls) == 1:
+            threading.Event().wait(SLOW_FIRST_ROUND_S)
+        return run(job)
+
+    monkeypatch.setattr(pending_mod.FlushJob, "run", first_one_slow)
     broker = open_broker(tmp_path, fsync="batch", fsync_interval_ms=60_000)
     broker.create_stream("s")
     broker.create_topic("s", "fast", 1, fsync="always")
@@ -82,15 +99,17 @@ async def test_an_always_topic_does_not_wait_for_the_batch_window(tmp_path):
     fast, slow = Acks(), Acks()
     async with trio.open_nursery() as nursery:
         await nursery.start(run_broker_tasks, broker)
-        broker.append("s", "slow", items("first"), on_durable=slow)
-        with trio.fail_after(10):
-            await slow.wait(1)  # the first round runs at once; the next window is a minute long
-        broker.append("s", "slow", items("second"), on_durable=slow)
+        broker.append("s", "slow", items("first"), on_durable=slow)   # idle disk: round 1 at once
+        await trio.sleep(0.1)
+        broker.append("s", "slow", items("second"), on_durable=slow)  # meets round 1: busy
+        with trio.fail_after(SLOW_FIRST_ROUND_S * 3):
+            await slow.wait(1)
         await trio.sleep(0.2)
-        assert len(slow.outcomes) == 1  # waits for the window
+        assert len(slow.outcomes) == 1  # "second" waits in the window after the busy round
         broker.append("s", "fast", items("now"), on_durable=fast)
-        with trio.fail_after(10):  # well within the minute: the always topic ended the window
+        with trio.fail_after(SLOW_FIRST_ROUND_S / 2):  # well before that window's end
             await fast.wait(1)
+            await slow.wait(2)  # the round the always topic started took "second" along
         nursery.cancel_scope.cancel()
     assert broker.partition("s", "fast", 0).fsync_count == 1
     broker.close()

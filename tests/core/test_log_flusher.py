@@ -65,22 +65,53 @@ async def test_appends_of_one_tick_share_one_fsync(tmp_path):
     assert [r.base_offset for r in acks.outcomes] == list(range(50))
 
 
-async def test_batch_policy_coalesces_within_the_interval(tmp_path, autojump_clock):
+def _slow_jobs(monkeypatch, seconds: float) -> None:
+    """Every FlushJob.run (write + fdatasync, in the worker thread) takes ``seconds`` more:
+    a slow disk, so appends made meanwhile find a round in flight."""
+    run = pending_mod.FlushJob.run
+
+    def slow(self):
+        threading.Event().wait(seconds)
+        return run(self)
+
+    monkeypatch.setattr(pending_mod.FlushJob, "run", slow)
+
+
+async def test_batch_policy_never_waits_for_the_window_when_the_disk_is_idle(tmp_path):
+    """A lone client that waits for each ack (every Iggy client) gets each round at
+    once: with a 60 s window the 20 acks below would take 20 minutes otherwise."""
     part = open_part(tmp_path, fsync="batch")
     acks = Acks()
-    async with trio.open_nursery() as nursery:
-        await _start(nursery, [part], fsync="batch", fsync_interval_ms=1000)
-        part.append(items("first"), on_durable=acks)
-        await acks.wait(1)
-        assert part.fsync_count == 1
-        for i in range(5):  # spread over several scheduler ticks, within one interval
-            part.append(items(f"later-{i}"), on_durable=acks)
-            await trio.sleep(0)
-            await trio.sleep(0)
-        assert len(acks.outcomes) == 1  # acks still wait for the (delayed) fsync
-        await acks.wait(6)
-        nursery.cancel_scope.cancel()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await _start(nursery, [part], fsync="batch", fsync_interval_ms=60_000)
+            for i in range(20):
+                part.append(items(f"m{i}"), on_durable=acks)
+                await acks.wait(i + 1)
+            nursery.cancel_scope.cancel()
+    assert part.fsync_count == 20  # one durable round per lockstep append
+
+
+async def test_batch_policy_coalesces_appends_that_meet_a_busy_round(tmp_path, monkeypatch):
+    """Appends that arrive while a round runs share the next one, which waits as long as
+    the busy round took (capped by fsync_interval_ms, here far longer) and gathers
+    what arrives meanwhile."""
+    _slow_jobs(monkeypatch, 0.2)
+    part = open_part(tmp_path, fsync="batch")
+    acks = Acks()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await _start(nursery, [part], fsync="batch", fsync_interval_ms=60_000)
+            part.append(items("first"), on_durable=acks)   # the disk is idle: round 1 starts at once
+            await trio.sleep(0.05)                          # round 1 in flight
+            part.append(items("during"), on_durable=acks)  # busy: waits for round 1, then the window
+            await acks.wait(1)
+            assert part.fsync_count == 1
+            part.append(items("window"), on_durable=acks)  # made during the window: same round as "during"
+            await acks.wait(3)
+            nursery.cancel_scope.cancel()
     assert part.fsync_count == 2
+    assert [r.base_offset for r in acks.outcomes] == [0, 1, 2]
 
 
 async def test_never_policy_acks_after_the_write_without_fsync(tmp_path):
@@ -148,15 +179,17 @@ async def test_failed_write_fails_every_pending_ack_and_makes_the_partition_read
     assert read_all(open_part(tmp_path)) == [(0, b"durable")]
 
 
-async def test_cancelled_flusher_leaves_pending_data_to_close(tmp_path):
+async def test_cancelled_flusher_leaves_pending_data_to_close(tmp_path, monkeypatch):
+    _slow_jobs(monkeypatch, 0.2)
     part = open_part(tmp_path, fsync="batch")
     acks = Acks()
     async with trio.open_nursery() as nursery:
         await _start(nursery, [part], fsync="batch", fsync_interval_ms=60_000)
         part.append(items("a"), on_durable=acks)
+        await trio.sleep(0.05)                       # a's round in flight
+        part.append(items("b"), on_durable=acks)    # busy: waits for the window after a's round
         await acks.wait(1)
-        part.append(items("b"), on_durable=acks)  # waits for the next interval
-        nursery.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()                # during that window
     assert len(acks.outcomes) == 1
     part.close()  # what the broker does at shutdown
     assert len(acks.outcomes) == 2
