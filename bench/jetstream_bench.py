@@ -8,7 +8,7 @@ a fresh store in ``--dir`` (the current directory by default: /tmp may be a tmpf
 * ``default``: nats-server with a config file ``jetstream { store_dir: ... }`` (its
   default sync: fsync every 2 minutes, acks before the disk) against
   ``ferry nats-server -js -sd DIR`` with ``FERRY_LOG_FSYNC=batch`` (Ferry's default:
-  the ack waits for a group-commit fdatasync, a round at most every 5 ms);
+  the ack waits for a group-commit fdatasync, started at once when the disk is idle);
 * ``always``: nats-server with ``sync_interval: always`` (fsync on every write) against
   ``FERRY_LOG_FSYNC=always`` (every append fdatasynced before its ack, a new round as
   soon as the last one ended);

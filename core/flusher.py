@@ -15,12 +15,13 @@ Policies (``LogConfig.fsync``):
   while an fsync runs wait for it and share the next one.
 - ``batch`` (default): group commit without a throttle. A round starts at once
   when the disk is idle (nothing was appended while the last round ran), so a
-  lone client that waits for each ack gets the ``always`` rate. After a *busy*
-  round (appends arrived while it ran: other clients are queueing), the next
-  one first waits as long as the last round took, at most ``fsync_interval_ms``,
-  so concurrent clients share one fsync; acks still wait for it. (Until
-  2026-11 the window applied to every round, which held a lockstep client to
-  one batch per window: issue 17, bench/core_append.py "lockstep" rows.)
+  lone client that waits for each ack gets the ``always`` rate, and appends
+  that meet a running fsync share the next one. With ``fsync_interval_ms`` > 0
+  (default 0), a round after a *busy* one (appends arrived while it ran) first
+  waits as long as that round took, at most ``fsync_interval_ms``: a commit
+  delay that trades latency for fewer fsyncs under sustained concurrent load.
+  (Until 2026-11 a 5 ms window opened before every round, which held a
+  lockstep client to one batch per 5 ms: issue 17, docs/storage.md.)
 - ``never``: like ``always`` but without fdatasync; acks follow the write(2).
 
 The window and the round are the broker's; whether a partition's batch is

@@ -28,7 +28,9 @@ def format_address(host: str, port: int, transport: str) -> str:
 def _fsync_text(cfg: Config) -> str:
     policy = cfg.log.fsync
     if policy == "batch":
-        return f"batch (group commit, busy rounds wait <= {cfg.log.fsync_interval_ms:g} ms)"
+        if cfg.log.fsync_interval_ms:
+            return f"batch (group commit, busy rounds wait <= {cfg.log.fsync_interval_ms:g} ms)"
+        return "batch (group commit: acks after fdatasync, concurrent appends share one)"
     if policy == "always":
         return "always (every append is fsynced before it is acknowledged)"
     return "never (acknowledged after write(2); the OS decides when data reaches disk)"

@@ -92,7 +92,7 @@ SECTIONS: Mapping[str, Mapping[str, Key]] = MappingProxyType({
     "log": {
         "fsync": Key("choice", FSYNC_BATCH, "when appended messages are fsynced before acknowledging",
                      choices=FSYNC_POLICIES, aliases=FSYNC_ALIASES),
-        "fsync_interval_ms": Key("float", DEFAULT_FSYNC_INTERVAL_MS, "fsync = batch: the longest a busy round waits to gather concurrent appends (never when idle)",
+        "fsync_interval_ms": Key("float", DEFAULT_FSYNC_INTERVAL_MS, "fsync = batch: commit delay after a busy round, to gather more appends (0: none; never when idle)",
                                  lo=0, hi=MAX_FSYNC_INTERVAL_MS),
         "segment_bytes": Key("size", DEFAULT_SEGMENT_BYTES, "roll to a new segment file past this size",
                              lo=1, hi=MAX_SEGMENT_BYTES),

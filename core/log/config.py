@@ -22,14 +22,18 @@ DEFAULT_SEGMENT_BYTES = 256 * MiB
 MAX_SEGMENT_BYTES = 4 * 1024 * MiB - 1
 
 FSYNC_ALWAYS = "always"  # fsync as soon as anything is pending
-FSYNC_BATCH = "batch"  # group commit: no wait when idle, <= fsync_interval_ms after a busy round
+FSYNC_BATCH = "batch"  # group commit, plus an optional commit delay after a busy round (fsync_interval_ms)
 FSYNC_NEVER = "never"  # ack after the write(2); the OS decides when it reaches disk
 FSYNC_POLICIES = (FSYNC_ALWAYS, FSYNC_BATCH, FSYNC_NEVER)
 
 # 5 ms: the window NATS JetStream and Kafka-style group commit use as a
 # latency/throughput trade-off; an NVMe fdatasync costs about this much, so
 # waiting one interval roughly doubles the batch an fsync carries.
-DEFAULT_FSYNC_INTERVAL_MS = 5.0
+# The batch policy's commit delay after a busy round (core/flusher.py). 0: none, pure group
+# commit (appends that meet a running fsync share the next one). A 5 ms default held a
+# lockstep client to one batch per 5 ms, and even a busy-round-only window cost 8 concurrent
+# JetStream publishers ~30 % (bench/jetstream_bench.py pub8, docs/storage.md).
+DEFAULT_FSYNC_INTERVAL_MS = 0.0
 # Acks wait for the fsync, so a long interval only delays every ack by that
 # much; anything past one minute is certainly a unit mistake (seconds vs ms).
 MAX_FSYNC_INTERVAL_MS = 60_000.0

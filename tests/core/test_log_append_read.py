@@ -263,7 +263,7 @@ def test_log_config_validation():
     ):
         with pytest.raises(InvalidArgument):
             LogConfig(**bad)
-    assert LogConfig().fsync == "batch" and LogConfig().fsync_interval_ms == 5.0
+    assert LogConfig().fsync == "batch" and LogConfig().fsync_interval_ms == 0.0
 
 
 def test_durable_next_offset_trails_appends_until_the_flush(tmp_path):

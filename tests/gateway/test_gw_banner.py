@@ -25,7 +25,7 @@ def test_banner_shows_version_data_dir_fsync_and_listeners(tmp_path):
     lines = text.splitlines()
     assert lines[0] == "Ferry 9.9.9: multi-protocol message gateway"
     assert f"data dir     {tmp_path / 'd'}" in text
-    assert "fsync        batch (group commit, busy rounds wait <= 5 ms)" in text
+    assert "fsync        batch (group commit: acks after fdatasync, concurrent appends share one)" in text
     rows = {line.split()[0]: " ".join(line.split()[1:]) for line in lines if line.startswith("    ")}
     assert rows["nats"] == "127.0.0.1:40001/tcp"
     assert rows["iggy_quic"] == "0.0.0.0:40002/udp"

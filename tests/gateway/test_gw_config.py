@@ -41,7 +41,7 @@ def test_defaults_match_the_documented_values():
     assert cfg.server.data_dir == Path("data")
     assert cfg.server.log_level == "info" and cfg.server.log_format == "text"
     assert cfg.log.fsync == "batch"
-    assert cfg.log.fsync_interval_ms == 5
+    assert cfg.log.fsync_interval_ms == 0
     assert cfg.log.segment_bytes == 256 * 1024 * 1024
     assert cfg.auth.root_username == "iggy" and cfg.auth.uses_default_password
     assert cfg.bindings == () and cfg.source is None

@@ -158,7 +158,7 @@ def test_check_reports_each_values_source(sample, tmp_path):
     assert rows["log.fsync"] == ['"always"', "env FERRY_LOG_FSYNC"]
     assert rows["log.segment_bytes"] == ['"64MiB"', "file ferry.toml"]
     assert rows["listeners.nats.port"] == ["4333", "flag --nats-port"]
-    assert rows["log.fsync_interval_ms"] == ["5.0", "default"]
+    assert rows["log.fsync_interval_ms"] == ["0.0", "default"]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIG_ERRORS))
