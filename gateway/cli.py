@@ -138,7 +138,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Ferry: one durable log, many protocols.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{serve,nats-server,version,stream,topic,produce,tail,user,perm,pat,group,"
+                                metavar="{serve,nats-server,version,stream,topic,produce,tail,user,perm,pat,group,snapshot,"
                                         "config,pub,sub,req,reply,bench,pipeline}")
     _add_serve(sub, registry)
     # Listed for --help only: main() hands "nats-server" to gateway.natscli before argparse.

@@ -256,11 +256,14 @@ def cmd_group(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    """Add ``user``, ``perm``, ``pat`` and ``group`` to the ``ferry`` parser's subparsers."""
+    """Add ``user``, ``perm``, ``pat``, ``group`` and ``snapshot`` to the ``ferry`` parser's subparsers."""
     _add_user(sub)
     _add_perm(sub)
     _add_pat(sub)
     _add_group(sub)
+    from .cli_snapshot import add_parser as add_snapshot
+
+    add_snapshot(sub, add_connection_options)
 
 
 __all__ = ["add_connection_options", "add_parsers", "cmd_group", "cmd_pat", "cmd_perm", "cmd_user"]

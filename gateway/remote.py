@@ -36,6 +36,7 @@ from .remote_target import Auth, Target
 
 ID_BASE = 0             # docs/http.md: ids on the HTTP API are numbered from 0
 TIMEOUT_S = 30.0        # one request; a long poll asks for less (WAIT_MS)
+DOWNLOAD_CHUNK = 64 * 1024  # bytes per read of a file answer (a snapshot): a bounded buffer, steady progress
 LOOPBACK = "127.0.0.1"  # a listener bound to every address is reached on loopback
 _ANY_HOSTS = ("0.0.0.0", "::", "")
 
@@ -190,6 +191,39 @@ class RemoteBroker:
                           403: "permission denied"}.get(resp.status, f"HTTP {resp.status}")
             raise RemoteError(f"server refused {method} {path.partition('?')[0]}: {reason}", resp.status)
         return json.loads(raw) if raw else None
+
+    def download(self, method: str, path: str, body: Any, sink, on_chunk=None) -> tuple[int, str | None]:
+        """One request whose answer is a file: written to ``sink`` in DOWNLOAD_CHUNK
+        pieces (``on_chunk(n, total)`` after each; total from Content-Length or None).
+        Returns (bytes, the Content-Disposition filename or None). Errors as :meth:`call`."""
+        headers = {"content-type": "application/json"}
+        if self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        try:
+            self._conn.request(method, path, body=json.dumps(body).encode(), headers=headers)
+            resp = self._conn.getresponse()
+            if resp.status >= 400:
+                raw = resp.read()
+            else:
+                total = int(resp.headers.get("content-length") or 0) or None
+                got = 0
+                while chunk := resp.read(DOWNLOAD_CHUNK):
+                    sink.write(chunk)
+                    got += len(chunk)
+                    if on_chunk is not None:
+                        on_chunk(len(chunk), total)
+        except (OSError, http.client.HTTPException) as exc:
+            self._conn.close()
+            raise RemoteUnreachable(self.target.url, _reason(exc)) from exc
+        if resp.status >= 400:
+            try:
+                reason = json.loads(raw)["reason"]
+            except (ValueError, KeyError, TypeError):
+                reason = f"HTTP {resp.status}"
+            raise RemoteError(f"server refused {method} {path}: {reason}", resp.status)
+        disposition = resp.headers.get("content-disposition") or ""
+        name = disposition.partition('filename="')[2].partition('"')[0] or None
+        return got, name
 
     # -- streams ---------------------------------------------------------------------
     def create_stream(self, name: str, stream_id: int | None = None) -> RemoteStream:

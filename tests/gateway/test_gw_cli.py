@@ -22,7 +22,7 @@ COMMANDS = [
     ["topic"], ["topic", "create"], ["topic", "list"], ["topic", "delete"], ["produce"], ["tail"],
     ["user"], ["user", "list"], ["user", "create"], ["user", "delete"], ["user", "passwd"], ["user", "activate"],
     ["user", "deactivate"], ["perm"], ["perm", "show"], ["perm", "set"], ["pat"], ["pat", "list"],
-    ["pat", "create"], ["pat", "delete"], ["group"], ["group", "list"], ["group", "create"], ["group", "delete"],
+    ["pat", "create"], ["pat", "delete"], ["group"], ["group", "list"], ["group", "create"], ["group", "delete"], ["snapshot"],
 ]
 
 

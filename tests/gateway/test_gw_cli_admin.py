@@ -335,3 +335,35 @@ def test_progress_bar_only_on_a_terminal(gw, tmp_path, monkeypatch):
             assert "/2500" in err.getvalue() and "msg" in err.getvalue()  # total known, unit shown
         else:
             assert err.getvalue() == ""
+
+
+# -- snapshot ----------------------------------------------------------------------------------
+def test_snapshot_downloads_the_servers_zip(gw, tmp_path):
+    """`ferry snapshot` writes the ZIP of POST /snapshot: the parts asked for, whole;
+    an existing file is kept unless --force; a user without read_servers is refused."""
+    import zipfile
+
+    s = ["--server", _url(gw)]
+    code, out, _ = ferry("snapshot", "--out", "diag.zip", "--type", "ResourceUsage", "--type", "FilesystemOverview",
+                         *s, cwd=tmp_path)
+    assert out.startswith("wrote diag.zip (") and out.rstrip().endswith("bytes)")
+    with zipfile.ZipFile(tmp_path / "diag.zip") as z:
+        assert z.testzip() is None
+        names = set(z.namelist())
+    assert {"resource_usage.txt", "filesystem_overview.txt"} <= names and "process_list.txt" not in names
+    assert not list(tmp_path.glob("*.part"))
+
+    code, _, err = ferry("snapshot", "--out", "diag.zip", *s, cwd=tmp_path, ok=False)
+    assert code == 1 and "diag.zip exists (--force overwrites it)" in err
+    ferry("snapshot", "--out", "diag.zip", "--force", *s, cwd=tmp_path)   # All parts this time
+    with zipfile.ZipFile(tmp_path / "diag.zip") as z:
+        assert "process_list.txt" in z.namelist()
+
+    ferry("snapshot", *s, cwd=tmp_path)   # the server's own name: iggy_snapshot_<time>.zip
+    assert len(list(tmp_path.glob("iggy_snapshot_*.zip"))) == 1
+
+    ferry("user", "create", "bob", "--password", "bobsecret", *s, cwd=tmp_path)
+    code, _, err = ferry("snapshot", "--out", "x.zip", "--server", _url(gw), "--login-user", "bob",
+                         "--login-password", "bobsecret", cwd=tmp_path, ok=False)
+    assert code == 1 and "server refused POST /snapshot: not allowed to read_servers" in err, err
+    assert not (tmp_path / "x.zip").exists() and not list(tmp_path.glob("*.part"))
