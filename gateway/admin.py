@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import IO, Iterator, Sequence
 
 from core.broker import Broker
-from core.errors import InvalidArgument
+from core.errors import InvalidArgument, NotFound
 from core.header_value import HeaderKind, HeaderValue
 from core.log import AppendInput
 from core.message import Headers, Message
@@ -192,8 +192,26 @@ def _print_table(rows: list[list[object]], header: list[str], out: IO[str]) -> N
 
 
 # -- streams -----------------------------------------------------------------
-def stream_create(cfg: Config, name: str, stream_id: int | None, out: IO[str], server: Target | None = None) -> None:
+def _existing(lookup):
+    """``lookup()``'s answer, or None when the thing is not there (locally a core
+    NotFound, on a server a 404): ``--exist-ok`` asks first, then creates."""
+    try:
+        return lookup()
+    except NotFound:
+        return None
+    except RemoteError as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def stream_create(cfg: Config, name: str, stream_id: int | None, out: IO[str], server: Target | None = None,
+                  exist_ok: bool = False) -> None:
     with open_broker(cfg, server=server) as broker:
+        found = _existing(lambda: broker.get_stream(name)) if exist_ok else None
+        if found is not None:
+            out.write(f"stream {found.name!r} exists with id {found.id}\n")
+            return
         info = broker.create_stream(name, stream_id)
     out.write(f"created stream {info.name!r} with id {info.id}\n")
 
@@ -218,10 +236,15 @@ def stream_delete(cfg: Config, stream: str, out: IO[str], server: Target | None 
 
 # -- topics ------------------------------------------------------------------
 def topic_create(cfg: Config, stream: str, name: str, *, partitions: int, topic_id: int | None,
-                 message_expiry: str | None, max_size: str | None, out: IO[str], server: Target | None = None) -> None:
+                 message_expiry: str | None, max_size: str | None, out: IO[str], server: Target | None = None,
+                 exist_ok: bool = False) -> None:
     expiry = parse_duration_us(message_expiry) if message_expiry else 0
     size = parse_size(max_size) if max_size else 0
     with open_broker(cfg, server=server) as broker:
+        found = _existing(lambda: broker.get_topic(ident(stream), name)) if exist_ok else None
+        if found is not None:  # as it is: an existing topic's settings are not changed
+            out.write(f"topic {found.name!r} exists with id {found.id} and {found.partitions_count} partition(s)\n")
+            return
         info = broker.create_topic(ident(stream), name, partitions, topic_id=topic_id,
                                    message_expiry=expiry, max_topic_size=size)
     out.write(f"created topic {info.name!r} with id {info.id} and {info.partitions_count} partition(s)\n")

@@ -79,6 +79,7 @@ def _add_admin(sub) -> None:
     p = ssub.add_parser("create", help="create a stream")
     p.add_argument("name")
     p.add_argument("--id", type=int, dest="stream_id", help="explicit 0-based id (default: next free)")
+    p.add_argument("--exist-ok", action="store_true", help="an existing stream of that name is fine (exit 0)")
     p = ssub.add_parser("list", help="list streams")
     p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
     p = ssub.add_parser("delete", help="delete a stream and everything in it")
@@ -96,6 +97,8 @@ def _add_admin(sub) -> None:
     p.add_argument("--id", type=int, dest="topic_id", help="explicit 0-based id (default: next free)")
     p.add_argument("--message-expiry", metavar="DURATION", help="delete messages older than this (90s, 2h, 7d)")
     p.add_argument("--max-size", metavar="SIZE", help="cap the topic's size (bytes, or like 512MiB)")
+    p.add_argument("--exist-ok", action="store_true",
+                   help="an existing topic of that name is fine (exit 0; its settings are left as they are)")
     p = tsub.add_parser("list", help="list a stream's topics")
     p.add_argument("stream", help="name or id")
     p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
@@ -219,7 +222,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
     cfg, server = admin_config(args)
     if args.action == "create":
-        admin.stream_create(cfg, args.name, args.stream_id, sys.stdout, server=server)
+        admin.stream_create(cfg, args.name, args.stream_id, sys.stdout, server=server, exist_ok=args.exist_ok)
     elif args.action == "list":
         admin.stream_list(cfg, args.json, sys.stdout, server=server)
     else:
@@ -234,7 +237,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
     if args.action == "create":
         admin.topic_create(cfg, args.stream, args.name, partitions=args.partitions, topic_id=args.topic_id,
                            message_expiry=args.message_expiry, max_size=args.max_size, out=sys.stdout,
-                           server=server)
+                           server=server, exist_ok=args.exist_ok)
     elif args.action == "list":
         admin.topic_list(cfg, args.stream, args.json, sys.stdout, server=server)
     else:

@@ -367,3 +367,22 @@ def test_snapshot_downloads_the_servers_zip(gw, tmp_path):
                          "--login-password", "bobsecret", cwd=tmp_path, ok=False)
     assert code == 1 and "server refused POST /snapshot: not allowed to read_servers" in err, err
     assert not (tmp_path / "x.zip").exists() and not list(tmp_path.glob("*.part"))
+
+
+def test_create_with_exist_ok_is_idempotent(gw, tmp_path):
+    """`--exist-ok` lets a script create what it needs every run (the quick starts):
+    on the server and with --local; without it a second create still fails."""
+    s = ["--server", _url(gw)]
+    for first in (True, False):
+        _, out, _ = ferry("stream", "create", "shop", "--exist-ok", *s, cwd=tmp_path)
+        assert out == ("created stream 'shop' with id 0\n" if first else "stream 'shop' exists with id 0\n")
+        _, out, _ = ferry("topic", "create", "shop", "orders", "--partitions", "3", "--exist-ok", *s, cwd=tmp_path)
+        assert out == ("created topic 'orders' with id 0 and 3 partition(s)\n" if first
+                       else "topic 'orders' exists with id 0 and 3 partition(s)\n")
+    code, _, err = ferry("stream", "create", "shop", *s, cwd=tmp_path, ok=False)
+    assert code == 1 and "exists" in err
+    local = tmp_path / "local-data"
+    for expected in ("created stream 'l' with id 0\n", "stream 'l' exists with id 0\n"):
+        assert ferry("stream", "create", "l", "--exist-ok", "--data", str(local), cwd=tmp_path)[1] == expected
+    for expected in ("created topic 't' with id 0 and 1 partition(s)\n", "topic 't' exists with id 0 and 1 partition(s)\n"):
+        assert ferry("topic", "create", "l", "t", "--exist-ok", "--data", str(local), cwd=tmp_path)[1] == expected
