@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import enum
 import re
-from collections import deque
 
 from .codec import (
     VsrHeader, is_legacy_start, legacy_reply, parse_legacy, parse_vsr, vsr_eviction, vsr_reply,
@@ -128,8 +127,10 @@ class IggyServerConnection:
         self._guessing = False  # after a versionless (PAT) login: the next telling frame decides
         self._vsr: VsrHeader | None = None
         self._pending_cmd = None
-        # (VSR header, command) of each request parsed and not yet answered, oldest first
-        self._awaiting: deque = deque()
+        # (VSR header, command) of each request parsed and not yet answered, oldest
+        # first. A list, not a deque: at most max_in_flight (the driver's 32) entries,
+        # and an empty deque holds a 64-slot block (~700 bytes) per idle connection.
+        self._awaiting: list = []
         self.max_in_flight = 1
         self.last_frame_size = 0  # bytes of the frame next_event parsed last (driver's read-ahead bound)
         self.eof = False
@@ -243,7 +244,7 @@ class IggyServerConnection:
         """Queue the reply to the oldest request still waiting for one."""
         if not self._awaiting or self.state in (State.CLOSED, State.DETECT):
             raise LocalProtocolError(f"cannot send {type(event).__name__} in state {self.state}")
-        vsr, pending_cmd = self._awaiting.popleft()
+        vsr, pending_cmd = self._awaiting.pop(0)
         if isinstance(event, Evict):
             if vsr is None:
                 raise LocalProtocolError("Evict is VSR-only")

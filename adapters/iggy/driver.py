@@ -211,7 +211,10 @@ class _Pipeline:
         self.unacked_bytes = 0
         self.queued = 0  # answers handed to the writer and not yet written
         self._encoded = 0  # of those, encoded into the writer's next write
-        self.progress = trio.Event()  # set by the writer after each answer
+        # Set by the writer after each answer. The Event (~270 bytes) exists only
+        # while the reader waits; a set with nobody waiting leaves _progressed.
+        self._progress: trio.Event | None = None
+        self._progressed = False
 
     async def read_loop(self) -> None:
         conn, session = self.session.conn, self.session
@@ -270,8 +273,23 @@ class _Pipeline:
                 return False
 
     async def _wait_progress(self) -> None:
-        await self.progress.wait()
-        self.progress = trio.Event()
+        """Until the writer's next :meth:`_set_progress` (at once if there was
+        one since the last wait)."""
+        if self._progressed:
+            self._progressed = False
+            await trio.lowlevel.checkpoint()
+            return
+        event = self._progress   # a wait cancelled earlier left it: a set since then counts
+        if event is None:
+            event = self._progress = trio.Event()
+        await event.wait()
+        self._progress = None
+
+    def _set_progress(self) -> None:
+        if self._progress is None:
+            self._progressed = True
+        else:
+            self._progress.set()
 
     async def write_loop(self) -> None:
         """Answer in order. Answers that are ready together (the acks of one group
@@ -289,9 +307,10 @@ class _Pipeline:
                     break
             if out:
                 await self._write(out)
-            self.progress.set()
+            self._set_progress()
             if done:
                 break
+            item = None  # not kept while parked: a login's answer holds its closures
         self.scope.cancel()  # the reader may be parked in receive_some
 
     async def _answer(self, item, out: list[bytes]) -> bool:
@@ -318,7 +337,7 @@ class _Pipeline:
         out.clear()
         self.queued -= self._encoded  # only now: the reader answers directly when this is 0
         self._encoded = 0
-        self.progress.set()
+        self._set_progress()
 
 
 async def _complete(session: IggySession, deferred: Deferred, command):

@@ -170,6 +170,12 @@ def is_reserved_reply(reply: str) -> bool:
 class NatsServerConnection:
     """One client connection, server side. INFO is queued on construction."""
 
+    # Slots: one of these lives per connection (docs/internals.md "Memory").
+    __slots__ = ("info", "limits", "client_id", "client_ip", "nonce", "subscriptions", "options", "headers",
+                 "permissions", "_authenticate", "_rng", "_codec", "_table", "_state", "_error", "_out",
+                 "errors_sent", "_now", "_auth_deadline", "_ping_deadline", "_connected_once", "_first_pong_sent",
+                 "_rtt_known", "_rtt_start", "_last_in", "pings_out")
+
     def __init__(self, info: ServerInfo, limits: NatsLimits = DEFAULT_LIMITS, *,
                  client_id: int, client_ip: str, now: float = 0.0,
                  authenticate: Authenticator | None = None, nonce: str = "",
@@ -365,7 +371,7 @@ class NatsServerConnection:
     # -- handlers (see TRANSITIONS) --------------------------------------------------
     def _on_connect(self, event: Connect) -> Connect:
         opts = replace(self.options, **{f: getattr(event, f) for f in event.fields},
-                       fields=event.fields)
+                       fields=_shared_fields(event.fields))
         headers = self.info.headers and opts.headers
         if self._authenticate is not None:   # also without auth_required: no_auth_user
             verdict = self._authenticate(opts)
@@ -521,6 +527,23 @@ class NatsServerConnection:
 
 def _wire(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
+
+
+# The sets of CONNECT field names seen, each kept once: every connection keeps
+# its effective options, and a frozenset of a client library's ten or so names
+# is ~600 bytes, the same few sets for all clients (docs/internals.md "Memory").
+# Past this many shapes (odd clients) a connection keeps its own set.
+MAX_SHARED_FIELD_SETS = 256
+_FIELD_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _shared_fields(fields: frozenset[str]) -> frozenset[str]:
+    shared = _FIELD_SETS.get(fields)
+    if shared is not None:
+        return shared
+    if len(_FIELD_SETS) < MAX_SHARED_FIELD_SETS:
+        _FIELD_SETS[fields] = fields
+    return fields
 
 
 _H = NatsServerConnection

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :func:`serve_nats` binds the listener and runs :func:`nats_connection` per
-client (STYLE.md section 3). Each connection has three small tasks:
+client (STYLE.md section 3). Each connection has two small tasks:
 
 * the read loop feeds bytes to :class:`NatsServerConnection`, hands each event
   to :class:`NatsSession`, and moves the connection's replies to the outbox
@@ -14,9 +14,10 @@ client (STYLE.md section 3). Each connection has three small tasks:
   (in 1 MiB slices); bytes stay counted as pending until written, and each
   write wakes whoever waits for the outbox to drain: its own reader over the
   high water mark, or a fast producer stalled on it (at most STALL_TOTAL per
-  read, as nats-server);
-* the timer loop runs the connection's PING / auth timers at
-  :meth:`NatsServerConnection.next_deadline` (time from ``trio.current_time``).
+  read, as nats-server). It also runs the connection's PING / auth timers at
+  :meth:`NatsServerConnection.next_deadline` (time from ``trio.current_time``)
+  while it waits for bytes: a third task per connection only for timers cost
+  about 2.8 KB of an idle connection's ~17 KB (docs/internals.md "Memory").
 
 A fatal protocol error sends what is queued, then ``-ERR '...'``, then closes;
 a slow consumer is closed without ``-ERR`` (nats.md section 11). The broker's
@@ -132,9 +133,8 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
         elif isinstance(stream, trio.SocketStream):  # plain TCP: any task that queued bytes may write them
             outbox.direct = _direct_writer(stream.socket.fileno())
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write_loop, stream, session, wakeup, final, nursery.cancel_scope, meter,
+            nursery.start_soon(_write_loop, stream, conn, session, wakeup, final, nursery.cancel_scope, meter,
                                drained)
-            nursery.start_soon(_timer_loop, conn, session, final)
             record.wake = partial(_lame_duck_now, conn, outbox, final, wakeup)
             await _read_loop(stream, conn, session, state, final, meter, drained)
             final.done = True
@@ -181,21 +181,37 @@ class _Wakeup:
     Several tasks may wait at once (a client's own reader and producers
     stalled on its outbox): the first to wake re-arms, the others see that
     the event was already replaced and leave the new one alone, so no
-    waiter is left on an event nobody will set."""
+    waiter is left on an event nobody will set.
 
-    __slots__ = ("_event",)
+    The ``trio.Event`` (about 270 bytes with its task set) exists only while
+    someone waits; a ``set`` with nobody waiting leaves ``_pending`` for the
+    next ``wait``, which then returns at once, as on a set event. Most
+    connections' ``drained`` wake-up is never waited on."""
+
+    __slots__ = ("_event", "_pending")
 
     def __init__(self) -> None:
-        self._event = trio.Event()
+        self._event: trio.Event | None = None
+        self._pending = False
 
     def set(self) -> None:
-        self._event.set()
+        event = self._event
+        if event is None:
+            self._pending = True
+        else:
+            event.set()
 
     async def wait(self) -> None:
+        if self._pending:
+            self._pending = False
+            await trio.lowlevel.checkpoint()
+            return
         event = self._event
+        if event is None:
+            event = self._event = trio.Event()
         await event.wait()
         if self._event is event:
-            self._event = trio.Event()
+            self._event = None
 
 
 class _Final:
@@ -282,10 +298,16 @@ def _lame_duck_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wa
     wakeup.set()
 
 
-async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Final, cancel_scope,
-                      meter: Meter, drained: _Wakeup) -> None:
+async def _write_loop(stream, conn: NatsServerConnection, session: NatsSession, wakeup: _Wakeup, final: _Final,
+                      cancel_scope, meter: Meter, drained: _Wakeup) -> None:
     outbox = session.outbox
+    # The timers' next run, read again only after they ran (as a task asleep
+    # until that deadline would): a PING or an auth timeout is queued like a reply.
+    timer_at = conn.next_deadline()
     while True:
+        if timer_at is not None and trio.current_time() >= timer_at:
+            timer_at = _run_timers(conn, outbox, final)
+            continue
         if session.slow:
             cancel_scope.cancel()   # nats-server closes a slow consumer without -ERR
             return
@@ -318,26 +340,28 @@ async def _write_loop(stream, session: NatsSession, wakeup: _Wakeup, final: _Fin
             return
         outbox.writer_idle = True   # Outbox.write_now may send for us until we wake
         try:
-            await wakeup.wait()
+            if timer_at is None:
+                await wakeup.wait()
+            else:
+                with trio.move_on_at(timer_at):
+                    await wakeup.wait()
         finally:
             outbox.writer_idle = False
 
 
-async def _timer_loop(conn: NatsServerConnection, session: NatsSession, final: _Final) -> None:
-    while True:
-        deadline = conn.next_deadline()
-        if deadline is None:
-            await trio.sleep_forever()
-        await trio.sleep_until(deadline)
-        try:
-            conn.handle_deadline(trio.current_time())
-        except NatsProtocolError as err:
-            session.outbox.offer(conn.data_to_send())
-            final.error = err.wire
-            final.done = True
-            session.outbox.wake()
-            return
-        session.outbox.offer(conn.data_to_send())
+def _run_timers(conn: NatsServerConnection, outbox: Outbox, final: _Final) -> float | None:
+    """Run the connection's due timers and queue what they send; the next
+    deadline, None when there is none (closed) or a timer ended the connection
+    (``Stale Connection``, ``Authentication Timeout``: ``final`` says so)."""
+    try:
+        conn.handle_deadline(trio.current_time())
+    except NatsProtocolError as err:
+        outbox.offer(conn.data_to_send())
+        final.error = err.wire
+        final.done = True
+        return None
+    outbox.offer(conn.data_to_send())
+    return conn.next_deadline()
 
 
 async def run_jetstream_timers(consumers) -> None:

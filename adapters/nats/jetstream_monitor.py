@@ -191,9 +191,9 @@ def _config(broker) -> dict[str, Any]:
         cfg["store_dir"] = str(Path(data_dir).resolve())
     log = getattr(getattr(broker, "cfg", None), "log", None)
     fsync = getattr(log, "fsync", "")
-    if fsync == "batch":
+    if fsync == "batch" and log.fsync_interval_ms:  # a commit delay after busy rounds
         cfg["sync_interval"] = round(log.fsync_interval_ms * 1_000_000)
-    elif fsync == "always":
+    elif fsync in ("always", "batch"):  # every ack after its fdatasync: nats-server's sync_always
         cfg["sync_always"] = True
     return cfg
 

@@ -228,6 +228,10 @@ def _sink_for(session: NatsSession, sub: Subscription) -> _Sink:
 class NatsSession:
     """The broker side of one NATS connection. Synchronous."""
 
+    # Slots: one of these lives per connection (docs/internals.md "Memory").
+    __slots__ = ("broker", "conn", "outbox", "slow", "msgs_in", "bytes_in", "msgs_out", "bytes_out", "stalled",
+                 "_batch", "js")
+
     def __init__(self, broker, conn: NatsServerConnection, outbox: Outbox) -> None:
         self.broker = broker
         self.conn = conn

@@ -25,6 +25,7 @@ before returning.
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass
 from typing import Iterator
@@ -84,6 +85,11 @@ def read_range(opts: SourceOptions, r: FerryRange) -> Iterator:
     Kafka source, ``failOnDataLoss`` decides whether that fails the query)."""
     if not isinstance(r, FerryRange):  # no ranges: Spark still runs one task, with a bare InputPartition
         return
+    # pyspark's daemon runs gc.collect() in the worker after every task (pyspark/daemon.py);
+    # with pyspark and pyarrow loaded that walks ~50k long-lived objects, ~25 ms of CPU per
+    # task (docs/spark.md "Performance"). Freezing what exists now (imports, the reader)
+    # leaves that collect only the task's own objects; those are collected as before.
+    gc.freeze()
     expect = r.start
     with opts.conn.session() as client:
         for polled in client.poll_range(opts.stream, r.topic, r.partition, r.start, r.end, opts.poll_count):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..compiled import load
 from ..errors import CorruptSegment
 from .batch import batch_crc_ok, batch_entries, parse_batch_header
 from .index import I_BYTE, I_LEN, I_POS, INDEX_ENTRY, T_FIRST, T_POS, TIME_ENTRY, EntryTable
@@ -32,6 +33,8 @@ SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_SUFFIX)
 # 00000000000000000000.log convention).
 NAME_DIGITS = 20
 _PAYLOAD_LEN_AT = 52  # core.record: payload_length u32 at byte 52
+# The compiled record walk of read() (core/_speedups.c index_spans), or None: pure Python.
+_index_spans = getattr(load("core._speedups"), "index_spans", None)
 _APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -59,6 +62,37 @@ def fsync_dir(path: Path) -> None:
     finally:
         os.close(fd)
 
+
+
+# A read's byte budget as the compiled walk takes it (Py_ssize_t); sys.maxsize, "no limit", fits.
+_MAX_BUDGET = (1 << 63) - 1
+
+
+def _spans_python(buf, rel: int, end_rel: int, budget: int, need_one: bool) -> tuple[list[int], list[tuple[int, int]]]:
+    """Records ``rel..end_rel-1`` of the offset index ``buf`` while they fit in
+    ``budget`` bytes (the first regardless when ``need_one``): their lengths and
+    the contiguous runs ``(start, end)`` of file bytes they occupy (a batch header
+    between two records splits a run). The Python twin of ``_speedups.index_spans``."""
+    unpack, esize = INDEX_ENTRY.unpack_from, INDEX_ENTRY.size
+    lens: list[int] = []
+    runs: list[tuple[int, int]] = []
+    total = run_start = run_end = 0
+    for i in range(rel, end_rel):
+        entry = unpack(buf, i * esize)
+        pos, ln = entry[I_POS], entry[I_LEN]
+        if total + ln > budget and (lens or not need_one):
+            break
+        if not lens:
+            run_start = pos
+        elif pos != run_end:
+            runs.append((run_start, run_end))
+            run_start = pos
+        lens.append(ln)
+        run_end = pos + ln
+        total += ln
+    if lens:
+        runs.append((run_start, run_end))
+    return lens, runs
 
 class Segment:
     """Files and index tables of one segment; see the module docstring."""
@@ -223,31 +257,15 @@ class Segment:
         ``budget`` bytes (at least one record when ``need_one``). Returns the
         contiguous runs of record bytes and each record's size."""
         end_rel = min(self.index.count, rel + max_count)
-        unpack, esize, buf = INDEX_ENTRY.unpack_from, INDEX_ENTRY.size, self.index.buf
-        spans: list[tuple[int, int]] = []
-        total = 0
-        for i in range(rel, end_rel):
-            entry = unpack(buf, i * esize)
-            ln = entry[I_LEN]
-            if total + ln > budget and (spans or not need_one):
-                break
-            spans.append((entry[I_POS], ln))
-            total += ln
-        if not spans:
+        spans = _index_spans or _spans_python
+        lens, runs = spans(self.index.buf, rel, end_rel, min(budget, _MAX_BUDGET), need_one)
+        if not lens:
             return [], []
-        lo, hi = spans[0][0], spans[-1][0] + spans[-1][1]
-        verified = self._verify(rel, rel + len(spans) - 1) if self.sealed else None
+        lo, hi = runs[0][0], runs[-1][1]
+        verified = self._verify(rel, rel + len(lens) - 1) if self.sealed else None
         start, data = verified if verified is not None else (lo, pread_exact(self.fd, hi - lo, lo))
         view = memoryview(data)
-        chunks: list[memoryview] = []
-        run_start = run_end = lo
-        for pos, ln in spans:
-            if pos != run_end:  # a batch header lies between: close the run
-                chunks.append(view[run_start - start : run_end - start])
-                run_start = pos
-            run_end = pos + ln
-        chunks.append(view[run_start - start : run_end - start])
-        return chunks, [ln for _pos, ln in spans]
+        return [view[a - start : b - start] for a, b in runs], lens
 
     def _verify(self, first_rel: int, last_rel: int) -> tuple[int, bytes] | None:
         """Check the CRC of every not-yet-verified batch holding records

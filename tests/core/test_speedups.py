@@ -222,3 +222,31 @@ def test_records_with_valid_headers_skip_the_python_check(monkeypatch):
     monkeypatch.setattr(encoded, "_check_record", check)
     monkeypatch.setattr(encoded, "_compiled_stamp", _speedups.stamp)
     assert encoded._stamp_compiled(block, 3, 0, 1)[1] == [1, 1, 1]
+
+
+# -- index_spans: the record walk of Segment.read -----------------------------------------
+@given(entries=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 600)), max_size=60),
+       window=st.tuples(st.integers(0, 70), st.integers(0, 70)),
+       budget=st.integers(-500, 20_000), need_one=st.booleans())
+def test_index_spans_is_the_python_walk(entries, window, budget, need_one):
+    """Same lengths and runs as segment._spans_python for any index (gaps between
+    records = batch headers), window, budget (negative: already spent) and need_one."""
+    from core.log.index import INDEX_ENTRY
+    from core.log.segment import _spans_python
+
+    buf, pos = bytearray(), 0
+    for gap, ln in entries:
+        pos += gap * 8
+        buf += INDEX_ENTRY.pack(pos, ln, pos, 0)
+        pos += ln
+    rel = min(window[0], len(entries))
+    end_rel = min(max(rel, window[1]), len(entries))
+    assert _speedups.index_spans(bytes(buf), rel, end_rel, budget, need_one) == \
+        _spans_python(buf, rel, end_rel, budget, need_one)
+
+
+def test_index_spans_refuses_entries_out_of_range():
+    with pytest.raises(ValueError, match="out of range"):
+        _speedups.index_spans(b"\0" * 28, 0, 2, 100, True)
+    with pytest.raises(ValueError, match="out of range"):
+        _speedups.index_spans(b"\0" * 28, 1, 0, 100, True)

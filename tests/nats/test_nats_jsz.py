@@ -30,7 +30,9 @@ N = 7
 # Keys nats-server 2.15.1 writes that Ferry leaves out (adapters/nats/jetstream_monitor.py):
 # strict JSON parsing (Ferry ignores unknown request fields), nats-server's default
 # limits block (Ferry enforces none).
-LEFT_OUT = {"config.strict", "limits.default_max_consumers"}
+# config.sync_interval: under sync_always nats-server still reports its periodic interval
+# (opts.go sets both); Ferry has no periodic sync to report.
+LEFT_OUT = {"config.strict", "limits.default_max_consumers", "config.sync_interval"}
 QUERIES = ["", "streams=true&consumers=true", "accounts=true", "streams=true&consumers=true&config=true",
            "acc=$G", "acc=nope", "acc=nope&accounts=true", "accounts=true&offset=1", "accounts=1&limit=-1",
            "consumers=1&raft=1", "leader-only=true"]
@@ -77,7 +79,10 @@ def fetch_all(port: int) -> dict[str, tuple[int, object]]:
 def real_jsz(tmp_path):
     """Documents from the real nats-server after :func:`work`, by query."""
     port, http_port = free_port(), free_port()
-    proc = subprocess.Popen([NATS_SERVER, "-js", "-sd", str(tmp_path / "real"), "-a", "127.0.0.1",
+    # sync_interval: always = Ferry's default durability (every ack after its fdatasync)
+    conf = tmp_path / "real.conf"
+    conf.write_text(f'jetstream {{ store_dir: "{tmp_path / "real"}", sync_interval: always }}\n')
+    proc = subprocess.Popen([NATS_SERVER, "-c", str(conf), "-a", "127.0.0.1",
                              "-p", str(port), "-m", str(http_port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -196,4 +201,5 @@ def test_jsz_is_listed_and_counts_a_fresh_gateway(tmp_path):
     assert (doc["streams"], doc["consumers"], doc["messages"], doc["bytes"]) == (0, 0, 0, 0)
     assert doc["account_details"][0]["name"] == "$G" and "stream_detail" not in doc["account_details"][0]
     assert doc["config"]["store_dir"] == str(Path(tmp_path / "data").resolve())
-    assert doc["config"]["sync_interval"] > 0 and "disabled" not in doc
+    # the default group commit acks after fdatasync, as nats-server's sync_always
+    assert doc["config"]["sync_always"] is True and "sync_interval" not in doc["config"] and "disabled" not in doc

@@ -73,3 +73,49 @@ def test_a_cut_record_is_refused_not_read_past():
 def test_the_loop_in_use():
     pure = os.environ.get("FERRY_PURE_PYTHON", "") not in ("", "0")
     assert batches.COMPILED is not pure, "adapters.spark._speedups is not built"
+
+
+def _agree(polled, end=1 << 62):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(batches, "_compiled_columns", spark_c.columns)
+        compiled = batches.polled_to_batch("s", "t", polled, end)
+        mp.setattr(batches, "_compiled_columns", None)
+        python = batches.polled_to_batch("s", "t", polled, end)
+    assert compiled.equals(python)
+    return compiled
+
+
+def test_columns_sized_up_front_still_grow_for_many_or_large_headers():
+    # The loop sizes its pair columns from the record count (2 pairs a record) and its
+    # key/value bytes at 64 KiB: 40 pairs on one record, and 100 records of three
+    # 255-byte keys and values (the field limit; ~76 KiB of each), outgrow both.
+    many = [(f"k{i}", HeaderValue.string("v" * (i + 1))) for i in range(40)]
+    wide = [(c * 255, HeaderValue.raw(bytes([ord(c)]) * 255)) for c in "abc"]
+    records = [(1, b"p", many, 5), (2, b"q" * 70_000, [], 7)] + [(3 + i, b"", wide, 8) for i in range(100)]
+    batch = _agree(_polled(records, b"xy"))
+    rows = batch.to_pylist()
+    assert [len(r["headers"]) for r in rows[:3]] == [40, 0, 3]
+    assert rows[0]["headers"][39] == {"key": "k39", "kind": "string", "value": b"v" * 40}
+    assert rows[-1]["headers"][2] == {"key": "c" * 255, "kind": "raw", "value": b"c" * 255}
+    assert rows[1]["payload"] == b"q" * 70_000
+
+
+def test_columns_of_a_whole_poll_match_the_records():
+    # A realistic poll: 5,000 records of 100 B with one header, as the bench reads them.
+    records = [(i * 7919, bytes([i % 256]) * 100, [("trace", HeaderValue.string("abcdefgh"))], 1_700_000 + i)
+               for i in range(5_000)]
+    batch = _agree(_polled(records, b"\0" * 16), end=100 + 4_321)
+    assert batch.num_rows == 4_321
+    assert batch.column("id")[4_320].as_py() == "%032x" % (4_320 * 7919)
+    assert batch.column("offset")[0].as_py() == 100
+
+
+def test_bad_positions_are_refused():
+    polled = _polled([(1, b"abc", [], 5)], b"")
+    with pytest.raises(ValueError, match=">= 0"):
+        spark_c.columns(polled.body, -1, 1, 1 << 63)
+    with pytest.raises(ValueError, match=">= 0"):
+        spark_c.columns(polled.body, 0, -1, 1 << 63)
+    with pytest.raises(ValueError, match="does not frame"):
+        spark_c.columns(polled.body, len(polled.body) + 5, 1, 1 << 63)
+    assert spark_c.columns(polled.body, 0, 0, 1 << 63)[0] == 0
