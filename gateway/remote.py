@@ -172,6 +172,31 @@ class RemoteBroker:
         return self._call(method, path, body)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
+        resp, raw = self._exchange(method, path, body, lambda resp: resp.read())
+        return json.loads(raw) if raw else None
+
+    def download(self, method: str, path: str, body: Any, sink, on_chunk=None) -> tuple[int, str | None]:
+        """One request whose answer is a file: written to ``sink`` in DOWNLOAD_CHUNK
+        pieces (``on_chunk(n, total)`` after each; total from Content-Length or None).
+        Returns (bytes, the Content-Disposition filename or None). Errors as :meth:`call`."""
+        def copy(resp) -> int:
+            total = int(resp.headers.get("content-length") or 0) or None
+            got = 0
+            while chunk := resp.read(DOWNLOAD_CHUNK):
+                sink.write(chunk)
+                got += len(chunk)
+                if on_chunk is not None:
+                    on_chunk(len(chunk), total)
+            return got
+
+        resp, got = self._exchange(method, path, body, copy)
+        disposition = resp.headers.get("content-disposition") or ""
+        return got, disposition.partition('filename="')[2].partition('"')[0] or None
+
+    def _exchange(self, method: str, path: str, body: Any, take):
+        """Send one request; ``take(resp)`` reads a successful answer. Returns
+        ``(resp, take's result)``; RemoteUnreachable when the connection fails,
+        RemoteError with the server's reason when it answers >= 400."""
         headers = {"content-type": "application/json"}
         if self._token:
             headers["authorization"] = f"Bearer {self._token}"
@@ -179,51 +204,18 @@ class RemoteBroker:
         try:
             self._conn.request(method, path, body=data, headers=headers)
             resp = self._conn.getresponse()
-            raw = resp.read()
+            result = resp.read() if resp.status >= 400 else take(resp)
         except (OSError, http.client.HTTPException) as exc:
             self._conn.close()
             raise RemoteUnreachable(self.target.url, _reason(exc)) from exc
         if resp.status >= 400:
             try:
-                reason = json.loads(raw)["reason"]
+                reason = json.loads(result)["reason"]
             except (ValueError, KeyError, TypeError):
                 reason = {401: "not authorized (log in again, or check --token)",
                           403: "permission denied"}.get(resp.status, f"HTTP {resp.status}")
             raise RemoteError(f"server refused {method} {path.partition('?')[0]}: {reason}", resp.status)
-        return json.loads(raw) if raw else None
-
-    def download(self, method: str, path: str, body: Any, sink, on_chunk=None) -> tuple[int, str | None]:
-        """One request whose answer is a file: written to ``sink`` in DOWNLOAD_CHUNK
-        pieces (``on_chunk(n, total)`` after each; total from Content-Length or None).
-        Returns (bytes, the Content-Disposition filename or None). Errors as :meth:`call`."""
-        headers = {"content-type": "application/json"}
-        if self._token:
-            headers["authorization"] = f"Bearer {self._token}"
-        try:
-            self._conn.request(method, path, body=json.dumps(body).encode(), headers=headers)
-            resp = self._conn.getresponse()
-            if resp.status >= 400:
-                raw = resp.read()
-            else:
-                total = int(resp.headers.get("content-length") or 0) or None
-                got = 0
-                while chunk := resp.read(DOWNLOAD_CHUNK):
-                    sink.write(chunk)
-                    got += len(chunk)
-                    if on_chunk is not None:
-                        on_chunk(len(chunk), total)
-        except (OSError, http.client.HTTPException) as exc:
-            self._conn.close()
-            raise RemoteUnreachable(self.target.url, _reason(exc)) from exc
-        if resp.status >= 400:
-            try:
-                reason = json.loads(raw)["reason"]
-            except (ValueError, KeyError, TypeError):
-                reason = f"HTTP {resp.status}"
-            raise RemoteError(f"server refused {method} {path}: {reason}", resp.status)
-        disposition = resp.headers.get("content-disposition") or ""
-        name = disposition.partition('filename="')[2].partition('"')[0] or None
-        return got, name
+        return resp, result
 
     # -- streams ---------------------------------------------------------------------
     def create_stream(self, name: str, stream_id: int | None = None) -> RemoteStream:
