@@ -171,18 +171,28 @@ def _peer(stream) -> str:
 async def iggy_connection(broker, stream: trio.abc.Stream, *, meter: IggyMeter | None = None) -> None:
     """Serve one Iggy client until it leaves or breaks the framing (counted by
     ``meter``, the listener's; a test may leave it out)."""
-    session = IggySession(broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=_peer(stream),
-                          transport=TRANSPORT_TCP)
+    try:
+        await serve_session(broker, stream, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=_peer(stream),
+                            transport=TRANSPORT_TCP, what="iggy session", meter=meter)
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+async def serve_session(broker, stream, *, client_id: int, address: str, transport: int, what: str,
+                        meter: IggyMeter | None) -> None:
+    """One connection's session, from open to close (TCP and WebSocket share it; the
+    caller closes the stream): an IggySession reading ahead ``MAX_PIPELINED`` requests,
+    counted in ``meter``, served by :func:`serve_pipeline` until the peer leaves."""
+    session = IggySession(broker, client_id=client_id, address=address, transport=transport)
     session.conn.max_in_flight = MAX_PIPELINED
     if meter is not None:
         meter.opened(session)
     try:
-        await serve_pipeline(stream, session, "iggy session", meter)
+        await serve_pipeline(stream, session, what, meter)
     finally:
         session.close()
         if meter is not None:
             meter.closed()
-        await trio.aclose_forcefully(stream)
 
 
 async def serve_pipeline(stream, session: IggySession, what: str, meter: IggyMeter | None = None) -> None:

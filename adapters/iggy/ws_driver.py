@@ -50,8 +50,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 from core.metrics import metrics_for
 
 from ..wsmask import install as install_compiled_unmask
-from .driver import MAX_PIPELINED, RECV_CHUNK, IggyMeter, serve_pipeline
-from .session import IggySession
+from .driver import RECV_CHUNK, IggyMeter, serve_session
 from .ws import (
     CLOSE_MESSAGE_TOO_BIG,
     WS_MAX_MESSAGE,
@@ -202,18 +201,10 @@ async def _handle(broker, metrics: WsMetrics, request: WebSocketRequest) -> None
 
 async def iggy_ws_connection(broker, stream: IggyWsStream, metrics: WsMetrics) -> None:
     """Serve one upgraded Iggy WebSocket client until it leaves or breaks the framing."""
-    session = IggySession(broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=stream.peer,
-                          transport=TRANSPORT_WEBSOCKET)
-    session.conn.max_in_flight = MAX_PIPELINED
-    meter = metrics.meter
-    if meter is not None:
-        meter.opened(session)
     try:
-        await serve_pipeline(stream, session, "iggy websocket session", meter)
+        await serve_session(broker, stream, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=stream.peer,
+                            transport=TRANSPORT_WEBSOCKET, what="iggy websocket session", meter=metrics.meter)
     finally:
-        session.close()
-        if meter is not None:
-            meter.closed()
         await stream.aclose()
 
 
