@@ -205,9 +205,8 @@ def admin_config(args: argparse.Namespace):
 # -- commands ----------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
     registry = default_registry()
-    from .remote_target import client_env  # FERRY_SERVER/TOKEN/USER/PASSWORD are the admin commands'
-
-    cfg = load_config(args.config, env=client_env(), flags=serve_flags(args, registry), registry=registry)
+    # load_config skips the admin commands' FERRY_SERVER/TOKEN/USER/PASSWORD (config.CLIENT_ENV)
+    cfg = load_config(args.config, flags=serve_flags(args, registry), registry=registry)
     import trio  # after the config checks: a bad config fails fast, without loading trio
 
     from . import logs

@@ -79,13 +79,6 @@ class Target:
         return f"{self.scheme}://{host}:{self.port}"
 
 
-def client_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment minus the client variables, for ``load_config`` (which
-    refuses unknown ``FERRY_*`` names)."""
-    env = os.environ if env is None else env
-    return {k: v for k, v in env.items() if k not in CLIENT_ENV}
-
-
 def parse_server_url(text: str, auth: Auth, source: str) -> Target:
     """``http://host:port``, ``https://host:port`` or ``host:port`` (http);
     ConfigError (exit 2) when it is none of these."""
@@ -181,7 +174,7 @@ def admin_setup(args, env: Mapping[str, str] | None = None) -> tuple[Config, Tar
     env = os.environ if env is None else env
     data = getattr(args, "data", None)
     flags = {("server", "data_dir"): (data, "--data")} if data is not None else {}
-    cfg = load_config(getattr(args, "config", None), env=client_env(env), flags=flags)
+    cfg = load_config(getattr(args, "config", None), env=env, flags=flags)  # it skips CLIENT_ENV itself
     auth = resolve_auth(cfg, token=getattr(args, "token", None), user=getattr(args, "user", None),
                         password=getattr(args, "password", None), env=env)
     if is_local(args):
@@ -202,5 +195,5 @@ def is_local(args) -> bool:
     return bool(getattr(args, "local", False) or getattr(args, "data", None) is not None)
 
 
-__all__ = ["Auth", "CLIENT_ENV", "DEFAULT_SERVER", "Target", "admin_setup", "client_env", "is_local",
+__all__ = ["Auth", "CLIENT_ENV", "DEFAULT_SERVER", "Target", "admin_setup", "is_local",
            "local_data_dir", "parse_server_url", "resolve_auth", "resolve_target"]
