@@ -66,8 +66,9 @@ sys.path[:0] = [str(ROOT)]
 
 from _harness import BenchFailure, ServerProcess, Table, ferry_env, in_temp_dir, wait_banner  # noqa: E402
 
-from adapters.iggy.codec import VSR_HEADER_SIZE, legacy_request, vsr_request  # noqa: E402
-from adapters.iggy.spec import COMMANDS  # noqa: E402
+from iggy_bench import frame as iggy_frame  # noqa: E402  (the Iggy request frames of the command table)
+
+from adapters.iggy.codec import VSR_HEADER_SIZE  # noqa: E402
 
 START_LIMIT_S = 60        # a server must be ready by then
 IO_LIMIT_S = 60           # a batch of handshakes (or of SUBs) must be answered by then
@@ -246,15 +247,6 @@ def subscribe(sock: socket.socket, start: int, stop: int) -> None:
         sock.sendall(b"".join(b"SUB bench.%d %d\r\n" % (i, i) for i in range(lo, min(lo + SUB_CHUNK, stop))))
     sock.sendall(b"PING\r\n")
     read_until(sock, lambda b: b"PONG\r\n" in b, "SUB round trip")
-
-
-def iggy_frame(name: str, /, dialect: int, **values) -> bytes:
-    """One request of Ferry's command table: legacy framing, or (dialect 3) a VSR envelope."""
-    cmd = COMMANDS.by_name[name]
-    body = cmd.encode(dialect, cmd.make(**values))
-    if dialect != 3:
-        return legacy_request(cmd.code, body)
-    return vsr_request(2, body, code=cmd.code) if cmd.vsr_op == 2 else vsr_request(cmd.vsr_op, body)
 
 
 def iggy_reply(sock: socket.socket, dialect: int, what: str) -> bytes:
