@@ -114,10 +114,16 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     touched = state.touched
 
     def wake() -> None:
-        wakeup.set()
         touched.add(outbox)   # a reader's pass ends with write_now() on each (_read_loop)
+        # During a reader's pass, a parked writer of a plain TCP socket is left
+        # asleep: that pass's write_now sends the bytes and kicks the writer only
+        # for what the socket did not take. Waking it anyway cost a request/reply
+        # two idle task turns (~25 us each, py-spy; docs/nats.md "Performance").
+        if not (state.in_pass and outbox.writer_idle and outbox.direct is not None):
+            wakeup.set()
 
     outbox = Outbox(state.max_pending, wake)
+    outbox.kick = wakeup.set
     outbox.drained = drained = _Wakeup()
     session = NatsSession(state.broker, conn, outbox)
     record = ClientRecord(session, kind=kind, ip=client_ip, port=client_port)
@@ -232,28 +238,32 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
     broker = state.broker
     touched = state.touched
     outbox.offer(conn.data_to_send())  # the INFO queued at construction goes first
+    receive = _socket_receiver(stream.socket) if outbox.direct is not None else stream.receive_some
     while True:
         if session.slow:
             return
         if broker.draining:
             await _lame_duck(conn, outbox)
             return
-        data = await stream.receive_some(RECV_CHUNK)
+        data = await receive(RECV_CHUNK)
+        state.in_pass = True
         try:
             conn.receive_data(data, trio.current_time())
             session.process()   # every complete operation, in one synchronous pass
+            outbox.offer(conn.data_to_send())
         except NatsProtocolError as err:
             outbox.offer(conn.data_to_send())
             final.error = err.wire
             return
         except NatsError:
             return
-        outbox.offer(conn.data_to_send())
-        if touched:   # every outbox this pass queued bytes for, this client's own included
-            targets = list(touched)
-            touched.clear()
-            for target in targets:
-                target.write_now()
+        finally:
+            state.in_pass = False
+            if touched:   # every outbox this pass queued bytes for, this client's own included
+                targets = list(touched)
+                touched.clear()
+                for target in targets:
+                    target.write_now()
         meter.fold()
         if not data:
             return
@@ -408,6 +418,27 @@ async def _write_gathered(sock, session: NatsSession, drained) -> None:
         else:
             with trio.fail_after(WRITE_DEADLINE):
                 await trio.lowlevel.wait_writable(sock)
+
+
+def _socket_receiver(sock):
+    """``receive_some`` for a plain TCP socket that waits for readiness first.
+    trio's ``receive_some`` tries ``recv`` first and, once a client is idle between
+    requests, that try almost always fails: a raised BlockingIOError, a context
+    manager and a scheduler turn for nothing on every request/reply hop (py-spy,
+    docs/nats.md "Performance"). Waiting first is one checkpoint, as trio's own."""
+    fd = sock.fileno()
+    wait_readable = trio.lowlevel.wait_readable
+
+    async def receive(max_bytes: int) -> bytes:
+        while True:
+            await wait_readable(sock)
+            try:
+                return os.read(fd, max_bytes)
+            except BlockingIOError:   # a spurious wake-up: wait again
+                continue
+            except OSError as exc:    # reset by the peer: the end trio's stream would report
+                raise trio.BrokenResourceError(str(exc)) from exc
+    return receive
 
 
 def _direct_writer(fd: int):

@@ -86,6 +86,10 @@ class NatsServerState:
     # Outboxes that got bytes since a reader last flushed them (driver._read_loop
     # calls Outbox.write_now on each, then clears it): bounded by the live clients.
     touched: set = field(default_factory=set)
+    # True while a reader runs its synchronous pass (receive -> process -> write_now
+    # on every touched outbox): a wake-up during it may be left to that write_now
+    # (driver.nats_connection's wake), sparing the parked writer a spurious turn.
+    in_pass: bool = False
 
     @property
     def sessions(self) -> list:

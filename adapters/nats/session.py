@@ -101,10 +101,13 @@ class Outbox:
     ``direct`` (set by the driver for a plain TCP socket) writes a list of
     frames without blocking and says how many bytes the socket took; ``writer_idle`` is True while
     the connection's writer task is parked. :meth:`write_now` uses both to
-    send from the task that queued the bytes, one task hop less per reply."""
+    send from the task that queued the bytes, one task hop less per reply.
+    ``kick`` wakes the writer task unconditionally: ``wake`` may leave a
+    parked writer asleep while a reader's pass is about to call
+    :meth:`write_now`, which kicks it only for what the socket did not take."""
 
     __slots__ = ("frames", "pending", "max_pending", "high_water", "closed", "wake", "drained", "direct",
-                 "writer_idle")
+                 "writer_idle", "kick")
 
     def __init__(self, max_pending: int = MAX_PENDING, wake: Callable[[], None] = lambda: None) -> None:
         self.frames: list[bytes | memoryview] = []
@@ -116,6 +119,7 @@ class Outbox:
         self.drained: object = None
         self.direct: Callable[[list], int] | None = None
         self.writer_idle = False
+        self.kick = wake
 
     def offer(self, data: bytes) -> bool:
         """Queue control bytes (replies); never refused while open."""
@@ -158,10 +162,10 @@ class Outbox:
             frames[:] = [b"".join(frames)]
         sent = self.direct(frames)
         if not sent:
-            self.wake()
+            self.kick()
             return
         if self.advance(sent):   # the socket took part of the queue: the writer sends the rest
-            self.wake()
+            self.kick()
         if self.drained is not None:
             self.drained.set()
 
@@ -516,7 +520,7 @@ class NatsSession:
         self.slow = True
         log.warning("slow consumer detected", extra={"client_id": self.conn.client_id,
                                                      "pending": self.outbox.pending})
-        self.outbox.wake()
+        self.outbox.kick()   # closed by the writer, never flushed by write_now
 
 
 def _prepare(delivery: Delivery) -> PreparedMessage:
