@@ -171,12 +171,14 @@ async def main():
     await c.login_user("iggy", "iggy")
     msgs = [lib.SendMessage(b"x" * size) for _ in range(batch)]
     lat, n = [], 0
+    cpu0 = time.process_time()
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         t0 = time.perf_counter()
         await c.send_messages("bench", "t", partition, msgs)
         lat.append(time.perf_counter() - t0)
         n += batch
+    cpu = time.process_time() - cpu0  # the client's own CPU for the sends (all threads of its process)
     if hasattr(lib, "Consumer"):  # 0.9: keyword arguments and an explicit consumer
         one = lib.Consumer.Single(1)
         def poll(offset):
@@ -193,7 +195,7 @@ async def main():
         got = await poll(rng.randrange(0, max(n - batch, 1)))
         plat.append(time.perf_counter() - t0)
         pn += len(got)
-    print(json.dumps({"msgs": n, "lat": lat, "poll_msgs": pn, "poll_lat": plat}), flush=True)
+    print(json.dumps({"msgs": n, "lat": lat, "poll_msgs": pn, "poll_lat": plat, "cpu": cpu}), flush=True)
 asyncio.run(main())
 import os; os._exit(0)
 '''
@@ -224,6 +226,24 @@ def summarize(name: str, results: list[dict], seconds: float, size: int, raw_rat
     return rate
 
 
+def client_bound(results: list[dict], batch: int, raw_rate: float | None) -> None:
+    """The client's own CPU per batch (process time over its send loop) and the
+    best ``x raw`` a lockstep client with that cost can reach against this server:
+    the raw generator spends ~0 per batch, so a batch costs the client ``raw``'s
+    round trip plus its own CPU, ratio <= t_raw / (t_raw + cpu). A faster server
+    shrinks t_raw and so *lowers* that bound (docs/iggy.md "Performance")."""
+    batches = sum(r["msgs"] for r in results) / batch
+    cpu = sum(r.get("cpu", 0.0) for r in results)
+    if not batches or not cpu:
+        return
+    per_batch = cpu / batches
+    line = f"{'  client CPU per batch':<28} {per_batch * 1e3:>8.3f} ms"
+    if raw_rate:
+        t_raw = batch * len(results) / raw_rate   # one producer's round per batch in the raw run
+        line += f"; bound for x raw: {t_raw / (t_raw + per_batch):.2f} (raw round {t_raw * 1e3:.3f} ms)"
+    print(line)
+
+
 def start_server(data: Path, fsync: str, pure_python: bool = False) -> tuple[subprocess.Popen, int, int]:
     env = ferry_env()
     if pure_python:  # core/log/encoded.py, adapters/iggy/_compiled.py: no compiled loops
@@ -245,6 +265,7 @@ def client_rows(spec: str, name: str, port: int, a, raw: float | None, transport
     """Run the client rows (send, then poll) of ``spec``; their msgs/s."""
     res = client_run(spec, port, a.seconds, a.batch, a.size, a.producers, transport)
     sent = summarize(f"{name} send", res, a.seconds, a.size, raw)
+    client_bound(res, a.batch, raw)
     polled = summarize(f"{name} poll", [{"msgs": r["poll_msgs"], "lat": r["poll_lat"]} for r in res], a.seconds,
                        a.size, raw)
     return sent, polled
