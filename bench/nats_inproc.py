@@ -32,11 +32,15 @@ PASSES = 7
 SUBSCRIBERS = {"pub": 0, "pubsub": 1, "fanout4": 4}
 
 
-def frames(size: int) -> bytes:
+def frames(size: int, interleave: bool = False) -> bytes:
+    """FRAMES PUBs on ``bench``; with ``interleave`` every other one on ``bencx``
+    (nobody subscribes), so no two consecutive PUBs share a subject and the
+    session's runs (adapters/nats/pubscan.py) are one message long."""
     out = []
     for i in range(FRAMES):
         n = max(size - 3, 0) + i % 8
-        out.append(b"PUB bench %d\r\n" % n + b"x" * n + b"\r\n")
+        subject = b"bencx" if interleave and i % 2 else b"bench"
+        out.append(b"PUB %s %d\r\n" % (subject, n) + b"x" * n + b"\r\n")
     return b"".join(out)
 
 
@@ -52,7 +56,7 @@ def feed(s: NatsSession, data: bytes) -> None:
     s.process()
 
 
-def run(mode: str, size: int) -> float:
+def run(mode: str, size: int, interleave: bool = False) -> float:
     tmp = tempfile.mkdtemp(prefix="ferry-nats-inproc-")
     try:
         with Broker.open(tmp) as broker:
@@ -63,7 +67,7 @@ def run(mode: str, size: int) -> float:
                 s = session(broker, 10 + i)
                 feed(s, b'CONNECT {"verbose":false}\r\nSUB bench 1\r\n')
                 subs.append(s.outbox)
-            blob = frames(size)
+            blob = frames(size, interleave)
             chunks = [blob[i:i + CHUNK] for i in range(0, len(blob), CHUNK)]
             best = float("inf")
             for _ in range(PASSES):
@@ -107,6 +111,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=sorted(SUBSCRIBERS), default="pub")
     ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--interleave", action="store_true",
+                    help="every other PUB on a subject nobody subscribes to (runs of one message)")
     ap.add_argument("--codec-proto", action="store_true", help="time scan_pubs alone, and the Cython prototype")
     args = ap.parse_args()
     if args.codec_proto:
@@ -114,8 +120,9 @@ def main() -> None:
         extra = f", Cython prototype {c:.0f} ns/frame" if c is not None else " (prototype not built)"
         print(f"scan {args.size} B: scan_pubs {py:.0f} ns/frame{extra}")
         return
-    ns = run(args.mode, args.size)
-    print(f"{args.mode} {args.size} B: {ns:.0f} ns/msg ({1e9 / ns / 1e3:.0f}k msg/s, one core, no sockets)")
+    ns = run(args.mode, args.size, args.interleave)
+    label = " interleaved" if args.interleave else ""
+    print(f"{args.mode}{label} {args.size} B: {ns:.0f} ns/msg ({1e9 / ns / 1e3:.0f}k msg/s, one core, no sockets)")
 
 
 if __name__ == "__main__":

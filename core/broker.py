@@ -105,6 +105,10 @@ class Broker(ConsumerOps, TopicOps):
         # cleared whenever streams or topics change (nats-server's sublist
         # cache follows the same "drop on change" rule, keyed by genid).
         self._subject_topics: dict[str, TopicInfo | None] = {}
+        # Moves on whenever a subject's capturing topic may have changed (topics and
+        # streams created, renamed, deleted; bindings): caches of routing decisions
+        # built on topic_for_subject (adapters/nats/session.py) compare it.
+        self.subject_generation = 0
         self._append_listeners: list[AppendListener] = []
         self._wake_flusher: Callable[[], None] = lambda: None
         ConsumerOps.__init__(self)
@@ -237,7 +241,7 @@ class Broker(ConsumerOps, TopicOps):
 
     # -- streams -----------------------------------------------------------
     def create_stream(self, name: str, stream_id: int | None = None) -> StreamInfo:
-        self._subject_topics.clear()
+        self._forget_subjects()
         return self.meta.create_stream(name, stream_id)
 
     def get_stream(self, stream: Ident) -> StreamInfo:
@@ -247,11 +251,11 @@ class Broker(ConsumerOps, TopicOps):
         return self.meta.list_streams()
 
     def update_stream(self, stream: Ident, name: str) -> StreamInfo:
-        self._subject_topics.clear()
+        self._forget_subjects()
         return self.meta.update_stream(stream, name)
 
     def delete_stream(self, stream: Ident) -> None:
-        self._subject_topics.clear()
+        self._forget_subjects()
         info = self.meta.get_stream(stream)
         topics = self.meta.list_topics(info.id)
         self.meta.delete_stream(info.id)
@@ -284,7 +288,7 @@ class Broker(ConsumerOps, TopicOps):
         (one of ``core.log.FSYNC_POLICIES``) give the topic its own segment size and
         fsync policy instead of the broker's ``[log]`` ones (0 / "" keep those); they
         are fixed for the topic's life (:meth:`topic_log_config`)."""
-        self._subject_topics.clear()
+        self._forget_subjects()
         sinfo = self.meta.get_stream(stream)
         topic = self.meta.create_topic(
             sinfo.id,
@@ -309,11 +313,11 @@ class Broker(ConsumerOps, TopicOps):
         return self.meta.list_topics(stream)
 
     def update_topic(self, stream: Ident, topic: Ident, **changes: object) -> TopicInfo:
-        self._subject_topics.clear()
+        self._forget_subjects()
         return self.meta.update_topic(stream, topic, **changes)
 
     def delete_topic(self, stream: Ident, topic: Ident) -> None:
-        self._subject_topics.clear()
+        self._forget_subjects()
         info = self.meta.get_topic(stream, topic)
         self.meta.delete_topic(info.stream_id, info.id)
         self._close_topic_partitions(info.stream_id, info.id)
@@ -328,7 +332,7 @@ class Broker(ConsumerOps, TopicOps):
         self.meta.clear_logical_starts(info.stream_id, info.id)  # byte positions restart at 0
 
     def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
-        self._subject_topics.clear()
+        self._forget_subjects()
         info = self.meta.get_topic(stream, topic)
         new_ids = self.meta.add_partitions(info.stream_id, info.id, count)
         for pid in new_ids:
@@ -337,7 +341,7 @@ class Broker(ConsumerOps, TopicOps):
         return new_ids
 
     def delete_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
-        self._subject_topics.clear()
+        self._forget_subjects()
         info = self.meta.get_topic(stream, topic)
         removed = self.meta.delete_partitions(info.stream_id, info.id, count)
         for pid in removed:
@@ -521,6 +525,10 @@ class Broker(ConsumerOps, TopicOps):
             cache.clear()
         cache[subject] = info
         return info
+
+    def _forget_subjects(self) -> None:
+        self._subject_topics.clear()
+        self.subject_generation += 1
 
     def _topic_exists(self, stream: str, topic: str) -> bool:
         try:

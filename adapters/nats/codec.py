@@ -58,8 +58,8 @@ import enum
 import json
 from typing import Any, Callable, Iterable, Mapping
 
-from core.compiled import load as load_compiled
 
+from . import pubscan as _pubscan
 from .errors import (
     AUTHORIZATION_VIOLATION,
     MAX_CONTROL_LINE_EXCEEDED,
@@ -91,11 +91,9 @@ _UTF8 = "utf-8"
 _ESC = "surrogateescape"
 
 
-# adapters/nats/_speedups.c's scan_pubs, or None: FERRY_PURE_PYTHON=1 or no build
-# keeps the Python loop (core/compiled.py).
-_compiled_module = load_compiled("adapters.nats._speedups")
-_compiled_scan = _compiled_module.scan_pubs if _compiled_module is not None else None
-COMPILED = _compiled_scan is not None
+# The PUB fast path's loops (compiled twins in adapters/nats/_speedups.c unless
+# FERRY_PURE_PYTHON=1 or no build, core/compiled.py).
+COMPILED = _pubscan.COMPILED
 
 
 class _Op(enum.IntEnum):
@@ -265,52 +263,28 @@ class ServerCodec:
         if self._pending is not None or self._skip is not None or self._op is not _Op.NONE \
                 or self.connect_only:
             return 0
-        if _compiled_scan is not None:  # the same loop in C (adapters/nats/_speedups.c)
-            before = len(out)
-            self._pos = _compiled_scan(self._buf, self._pos, self.max_control_line, self.max_payload,
-                                       MAX_SIZE_DIGITS, out, refuse)
-            return len(out) - before
-        buf = self._buf
-        pos = self._pos
-        find, startswith, append = buf.find, buf.startswith, out.append
-        max_line, max_payload, max_digits = self.max_control_line, self.max_payload, MAX_SIZE_DIGITS
-        cr, lf, utf8, esc = _CR, _LF, _UTF8, _ESC
-        n = len(buf)
         before = len(out)
-        while startswith(b"PUB ", pos):
-            start = pos + 4
-            nl = find(b"\n", start + 1)
-            if nl < 0 or buf[nl - 1] != cr or nl - 1 - start > max_line:
-                break
-            arg = buf[start:nl - 1]
-            if b"\t" in arg:
-                break
-            parts = arg.split(b" ")
-            if len(parts) == 2:
-                subject_b, sizeb = parts
-                reply = ""
-            elif len(parts) == 3:
-                subject_b, reply_b, sizeb = parts
-                if not reply_b:
-                    break
-                reply = reply_b.decode(utf8, esc)
-            else:
-                break
-            if not subject_b or not (0 < len(sizeb) <= max_digits and sizeb.isdigit()):
-                break
-            body = nl + 1
-            end = body + int(sizeb)
-            if end - body > max_payload or n < end + 2 or buf[end] != cr or buf[end + 1] != lf:
-                break
-            subject = subject_b.decode(utf8, esc)
-            if refuse is not None and (subject[0] in "_$" or (reply and reply[0] in "_$")) \
-                    and refuse(subject, reply):
-                break
-            append((subject, reply, buf[start:nl + 1], buf[body:end]))
-            pos = end + 2
-        count = len(out) - before
-        self._pos = pos
-        return count
+        self._pos = _pubscan.scan_pubs(self._buf, self._pos, self.max_control_line, self.max_payload,
+                                       MAX_SIZE_DIGITS, out, refuse)
+        return len(out) - before
+
+    def scan_runs(self, out: list, refuse: Callable[[str, str], bool] | None = None) -> int:
+        """The frames :meth:`scan_pubs` would take, as runs of one subject and
+        reply: ``(subject, reply, count, payload_bytes, start, end)`` with
+        ``start:end`` in :attr:`buffer`, valid until the next call that parses
+        (adapters/nats/pubscan.py). Returns how many runs were appended."""
+        if self._pending is not None or self._skip is not None or self._op is not _Op.NONE \
+                or self.connect_only:
+            return 0
+        before = len(out)
+        self._pos = _pubscan.scan_runs(self._buf, self._pos, self.max_control_line, self.max_payload,
+                                       MAX_SIZE_DIGITS, out, refuse)
+        return len(out) - before
+
+    @property
+    def buffer(self) -> bytearray:
+        """The receive buffer the runs of :meth:`scan_runs` point into."""
+        return self._buf
 
     # -- parsing steps ----------------------------------------------------------
     def _need_data(self) -> NeedData:

@@ -106,6 +106,7 @@ class JetStreams:
         self.broker = broker
         self.streams: dict[str, JsStream] = {}
         self._subjects: dict[str, str | None] = {}   # published subject -> stream name (cache)
+        self.generation = 0
         self.consumer_count: Callable[[str], int] = lambda name: 0   # set by the consumers' registry
         # Interest and work-queue retention: does a consumer still need (seq, subject)? (the registry's)
         self.needed: Callable[[JsStream, int, str], bool] = lambda st, seq, subject: True
@@ -116,6 +117,7 @@ class JetStreams:
         """Rebuild the index from the topics' attributes (at listener start)."""
         self.streams.clear()
         self._subjects.clear()
+        self.generation += 1   # subject -> stream answers may differ now (session route caches)
         try:
             topics = self.broker.list_topics(JS_STREAM)
         except NotFound:
@@ -219,6 +221,7 @@ class JetStreams:
         self._save(st)
         self.streams[name] = st
         self._subjects.clear()
+        self.generation += 1   # subject -> stream answers may differ now (session route caches)
         return st
 
     def update(self, cfg: dict[str, Any]) -> JsStream:
@@ -230,6 +233,7 @@ class JetStreams:
         st.index = None                              # limits may have changed: rebuilt on next need
         self._save(st)
         self._subjects.clear()
+        self.generation += 1   # subject -> stream answers may differ now (session route caches)
         return st
 
     def delete(self, name: str) -> None:
@@ -238,6 +242,7 @@ class JetStreams:
         self.broker.delete_topic(JS_STREAM, st.topic_id)
         del self.streams[name]
         self._subjects.clear()
+        self.generation += 1   # subject -> stream answers may differ now (session route caches)
 
     def purge(self, name: str, request: dict[str, Any]) -> int:
         """Purge all, up to ``seq`` (exclusive) or all but the last ``keep``;

@@ -60,6 +60,8 @@ from .events import (
     Unsub,
 )
 from .headers import HeaderBlock, no_responders_block, parse_headers
+from .pubscan import expand_run as _expand_run
+from .pubscan import render_msgs as _render_msgs
 from .jetstream_api import JetStreamApi, jetstream_for
 from .jetstream_session import UNSTORABLE as _UNSTORABLE
 from .jetstream_session import route as _route_js
@@ -193,6 +195,13 @@ class Outbox:
 WRITE_NOW_MAX_FRAMES = 512
 
 
+# Subjects whose routing one session remembers (publish_runs): a client cycling
+# through more subjects than this starts over, which costs lookups, never answers.
+ROUTE_CACHE_MAX = 1024
+_UNKNOWN = object()   # no route cached yet
+_GENERAL = object()   # route: message by message (publish_batch)
+
+
 class _Sink:
     """The broker-side subscriber of one NATS subscription."""
 
@@ -234,7 +243,7 @@ class NatsSession:
 
     # Slots: one of these lives per connection (docs/internals.md "Memory").
     __slots__ = ("broker", "conn", "outbox", "slow", "msgs_in", "bytes_in", "msgs_out", "bytes_out", "stalled",
-                 "_batch", "js")
+                 "_batch", "js", "_routes", "_routes_stamp")
 
     def __init__(self, broker, conn: NatsServerConnection, outbox: Outbox) -> None:
         self.broker = broker
@@ -246,6 +255,9 @@ class NatsSession:
         # water mark; the driver stalls this client's reads on them, briefly.
         self.stalled: set[Outbox] = set()
         self._batch: list = []
+        # publish_runs' routing decisions per subject (None until this client publishes).
+        self._routes: dict | None = None
+        self._routes_stamp: tuple = ()
         # JetStream (adapters/nats/jetstream_api.py), None when the listener runs without it.
         self.js: JetStreamApi | None = jetstream_for(broker)
         if self.js is not None:
@@ -259,11 +271,11 @@ class NatsSession:
         replies queued before each event's deliveries so nats-server's order
         holds. Raises what :meth:`NatsServerConnection.next_event` raises."""
         conn, outbox, batch = self.conn, self.outbox, self._batch
-        next_pubs, next_event, handle = conn.next_pubs, conn.next_event, self.handle
+        next_runs, next_event, handle = conn.next_runs, conn.next_event, self.handle
         while True:
-            if next_pubs(batch):
+            if next_runs(batch):
                 try:
-                    self.publish_batch(batch)
+                    self.publish_runs(batch, conn.pub_buffer)
                 finally:
                     batch.clear()
             event = next_event()
@@ -328,6 +340,97 @@ class NatsSession:
                                                 origin=ORIGIN, native=header, publisher=self)).delivered
         if not delivered and reply and self.conn.no_responders:
             self._no_responders(subject, reply)
+
+    def publish_runs(self, runs: list, buf) -> None:
+        """Publish runs of one subject and reply from
+        :meth:`NatsServerConnection.next_runs` (``buf`` is the receive buffer
+        they point into) as :meth:`publish_batch` would their messages, in
+        order. A run whose subscribers are all plain NATS subscriptions (no
+        queue group, no other protocol) and that
+        needs no per-message answer is fanned out a run at a time: its MSG
+        frames rendered once per sid (adapters/nats/pubscan.py), one frame per
+        subscriber; a run nobody is subscribed to is only counted. Anything
+        else is expanded into messages for :meth:`publish_batch`; so is a run
+        for a subscriber with an auto-unsubscribe count, or that it would take
+        past max_pending (a slow consumer is found at the very message
+        nats-server finds it)."""
+        broker = self.broker
+        js = self.js
+        stamp = (broker.live.trie.generation, broker.subject_generation, js.streams.generation if js else 0)
+        routes = self._routes
+        if routes is None or self._routes_stamp != stamp or len(routes) >= ROUTE_CACHE_MAX:
+            routes = self._routes = {}
+            self._routes_stamp = stamp
+        answers = self.conn.no_responders
+        msgs = nbytes = 0
+        for subject, reply, count, size, start, end in runs:
+            route = routes.get(subject, _UNKNOWN)
+            if route is _UNKNOWN:
+                route = routes[subject] = self._route(subject)
+            if route is not _GENERAL and not (reply and answers):
+                msgs += count
+                nbytes += size
+                if not route:
+                    continue
+                if count > 1:
+                    self._fan_out_run(route, buf, start, end, count, size)
+                else:   # one message: fragments that share its bytes beat rendering a copy per sid
+                    nl = buf.find(b"\n", start)
+                    arg = buf[start + 4:nl + 1]
+                    head = b"MSG " + arg[:arg.find(b" ") + 1]
+                    self._fan_out(route, head, arg[len(head) - 5:], buf[nl + 1:end - 2])
+                continue
+            self.publish_batch(_expand_run(buf, start, end))
+        self.msgs_in += msgs
+        self.bytes_in += nbytes
+
+    def _route(self, subject: str):
+        """Where a plain publish on ``subject`` goes, for :meth:`publish_runs`:
+        ``()`` nobody, the plain NATS subscribers (``_Sink``), or ``_GENERAL``
+        (a stored or JetStream subject, a queue group, another protocol's
+        subscriber: message by message). Cached per session until the trie,
+        the captured topics or the JetStream streams change (the stamp)."""
+        broker, js = self.broker, self.js
+        if js is not None and (subject.startswith("$JS.") or js.streams.stream_for(subject) is not None):
+            return _GENERAL
+        if broker.topic_for_subject(subject) is not None:
+            return _GENERAL
+        result = broker.live.trie.match(subject)
+        if result.queues or any(type(sink) is not _Sink for sink in result.plain):
+            return _GENERAL
+        return tuple(result.plain)
+
+    def _fan_out_run(self, sinks, buf, start: int, end: int, count: int, size: int) -> None:
+        """:meth:`_fan_out` for a run of ``count`` messages (``size`` payload
+        bytes) at ``buf[start:end]``: one rendered frame per subscriber."""
+        rendered: dict = {}   # sid -> MSG frames: subscribers often share sids ("1")
+        echo = self.conn.echo
+        for sink in sinks:
+            session, sub = sink.session, sink.sub
+            if session.slow or sub.closed or (session is self and not echo):
+                continue
+            outbox = session.outbox
+            if sub.max_msgs > 0 or outbox.pending + (end - start) + count * (len(sub.sid) + 1) > outbox.max_pending:
+                # an auto-unsubscribe count, or a slow consumer to find at its very message: one by one
+                for _subject, _reply, arg, payload in _expand_run(buf, start, end):
+                    head = b"MSG " + arg[:arg.find(b" ") + 1]
+                    self._fan_out((sink,), head, arg[len(head) - 5:], payload)
+                continue
+            sid = sub.sid
+            data = rendered.get(sid)
+            if data is None:
+                data = rendered[sid] = _render_msgs(buf, start, end, count, sid)
+            frames = outbox.frames
+            was_empty = not frames
+            frames.append(data)
+            outbox.pending += len(data)
+            session.msgs_out += count
+            session.bytes_out += size
+            if outbox.pending > outbox.high_water and session is not self:
+                self.stalled.add(outbox)
+            sub.delivered += count
+            if was_empty:
+                outbox.wake()
 
     def publish_batch(self, batch: list) -> None:
         """Publish ``(subject, reply, arg, payload)`` tuples from
