@@ -1,14 +1,16 @@
 """Build hook for the optional C extensions: core._speedups (core/_speedups.c,
 record stamping), adapters.iggy._speedups (adapters/iggy/_speedups.c, the
 Iggy wire loops that run once per message) and adapters.nats._speedups
-(adapters/nats/_speedups.c, the PUB scanner) and adapters.spark._speedups
+(adapters/nats/_speedups.c, the PUB scanner and runs) and adapters.spark._speedups
 (adapters/spark/_speedups.c, poll replies to Arrow column buffers) and
-adapters.pravega._speedups (adapters/pravega/_speedups.c, the byte view of a read).
+adapters.spark._sinkenc (adapters/spark/_sinkenc.c, Arrow batches to SendMessages
+chunks for the Spark sink) and adapters.pravega._speedups (adapters/pravega/_speedups.c, the byte view of a read).
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C
 compiler is installed, the build of the extension is skipped with a warning and
 Ferry runs on its pure-Python paths (core/log/encoded.py,
-adapters/iggy/_compiled.py, adapters/nats/codec.py, adapters/spark/batches.py,
+adapters/iggy/_compiled.py, adapters/nats/pubscan.py, adapters/spark/batches.py,
+adapters/spark/sink.py,
 adapters/pravega/reads.py),
 same results.
 """
@@ -23,5 +25,6 @@ setup(ext_modules=[
     Extension("adapters.iggy._speedups", ["adapters/iggy/_speedups.c"], **_COMMON),
     Extension("adapters.nats._speedups", ["adapters/nats/_speedups.c"], **_COMMON),
     Extension("adapters.spark._speedups", ["adapters/spark/_speedups.c"], **_COMMON),
+    Extension("adapters.spark._sinkenc", ["adapters/spark/_sinkenc.c"], **_COMMON),
     Extension("adapters.pravega._speedups", ["adapters/pravega/_speedups.c"], **_COMMON),
 ])

@@ -419,6 +419,32 @@ class FerryClient:
             part = PartitioningValue(1, b"")
         self._call(S.SEND_MESSAGES, stream_id=stream, topic_id=topic, partitioning=part, messages=tuple(messages))
 
+    def send_encoded(self, stream: int | str, topic: int | str, partition: int, messages: Sequence) -> None:
+        """:meth:`send` to ``partition`` of messages already encoded: ``messages`` are
+        buffers that, back to back, are the dialect-2 messages field exactly as the
+        command table writes it (adapters/iggy/messages.py ``_MessagesV2.write``: u32
+        count, index entries, records), as adapters/spark/sink.py builds it without a
+        Python object per message. They are sent as they are, not joined (a chunk is
+        up to MAX_SEND_BYTES). The request around them comes from the same table: an
+        empty send ends in its u32 count 0, which ``messages`` replaces."""
+        cmd = S.SEND_MESSAGES
+        head = cmd.encode(DIALECT, cmd.make(stream_id=stream, topic_id=topic,
+                                            partitioning=PartitioningValue(2, _U32.pack(partition)), messages=()))
+        if head[-4:] != bytes(4):
+            raise AssertionError("SendMessages: an empty message list no longer encodes as a trailing u32 0")
+        size = len(head) - 4 + sum(len(m) for m in messages)
+        sock = self._sock
+        if sock is None:
+            raise FerryClientError("not connected")
+        try:
+            sock.sendall(LEGACY_HEAD.pack(4 + size, cmd.code) + head[:-4])
+            for m in messages:
+                sock.sendall(m)
+        except OSError as exc:
+            self.close()
+            raise FerryClientError(f"{cmd.name}: connection to {self.host}:{self.port} failed: {exc}") from exc
+        self._reply(cmd)
+
     def send_many(self, stream: int | str, topic: int | str, partition: int | None,
                   messages: Iterable[WireMessage], *, max_count: int = DEFAULT_SEND_COUNT) -> int:
         """Send in chunks bounded by ``max_count`` and :data:`MAX_SEND_BYTES`; returns the count."""

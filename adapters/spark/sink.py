@@ -39,6 +39,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterator
 
+import pyarrow as pa
 import xxhash
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
@@ -47,10 +48,11 @@ from pyspark.sql.types import (
 )
 
 from adapters.iggy.producer import PRODUCER_ID_KEY, PRODUCER_SEQ_KEY
+from core.compiled import load
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers
 
-from .client import DEFAULT_SEND_COUNT, MAX_SEND_BYTES, FerryClientError, WireMessage
+from .client import DEFAULT_SEND_COUNT, MAX_SEND_BYTES, FerryClientError
 from .options import FerryOptionError, SinkOptions, sink_options
 
 log = logging.getLogger("ferry.spark")
@@ -180,6 +182,186 @@ def _rows(batch, columns: tuple[str, ...]) -> Iterator[tuple]:
                keys[i].encode("utf-8") if isinstance(keys[i], str) else keys[i])
 
 
+# -- encoding: rows -> dialect-2 SendMessages chunks ----------------------------------------
+# The open chunk of each Ferry partition is kept as the bytes client.send would put on the
+# wire for it (adapters/iggy/messages.py ``_MessagesV2.write``: u32 count, one index entry
+# ``u32 0, u32 end, u64 0`` per message, then per message the 64-byte head of core/record.py,
+# the payload and the TLV headers): index entries and records in two bytearrays per
+# partition, written once and sent as they are (client ``send_encoded``), with no Python
+# object per message. The bytearrays are reused chunk after chunk (a fresh one per chunk
+# put every chunk on new pages: page faults cost more than the encoding, _sinkenc.c). The
+# Python loop below and its compiled twin (adapters/spark/_sinkenc.c) write the same state;
+# tests/spark/test_spark_sink_encode.py checks both send the bytes client.send sent for the
+# WireMessages the loop used to build.
+_HEAD = struct.Struct("<QQQQQQIIQ")  # adapters/iggy/messages.py MIDDLE_HEADER (core/record.py)
+_INDEX = struct.Struct("<IIQ")
+_U32 = struct.Struct("<I")
+_U64_MASK = (1 << 64) - 1
+SIZE_OVERHEAD = 80  # a message's stored head and index entry, as client.chunked counts a send
+_KIND_TABLE = tuple((k.json_name.encode(), int(k), k.fixed_size or 0) for k in HeaderKind)  # for the C twin
+_C = load("adapters.spark._sinkenc")
+COMPILED = _C is not None
+
+
+class Chunks:
+    """One task's open chunks, per Ferry partition: message count, size as the
+    chunking limits count it (``SIZE_OVERHEAD`` + payload + row headers, the tag not
+    counted), chunks closed so far, record bytes written, and the index entries and
+    records in two reused bytearrays (their length is a high-water mark, not the
+    chunk's). ``send(pid, chunk number, parts)`` gets each closed chunk's messages
+    field as ``(u32 count, index entries, records)``, in the order chunks fill; the
+    views in ``parts`` are released when it returns."""
+
+    def __init__(self, n: int, producer: str, batch_id: int, where: str, send) -> None:
+        self.n, self.producer, self.where, self.send = n, producer, where, send
+        self.seq_base = batch_id << SEQ_CHUNK_BITS
+        self.counts, self.sizes, self.chunks, self.lengths = [0] * n, [0] * n, [0] * n, [0] * n
+        self.index = [bytearray() for _ in range(n)]
+        self.body = [bytearray() for _ in range(n)]
+        self._template: bytes | None = None
+
+    def tag_template(self) -> bytes:
+        """``_tag(producer, seq, b"")`` with the int64 sequence as its last 8 bytes (what
+        the C loop patches per chunk); checked against _tag once per task."""
+        if self._template is None:
+            t = _tag(self.producer, 0, b"")
+            probe = (1 << 62) | 5
+            if _tag(self.producer, probe, b"") != t[:-8] + probe.to_bytes(8, "little"):
+                raise AssertionError("producer tag: the sequence is not the block's last 8 bytes")
+            self._template = t
+        return self._template
+
+    def add(self, pid: int, mid: int, payload: bytes, headers: bytes, origin: int) -> None:
+        count = self.counts[pid]
+        hdr = _tag(self.producer, self.seq_base | self.chunks[pid], headers) if count == 0 else headers
+        at = self.lengths[pid]
+        rec = _HEAD.pack(0, mid & _U64_MASK, mid >> 64, 0, 0, origin, len(hdr), len(payload), 0) + payload + hdr
+        end = self.lengths[pid] = at + len(rec)
+        self.body[pid][at:end] = rec  # overwrites the last chunk's bytes, grows past them
+        self.index[pid][count * _INDEX.size:(count + 1) * _INDEX.size] = _INDEX.pack(0, end, 0)
+        self.counts[pid] = count + 1
+        size = self.sizes[pid] = self.sizes[pid] + SIZE_OVERHEAD + len(payload) + len(headers)
+        if count + 1 >= DEFAULT_SEND_COUNT or size >= MAX_SEND_BYTES:
+            self.close(pid)
+
+    def close(self, pid: int) -> None:
+        k, count, used = self.chunks[pid], self.counts[pid], self.lengths[pid]
+        self.chunks[pid] = k + 1
+        self.counts[pid] = self.sizes[pid] = self.lengths[pid] = 0
+        self.emit(pid, k, count, self.index[pid], self.body[pid], used)
+
+    def emit(self, pid: int, k: int, count: int, index: bytearray, body: bytearray, used: int) -> None:
+        """Send a closed chunk from its buffers (the C loop calls this too)."""
+        iv, bv = memoryview(index)[:count * _INDEX.size], memoryview(body)[:used]
+        try:
+            self.send(pid, k, (_U32.pack(count), iv, bv))
+        finally:  # the buffers are written again next: no view may outlive the send
+            iv.release()
+            bv.release()
+
+    def finish(self) -> None:
+        for pid in range(self.n):
+            if self.counts[pid]:
+                self.close(pid)
+
+
+def _encode_python(ch: Chunks, batch, columns: tuple[str, ...], rr: int) -> int:
+    """Route and append one batch's rows; returns the round-robin counter after it."""
+    n = ch.n
+    for payload, headers, mid, origin, part, key in _rows(batch, columns):
+        if part is not None:
+            pid = part
+            if not 0 <= pid < n:
+                raise FerryOptionError(f"partition: {pid} is not a partition of {ch.where} (it has {n})")
+        elif key is not None:
+            pid = xxhash.xxh32_intdigest(key) % n  # as the gateway would (core/broker.py)
+        else:
+            pid = rr % n
+            rr += 1
+        ch.add(pid, mid, payload, headers, origin)
+    return rr
+
+
+_LARGE = (pa.large_string(), pa.large_binary())  # 64-bit offsets (spark.sql.execution.arrow.useLargeVarTypes)
+_STRINGS = (pa.string(), pa.large_string())
+_VAR = (pa.string(), pa.binary(), *_LARGE)
+
+
+def _var(arr, allowed=_VAR):
+    """A string/binary column as _sinkenc.c reads it, or None for any other layout."""
+    if not isinstance(arr, pa.Array) or arr.type not in allowed:
+        return None
+    b = arr.buffers()
+    return (b[0] if arr.null_count else None, b[1], b[2], arr.offset, 8 if arr.type in _LARGE else 4)
+
+
+def _int64(arr):
+    if not isinstance(arr, pa.Array):
+        return None
+    arr = arr.cast(pa.int64())
+    b = arr.buffers()
+    return (b[0] if arr.null_count else None, b[1], arr.offset)
+
+
+def _headers_col(col):
+    if not isinstance(col, pa.Array) or not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+        return None
+    child = col.values
+    if not pa.types.is_struct(child.type):
+        return None
+    names = {child.type.field(i).name for i in range(child.type.num_fields)}
+    key, value = child.field("key"), child.field("value")
+    kind = _var(child.field("kind"), _STRINGS) if "kind" in names else None
+    cols = (_var(key, _STRINGS), _var(value), kind)
+    if None in cols[:2] or ("kind" in names and kind is None):
+        return None
+    return (col.buffers()[1], col.offset, 4 if pa.types.is_list(col.type) else 8, *cols, value.type in _STRINGS)
+
+
+def _encode_compiled(ch: Chunks, batch, columns: tuple[str, ...], rr: int) -> int | None:
+    """The C twin of _encode_python; None (state untouched) when the batch needs the
+    Python loop: a layout it does not read, or a row it does not take simply (bad
+    header, null payload, odd id, partition out of range), so errors keep their text."""
+    col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+    if ch.n <= 0 or "payload" not in col:
+        return None
+    opt = {"id": lambda a: _var(a, _STRINGS), "key": _var, "timestamp": _int64, "partition": _int64,
+           "headers": _headers_col}
+    cols = {name: (fn(col[name]) if name in col else None) for name, fn in opt.items()}
+    payload = _var(col["payload"])
+    if payload is None or any(cols[name] is None for name in opt if name in col):
+        return None
+    return _C.encode_rows(batch.num_rows, payload, cols["headers"], cols["id"], cols["timestamp"],
+                          cols["partition"], cols["key"], ch.n, rr, _KIND_TABLE, ch.tag_template(), ch.seq_base,
+                          DEFAULT_SEND_COUNT, MAX_SEND_BYTES, ch.counts, ch.sizes, ch.chunks, ch.lengths,
+                          ch.index, ch.body, ch.emit)
+
+
+def encode_task(ch: Chunks, batches: Iterator, columns: tuple[str, ...], task: int,
+                compiled: bool = COMPILED) -> int:
+    """Encode and send a task's batches through ``ch``; returns the row count.
+    Rows without a partition or key go round robin from the task's number."""
+    rr, total = task, 0
+    for batch in batches:
+        out = _encode_compiled(ch, batch, columns, rr) if compiled and batch.num_rows else None
+        rr = _encode_python(ch, batch, columns, rr) if out is None else out
+        total += batch.num_rows
+    ch.finish()
+    return total
+
+
+def sender(client, stream: str, topic: str, task: int):
+    """What a task does with each closed chunk: refuse a chunk number the producer
+    sequence has no room for, else send it."""
+
+    def send(pid: int, chunk: int, parts) -> None:
+        if chunk >= MAX_CHUNKS:
+            raise FerryClientError(f"task {task} wrote more than {MAX_CHUNKS} chunks to partition {pid}")
+        client.send_encoded(stream, topic, pid, parts)
+
+    return send
+
+
 def write_task(sink: Sink, batches: Iterator, run: str, batch_id: int) -> FerryCommit:
     """Write one task's rows; see the module docstring for the idempotency scheme."""
     if not 0 <= batch_id <= MAX_BATCH_ID:
@@ -188,52 +370,14 @@ def write_task(sink: Sink, batches: Iterator, run: str, batch_id: int) -> FerryC
     task = ctx.partitionId() if ctx is not None else 0
     producer = f"spark:{run}:{task}"
     o = sink.opts
-    total = 0
     with o.conn.session() as client:
         info = client.topic(o.stream, o.topic)
         if info is None:
             raise FerryClientError(f"topic {o.stream}/{o.topic} does not exist on the gateway")
-        n = len(info.partitions)
-        pending: dict[int, list[WireMessage]] = {}
-        sizes: dict[int, int] = {}
-        chunks: dict[int, int] = {}
 
-        def flush(pid: int) -> None:
-            msgs = pending.pop(pid, None)
-            sizes.pop(pid, None)
-            if not msgs:
-                return
-            k = chunks.get(pid, 0)
-            if k >= MAX_CHUNKS:
-                raise FerryClientError(f"task {task} wrote more than {MAX_CHUNKS} chunks to partition {pid}")
-            chunks[pid] = k + 1
-            first = msgs[0]
-            msgs[0] = first._replace(headers=_tag(producer, (batch_id << SEQ_CHUNK_BITS) | k, first.headers))
-            client.send(o.stream, o.topic, pid, msgs)
-
-        rr = task
-        for batch in batches:
-            for payload, headers, mid, origin, part, key in _rows(batch, sink.columns):
-                if part is not None:
-                    pid = part
-                    if not 0 <= pid < n:
-                        raise FerryOptionError(f"partition: {pid} is not a partition of {o.stream}/{o.topic} "
-                                               f"(it has {n})")
-                elif key is not None:
-                    pid = xxhash.xxh32_intdigest(key) % n  # as the gateway would (core/broker.py)
-                else:
-                    pid = rr % n
-                    rr += 1
-                msg = WireMessage(mid, payload, headers, origin)
-                size = 80 + len(payload) + len(headers)
-                buf = pending.setdefault(pid, [])
-                buf.append(msg)
-                sizes[pid] = sizes.get(pid, 0) + size
-                total += 1
-                if len(buf) >= DEFAULT_SEND_COUNT or sizes[pid] >= MAX_SEND_BYTES:
-                    flush(pid)
-        for pid in sorted(pending):
-            flush(pid)
+        chunks = Chunks(len(info.partitions), producer, batch_id, f"{o.stream}/{o.topic}",
+                        sender(client, o.stream, o.topic, task))
+        total = encode_task(chunks, batches, sink.columns, task)
     return FerryCommit(task, total)
 
 
