@@ -198,6 +198,11 @@ WRITE_NOW_MAX_FRAMES = 512
 # Subjects whose routing one session remembers (publish_runs): a client cycling
 # through more subjects than this starts over, which costs lookups, never answers.
 ROUTE_CACHE_MAX = 1024
+# Average payload above which a run is fanned out message by message instead of
+# rendered: rendering copies every payload once per subscriber's sid, fragments
+# share one copy; past ~1 KiB the copies cost more than the per-message Python
+# (fanout4 at 16 KiB, bench/nats_anchors.sh).
+RENDER_MAX_PAYLOAD = 1024
 _UNKNOWN = object()   # no route cached yet
 _GENERAL = object()   # route: message by message (publish_batch)
 
@@ -372,13 +377,10 @@ class NatsSession:
                 nbytes += size
                 if not route:
                     continue
-                if count > 1:
+                if count > 1 and size <= RENDER_MAX_PAYLOAD * count:
                     self._fan_out_run(route, buf, start, end, count, size)
-                else:   # one message: fragments that share its bytes beat rendering a copy per sid
-                    nl = buf.find(b"\n", start)
-                    arg = buf[start + 4:nl + 1]
-                    head = b"MSG " + arg[:arg.find(b" ") + 1]
-                    self._fan_out(route, head, arg[len(head) - 5:], buf[nl + 1:end - 2])
+                else:
+                    self._fan_out_each(route, buf, start, end)
                 continue
             self.publish_batch(_expand_run(buf, start, end))
         self.msgs_in += msgs
@@ -400,6 +402,20 @@ class NatsSession:
             return _GENERAL
         return tuple(result.plain)
 
+    def _fan_out_each(self, sinks, buf, start: int, end: int) -> None:
+        """:meth:`_fan_out` of every message of the run ``buf[start:end]``: one
+        payload copy shared by every subscriber's MSG fragments, where a
+        rendered run would copy it once per sid (one-message runs, large payloads)."""
+        find, fan_out = buf.find, self._fan_out
+        pos = start
+        while pos < end:
+            nl = find(b"\n", pos)
+            arg = buf[pos + 4:nl + 1]
+            head = b"MSG " + arg[:arg.find(b" ") + 1]
+            body_end = nl + 1 + int(arg[arg.rfind(b" ") + 1:-2])
+            fan_out(sinks, head, arg[len(head) - 5:], buf[nl + 1:body_end])
+            pos = body_end + 2
+
     def _fan_out_run(self, sinks, buf, start: int, end: int, count: int, size: int) -> None:
         """:meth:`_fan_out` for a run of ``count`` messages (``size`` payload
         bytes) at ``buf[start:end]``: one rendered frame per subscriber."""
@@ -412,9 +428,7 @@ class NatsSession:
             outbox = session.outbox
             if sub.max_msgs > 0 or outbox.pending + (end - start) + count * (len(sub.sid) + 1) > outbox.max_pending:
                 # an auto-unsubscribe count, or a slow consumer to find at its very message: one by one
-                for _subject, _reply, arg, payload in _expand_run(buf, start, end):
-                    head = b"MSG " + arg[:arg.find(b" ") + 1]
-                    self._fan_out((sink,), head, arg[len(head) - 5:], payload)
+                self._fan_out_each((sink,), buf, start, end)
                 continue
             sid = sub.sid
             data = rendered.get(sid)
