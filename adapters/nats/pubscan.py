@@ -134,9 +134,16 @@ _NO_LIMIT = 1 << 62
 
 def expand_run(buf, start: int, end: int) -> list:
     """The run ``buf[start:end]`` as :func:`scan_pubs` tuples (already checked
-    frames: no limits, no refusal), for the per-message path."""
+    frames: no limits, no refusal), for the per-message path. The compiled
+    scanner reads the receive buffer in place, through a view that ends at
+    ``end`` (released before returning: a bytearray with a live view cannot be
+    trimmed); the Python loop needs the ``find`` of a bytes copy."""
     out: list = []
-    scan_pubs(bytes(buf[start:end]), 0, _NO_LIMIT, _NO_LIMIT, 18, out, None)
+    if COMPILED:
+        with memoryview(buf) as whole, whole[:end] as view:
+            scan_pubs(view, start, _NO_LIMIT, _NO_LIMIT, 18, out, None)
+    else:
+        scan_pubs_py(bytes(buf[start:end]), 0, _NO_LIMIT, _NO_LIMIT, 18, out, None)
     return out
 
 

@@ -377,7 +377,12 @@ class NatsSession:
                 nbytes += size
                 if not route:
                     continue
-                if count > 1 and size <= RENDER_MAX_PAYLOAD * count:
+                if count == 1:   # the PUB line and payload sliced here: cheaper than any scan
+                    nl = buf.find(b"\n", start)
+                    arg = buf[start + 4:nl + 1]
+                    head = b"MSG " + arg[:arg.find(b" ") + 1]
+                    self._fan_out(route, head, arg[len(head) - 5:], buf[nl + 1:end - 2])
+                elif size <= RENDER_MAX_PAYLOAD * count and type(route) is tuple:
                     self._fan_out_run(route, buf, start, end, count, size)
                 else:
                     self._fan_out_each(route, buf, start, end)
@@ -388,7 +393,8 @@ class NatsSession:
 
     def _route(self, subject: str):
         """Where a plain publish on ``subject`` goes, for :meth:`publish_runs`:
-        ``()`` nobody, the plain NATS subscribers (``_Sink``), or ``_GENERAL``
+        ``()`` nobody, the plain NATS subscribers (``_Sink``: a tuple, or a list
+        when one client holds several of them), or ``_GENERAL``
         (a stored or JetStream subject, a queue group, another protocol's
         subscriber: message by message). Cached per session until the trie,
         the captured topics or the JetStream streams change (the stamp)."""
@@ -398,23 +404,28 @@ class NatsSession:
         if broker.topic_for_subject(subject) is not None:
             return _GENERAL
         result = broker.live.trie.match(subject)
-        if result.queues or any(type(sink) is not _Sink for sink in result.plain):
+        plain = result.plain
+        if result.queues or any(type(sink) is not _Sink for sink in plain):
             return _GENERAL
-        return tuple(result.plain)
+        if len({id(sink.session) for sink in plain}) < len(plain):
+            # A client with two matching subscriptions gets each message once per
+            # subscription, in message order: rendering a run per sid would queue all of
+            # the first sid's copies first. A list (not a tuple) says "message by message".
+            return list(plain)
+        return tuple(plain)
 
     def _fan_out_each(self, sinks, buf, start: int, end: int) -> None:
         """:meth:`_fan_out` of every message of the run ``buf[start:end]``: one
         payload copy shared by every subscriber's MSG fragments, where a
-        rendered run would copy it once per sid (one-message runs, large payloads)."""
-        find, fan_out = buf.find, self._fan_out
-        pos = start
-        while pos < end:
-            nl = find(b"\n", pos)
-            arg = buf[pos + 4:nl + 1]
-            head = b"MSG " + arg[:arg.find(b" ") + 1]
-            body_end = nl + 1 + int(arg[arg.rfind(b" ") + 1:-2])
-            fan_out(sinks, head, arg[len(head) - 5:], buf[nl + 1:body_end])
-            pos = body_end + 2
+        rendered run would copy it once per sid (one-message runs, large
+        payloads). The run has one subject: its ``MSG <subject> `` head is built once."""
+        fan_out = self._fan_out
+        head = None
+        for _subject, _reply, arg, payload in _expand_run(buf, start, end):
+            if head is None:
+                head = b"MSG " + arg[:arg.find(b" ") + 1]
+                cut = len(head) - 5
+            fan_out(sinks, head, arg[cut:], payload)
 
     def _fan_out_run(self, sinks, buf, start: int, end: int, count: int, size: int) -> None:
         """:meth:`_fan_out` for a run of ``count`` messages (``size`` payload

@@ -243,6 +243,22 @@ def test_publish_batch_queues_the_same_bytes(tmp_path_factory, stream, cuts, ech
     assert batched == general
 
 
+def test_a_run_to_a_client_with_two_matching_subscriptions_keeps_message_order(tmp_path):
+    """Runs of one subject are rendered per sid, except for a client holding two
+    matching subscriptions: it gets message 1 for each sid, then message 2."""
+    stream = b"PUB a.b 1\r\nx\r\nPUB a.b 1\r\ny\r\nPUB a.b 1\r\nz\r\n"
+    assert _deliveries(tmp_path, "batched", stream, [], _feed_batch, True) == \
+        _deliveries(tmp_path, "general", stream, [], _feed_general, True)
+    with Broker.open(tmp_path / "order") as broker:
+        sub = _session(broker, 10)
+        _feed_general(sub, [CONNECT, b"SUB a.* 2\r\nSUB > 3\r\n"])
+        publisher = _session(broker, 1)
+        _feed_batch(publisher, [CONNECT + stream])
+        frames = sub.outbox.take().split(b"MSG ")[1:]
+        assert [f[-3:-2] for f in frames] == [b"x", b"x", b"y", b"y", b"z", b"z"]
+        assert {f.split(b" ")[1] for f in frames[:2]} == {b"2", b"3"}
+
+
 def test_publish_batch_queue_group_member_gets_each_message_once(tmp_path):
     with Broker.open(tmp_path) as broker:
         broker.live._rng = random.Random(7)   # noqa: SLF001 - deterministic pick
