@@ -397,6 +397,10 @@ def main() -> None:
             F.array(F.struct(F.lit("trace").alias("key"), F.lit("string").alias("kind"),
                              F.lit(b"abcdefgh").alias("value"))).alias("headers"))
         wopts = {k: v for k, v in opts.items() if k not in ("pollCount", "maxRecordsPerPartition")} | {"topic": "w"}
+        # Warm-up of the write path (JIT of Spark's Python-writer plan, the workers' imports):
+        # whichever write row runs first would otherwise pay it.
+        df.limit(100_000).write.format("ferry_synthetic").mode("append").save()
+        df.limit(100_000).write.format("ferry").options(**wopts).mode("append").save()
         add("synthetic write (no I/O)",
             timed(lambda: df.write.format("ferry_synthetic").mode("append").save(), 1, gw))
         add("ferry write, arrow", timed(lambda: df.write.format("ferry").options(**wopts).mode("append").save(), 1, gw))

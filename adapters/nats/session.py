@@ -198,11 +198,12 @@ WRITE_NOW_MAX_FRAMES = 512
 # Subjects whose routing one session remembers (publish_runs): a client cycling
 # through more subjects than this starts over, which costs lookups, never answers.
 ROUTE_CACHE_MAX = 1024
-# Average payload above which a run is fanned out message by message instead of
-# rendered: rendering copies every payload once per subscriber's sid, fragments
-# share one copy; past ~1 KiB the copies cost more than the per-message Python
-# (fanout4 at 16 KiB, bench/nats_anchors.sh).
-RENDER_MAX_PAYLOAD = 1024
+# Average payload above which a run for several subscribers is fanned out message by
+# message instead of rendered: rendering copies every payload once per subscriber,
+# fragments share one copy, and past a few KiB those copies cost more than the
+# per-message Python (fanout4: rendering won at 1 KiB and lost at 16 KiB,
+# bench/nats_anchors.sh). A lone subscriber's run is always rendered: one copy either way.
+RENDER_MAX_PAYLOAD = 4096
 _UNKNOWN = object()   # no route cached yet
 _GENERAL = object()   # route: message by message (publish_batch)
 
@@ -382,7 +383,7 @@ class NatsSession:
                     arg = buf[start + 4:nl + 1]
                     head = b"MSG " + arg[:arg.find(b" ") + 1]
                     self._fan_out(route, head, arg[len(head) - 5:], buf[nl + 1:end - 2])
-                elif size <= RENDER_MAX_PAYLOAD * count and type(route) is tuple:
+                elif type(route) is tuple and (len(route) == 1 or size <= RENDER_MAX_PAYLOAD * count):
                     self._fan_out_run(route, buf, start, end, count, size)
                 else:
                     self._fan_out_each(route, buf, start, end)
