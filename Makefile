@@ -39,12 +39,13 @@ define quiet_pip
 		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
 endef
 
-.PHONY: run test install install-test clean-venv help print-python
+.PHONY: run test test-pure install install-test clean-venv help print-python
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make run    - start the gateway (all listeners, ./data) in .venv"
 	@echo "make test   - run the test suite in .venv"
+	@echo "make test-pure - the same suite with FERRY_PURE_PYTHON=1 (no compiled loops)"
 	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
 
 print-python:
@@ -88,6 +89,11 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 
 test: $(TEST_STAMP) $(NODE_STAMP)
 	@$(BIN)/pytest $(PYTEST_ARGS)
+
+# The same suite on the Python twins of every compiled loop (docs/internals.md
+# "Compiled loops"): what runs where no C compiler was found.
+test-pure: $(TEST_STAMP) $(NODE_STAMP)
+	@FERRY_PURE_PYTHON=1 $(BIN)/pytest $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)
