@@ -123,26 +123,47 @@ refused(PyObject *refuse, const pub_t *f)
     return yes;
 }
 
-/* scan_pubs(buf, pos, max_line, max_payload, max_digits, out, refuse) -> new pos */
+/* The limits every scan checks frames against (the codec's). */
+typedef struct {
+    Py_ssize_t max_line, max_payload, max_digits;
+} limits_t;
+
+/* A scan's loop over b[*pos..n): appends to out, advances *pos past what it
+ * took; 0, or -1 with a Python error set. */
+typedef int (*scan_loop)(const char *b, Py_ssize_t n, Py_ssize_t *pos, const limits_t *lim, PyObject *out,
+                         PyObject *refuse);
+
+/* The calling convention both scans share:
+ * (buf, pos, max_line, max_payload, max_digits, out, refuse) -> new pos. */
 static PyObject *
-scan_pubs(PyObject *self, PyObject *args)
+scan_with(PyObject *args, scan_loop loop)
 {
     PyObject *bufobj, *out, *refuse;
-    Py_ssize_t pos, max_line, max_payload, max_digits;
-    if (!PyArg_ParseTuple(args, "OnnnnO!O", &bufobj, &pos, &max_line, &max_payload, &max_digits,
+    Py_ssize_t pos;
+    limits_t lim;
+    if (!PyArg_ParseTuple(args, "OnnnnO!O", &bufobj, &pos, &lim.max_line, &lim.max_payload, &lim.max_digits,
                           &PyList_Type, &out, &refuse))
         return NULL;
     Py_buffer pb;
     if (PyObject_GetBuffer(bufobj, &pb, PyBUF_SIMPLE) < 0)
         return NULL;
-    const char *b = (const char *)pb.buf;
-    Py_ssize_t n = pb.len;
-    int failed = 0;
+    int failed = loop((const char *)pb.buf, pb.len, &pos, &lim, out, refuse);
+    PyBuffer_Release(&pb);
+    if (failed)
+        return NULL;
+    return PyLong_FromSsize_t(pos);
+}
+
+static int
+pubs_loop(const char *b, Py_ssize_t n, Py_ssize_t *at, const limits_t *lim, PyObject *out, PyObject *refuse)
+{
     pub_t f;
-    while (parse_pub(b, n, pos, max_line, max_payload, max_digits, &f)) {
+    Py_ssize_t pos = *at;
+    int failed = 0;
+    while (parse_pub(b, n, pos, lim->max_line, lim->max_payload, lim->max_digits, &f)) {
         int no = refused(refuse, &f);
         if (no < 0) {
-            failed = 1;
+            failed = -1;
             break;
         }
         if (no)
@@ -153,45 +174,31 @@ scan_pubs(PyObject *self, PyObject *args)
                                        PyByteArray_FromStringAndSize(b + f.body, f.plen));
         if (item == NULL || PyList_Append(out, item) < 0) {
             Py_XDECREF(item);
-            failed = 1;
+            failed = -1;
             break;
         }
         Py_DECREF(item);
         pos = f.end + 2;
     }
-    PyBuffer_Release(&pb);
-    if (failed)
-        return NULL;
-    return PyLong_FromSsize_t(pos);
+    *at = pos;
+    return failed;
 }
 
-/* scan_runs(buf, pos, max_line, max_payload, max_digits, out, refuse) -> new pos
- *
- * The frames scan_pubs would take, grouped into runs of consecutive PUBs with
- * the same subject and reply bytes: one (subject, reply, count, payload_bytes,
- * start, end) per run, start..end the run's frames in buf. No object per
- * message: a publisher's stream of one subject (the usual producer) becomes one
- * tuple per receive, which render_msgs turns into each subscriber's MSG frames
- * (adapters/nats/runs.py; docs/nats.md "Performance"). refuse is asked once
- * per run: its answer depends on the subject and reply only. */
+/* scan_pubs(buf, pos, max_line, max_payload, max_digits, out, refuse) -> new pos */
 static PyObject *
-scan_runs(PyObject *self, PyObject *args)
+scan_pubs(PyObject *self, PyObject *args)
 {
-    PyObject *bufobj, *out, *refuse;
-    Py_ssize_t pos, max_line, max_payload, max_digits;
-    if (!PyArg_ParseTuple(args, "OnnnnO!O", &bufobj, &pos, &max_line, &max_payload, &max_digits,
-                          &PyList_Type, &out, &refuse))
-        return NULL;
-    Py_buffer pb;
-    if (PyObject_GetBuffer(bufobj, &pb, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const char *b = (const char *)pb.buf;
-    Py_ssize_t n = pb.len;
-    int failed = 0;
+    return scan_with(args, pubs_loop);
+}
+
+static int
+runs_loop(const char *b, Py_ssize_t n, Py_ssize_t *at, const limits_t *lim, PyObject *out, PyObject *refuse)
+{
     pub_t f, first = {0};
-    Py_ssize_t count = 0, nbytes = 0, run_start = pos;
+    Py_ssize_t pos = *at, count = 0, nbytes = 0, run_start = pos;
+    int failed = 0;
     for (;;) {
-        int ok = parse_pub(b, n, pos, max_line, max_payload, max_digits, &f);
+        int ok = parse_pub(b, n, pos, lim->max_line, lim->max_payload, lim->max_digits, &f);
         int same = ok && count && f.slen == first.slen && f.replen == first.replen
                    && memcmp(f.subj, first.subj, (size_t)f.slen) == 0
                    && (f.replen == 0 || memcmp(f.reply, first.reply, (size_t)f.replen) == 0);
@@ -201,7 +208,7 @@ scan_runs(PyObject *self, PyObject *args)
                                            count, nbytes, run_start, pos);
             if (item == NULL || PyList_Append(out, item) < 0) {
                 Py_XDECREF(item);
-                failed = 1;
+                failed = -1;
                 break;
             }
             Py_DECREF(item);
@@ -212,7 +219,7 @@ scan_runs(PyObject *self, PyObject *args)
         if (!count) {
             int no = refused(refuse, &f);
             if (no < 0) {
-                failed = 1;
+                failed = -1;
                 break;
             }
             if (no)
@@ -225,10 +232,23 @@ scan_runs(PyObject *self, PyObject *args)
         nbytes += f.plen;
         pos = f.end + 2;
     }
-    PyBuffer_Release(&pb);
-    if (failed)
-        return NULL;
-    return PyLong_FromSsize_t(pos);
+    *at = pos;
+    return failed;
+}
+
+/* scan_runs(buf, pos, max_line, max_payload, max_digits, out, refuse) -> new pos
+ *
+ * The frames scan_pubs would take, grouped into runs of consecutive PUBs with
+ * the same subject and reply bytes: one (subject, reply, count, payload_bytes,
+ * start, end) per run, start..end the run's frames in buf. No object per
+ * message: a publisher's stream of one subject (the usual producer) becomes one
+ * tuple per receive, which render_msgs turns into each subscriber's MSG frames
+ * (adapters/nats/pubscan.py; docs/nats.md "Performance"). refuse is asked once
+ * per run: its answer depends on the subject and reply only. */
+static PyObject *
+scan_runs(PyObject *self, PyObject *args)
+{
+    return scan_with(args, runs_loop);
 }
 
 /* render_msgs(buf, start, end, count, sid) -> bytes

@@ -260,25 +260,23 @@ class ServerCodec:
         when either starts with ``_`` or ``$``) says the connection must
         answer it; :meth:`next_event` takes over from there, so both paths
         agree by construction. Returns how many PUBs were appended."""
-        if self._pending is not None or self._skip is not None or self._op is not _Op.NONE \
-                or self.connect_only:
-            return 0
-        before = len(out)
-        self._pos = _pubscan.scan_pubs(self._buf, self._pos, self.max_control_line, self.max_payload,
-                                       MAX_SIZE_DIGITS, out, refuse)
-        return len(out) - before
+        return self._scan(_pubscan.scan_pubs, out, refuse)
 
     def scan_runs(self, out: list, refuse: Callable[[str, str], bool] | None = None) -> int:
         """The frames :meth:`scan_pubs` would take, as runs of one subject and
         reply: ``(subject, reply, count, payload_bytes, start, end)`` with
         ``start:end`` in :attr:`buffer`, valid until the next call that parses
         (adapters/nats/pubscan.py). Returns how many runs were appended."""
+        return self._scan(_pubscan.scan_runs, out, refuse)
+
+    def _scan(self, loop, out: list, refuse) -> int:
+        """Run a pubscan loop from the offset, only between operations."""
         if self._pending is not None or self._skip is not None or self._op is not _Op.NONE \
                 or self.connect_only:
             return 0
         before = len(out)
-        self._pos = _pubscan.scan_runs(self._buf, self._pos, self.max_control_line, self.max_payload,
-                                       MAX_SIZE_DIGITS, out, refuse)
+        self._pos = loop(self._buf, self._pos, self.max_control_line, self.max_payload, MAX_SIZE_DIGITS, out,
+                         refuse)
         return len(out) - before
 
     @property

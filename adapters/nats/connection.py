@@ -273,30 +273,25 @@ class NatsServerConnection:
         check). A reserved subject or reply stops the scan so that
         :meth:`next_event` refuses it. Returns how many were appended; 0 means
         "use :meth:`next_event`", which always remains correct."""
-        if not self._fast_path_open():
-            return 0
-        count = self._codec.scan_pubs(out, self._refused)
-        if count:
-            self._last_in = self._now
-        return count
+        return self._fast_path(self._codec.scan_pubs, out)
 
     def next_runs(self, out: list) -> int:
         """:meth:`next_pubs` as runs of one subject and reply (see
         :meth:`ServerCodec.scan_runs`): ``(subject, reply, count, payload_bytes,
         start, end)`` with ``start:end`` in :attr:`pub_buffer`."""
-        if not self._fast_path_open():
+        return self._fast_path(self._codec.scan_runs, out)
+
+    def _fast_path(self, scan, out: list) -> int:
+        """``scan`` (a codec scan) where ``_on_pub`` would pass a plain PUB through unchanged."""
+        if self._state is not CONNECTED and (self._state is not AWAIT_CONNECT or self.info.auth_required):
             return 0
-        count = self._codec.scan_runs(out, self._refused)
+        opts = self.options
+        if opts.verbose or opts.pedantic or self.permissions is not None:
+            return 0
+        count = scan(out, self._refused)
         if count:
             self._last_in = self._now
         return count
-
-    def _fast_path_open(self) -> bool:
-        """Whether ``_on_pub`` would pass a plain PUB through unchanged."""
-        if self._state is not CONNECTED and (self._state is not AWAIT_CONNECT or self.info.auth_required):
-            return False
-        opts = self.options
-        return not (opts.verbose or opts.pedantic or self.permissions is not None)
 
     @property
     def pub_buffer(self) -> bytearray:
