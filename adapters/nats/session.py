@@ -26,8 +26,10 @@ frame for the client, replies and deliveries alike, goes into one bounded
   (nats.md section 11). A publisher that fills another client's outbox past
   its high water mark notes it in ``stalled``; the driver then holds that
   publisher's next read back briefly (nats-server's fast-producer stall).
-* :meth:`process` is the driver's one call per receive. Runs of plain PUBs
-  come from :meth:`NatsServerConnection.next_pubs` as tuples and go through
+* :meth:`process` is the driver's one call per receive. Plain PUBs come from
+  :meth:`NatsServerConnection.next_runs` as runs of one subject and reply and
+  go through :meth:`publish_runs`, which counts a run nobody subscribes to,
+  renders a run's ``MSG`` frames once per subscriber, or hands its messages to
   :meth:`publish_batch`, which queues ``MSG`` fragments straight into NATS
   subscribers' outboxes (no ``Delivery``, no event) whenever the general path
   would do exactly that; everything else goes through :meth:`handle`.
@@ -272,7 +274,7 @@ class NatsSession:
     # -- events from the client ----------------------------------------------------
     def process(self) -> None:
         """Act on everything the connection can parse from what it was fed:
-        runs of plain PUBs through the batch path (:meth:`publish_batch`),
+        runs of plain PUBs through the batch path (:meth:`publish_runs`),
         every other operation through :meth:`handle`, the connection's
         replies queued before each event's deliveries so nats-server's order
         holds. Raises what :meth:`NatsServerConnection.next_event` raises."""
