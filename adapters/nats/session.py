@@ -383,7 +383,7 @@ class NatsSession:
                 if count == 1:   # the PUB line and payload sliced here: cheaper than any scan
                     nl = buf.find(b"\n", start)
                     arg = buf[start + 4:nl + 1]
-                    head = b"MSG " + arg[:arg.find(b" ") + 1]
+                    head = _msg_head(arg)
                     self._fan_out(route, head, arg[len(head) - 5:], buf[nl + 1:end - 2])
                 elif type(route) is tuple and (len(route) == 1 or size <= RENDER_MAX_PAYLOAD * count):
                     self._fan_out_run(route, buf, start, end, count, size)
@@ -426,7 +426,7 @@ class NatsSession:
         head = None
         for _subject, _reply, arg, payload in _expand_run(buf, start, end):
             if head is None:
-                head = b"MSG " + arg[:arg.find(b" ") + 1]
+                head = _msg_head(arg)
                 cut = len(head) - 5
             fan_out(sinks, head, arg[cut:], payload)
 
@@ -502,7 +502,7 @@ class NatsSession:
                     break
             else:
                 if subject != head_of:
-                    head, head_of = b"MSG " + arg[:arg.find(b" ") + 1], subject
+                    head, head_of = _msg_head(arg), subject
                 tail = arg[len(head) - 5:]               # " [reply ]<size>\r\n": arg ends in CRLF
                 if not self._fan_out(plain, head, tail, payload) and reply and self.conn.no_responders:
                     self._no_responders(subject, reply)
@@ -652,6 +652,12 @@ class NatsSession:
         log.warning("slow consumer detected", extra={"client_id": self.conn.client_id,
                                                      "pending": self.outbox.pending})
         self.outbox.kick()   # closed by the writer, never flushed by write_now
+
+
+def _msg_head(arg) -> bytes:
+    """``MSG <subject> `` from a PUB argument: its subject and the blank after it (the
+    rest of the argument, from ``len(head) - 5`` on, is the MSG line's tail)."""
+    return b"MSG " + arg[:arg.find(b" ") + 1]
 
 
 def _prepare(delivery: Delivery) -> PreparedMessage:
