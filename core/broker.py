@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -41,6 +42,7 @@ from .log import AppendInput, AppendResult, LogConfig, Partition
 from .log.encoded import records_of
 from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
 from .metadata import Ident, Metadata, StreamInfo, TopicInfo
+from .store import EmbeddedStore, Store
 from .topicops import TopicOps, topic_sealed
 
 log = logging.getLogger("ferry.broker")
@@ -86,10 +88,13 @@ class Broker(ConsumerOps, TopicOps):
     Stream and topic arguments are an int id (canonical, 0-based) or a name.
     """
 
-    def __init__(self, data_dir: Path, cfg: BrokerConfig, meta: Metadata) -> None:
+    def __init__(self, data_dir: Path, cfg: BrokerConfig, meta: Metadata, store: Store | None = None) -> None:
         self.data_dir = data_dir
         self.cfg = cfg
         self.meta = meta
+        # Where messages and metadata are kept (core/store.py): the embedded log, or
+        # a JetStream cluster whose appends become visible when the store applies them.
+        self.store: Store = store or EmbeddedStore()
         self.tables = KvTables(meta.db)  # key-value tables (Pravega table segments), same file
         self.live = LiveHub()
         self.addressing = Addressing(list(cfg.bindings))
@@ -115,14 +120,20 @@ class Broker(ConsumerOps, TopicOps):
 
     # -- lifecycle ---------------------------------------------------------
     @classmethod
-    def open(cls, data_dir: Path | str, cfg: BrokerConfig | None = None) -> "Broker":
-        """Open (creating if needed) the data directory and recover every partition."""
+    def open(cls, data_dir: Path | str, cfg: BrokerConfig | None = None, store=None) -> "Broker":
+        """Open (creating if needed) the data directory and recover every partition.
+        ``store`` (core/store.py) is the embedded log when None; a store with an
+        ``attach(meta)`` method gets the metadata store before anything is read
+        (the JetStream store replicates it and catches it up there)."""
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         cfg = cfg or BrokerConfig()
         meta = Metadata(data_dir / METADATA_FILE)
-        broker = cls(data_dir, cfg, meta)
+        broker = cls(data_dir, cfg, meta, store)
         try:
+            attach = getattr(store, "attach", None)
+            if attach is not None:
+                attach(broker)
             meta.ensure_root(cfg.root_username, cfg.root_password)
             broker._recover()
         except BaseException:
@@ -143,6 +154,7 @@ class Broker(ConsumerOps, TopicOps):
                 wanted.add(self._topic_dir(stream.id, topic.id))
                 for pid in range(topic.partitions_count):
                     wanted.add(self._open_partition(topic, pid).path)
+                self.store.partitions_opened(topic, range(topic.partitions_count))
         self._remove_orphans(wanted)
         self._apply_logical_starts()
 
@@ -215,10 +227,37 @@ class Broker(ConsumerOps, TopicOps):
     def _open_partition(self, topic: TopicInfo, pid: int) -> Partition:
         sid, tid = topic.stream_id, topic.id
         path = self._topic_dir(sid, tid) / "partitions" / str(pid)
-        part = Partition.open(path, pid, self.topic_log_config(topic))
+        part = self.store.open_partition(path, topic, pid, self.topic_log_config(topic))
         part.set_wakeup(self._wake_flusher)
+        if self.store.remote:
+            part.on_applied = partial(self._applied, (sid, tid, pid))
         self._partitions[(sid, tid, pid)] = part
         return part
+
+    def resync(self) -> None:
+        """Metadata changed under the broker (another gateway's writes replayed by
+        a replicated store): reload the metadata caches, open the partitions that
+        appeared and close those that went."""
+        self.meta.reload()
+        self._forget_subjects()
+        wanted: dict[tuple[int, int, int], TopicInfo] = {}
+        for stream in self.meta.list_streams():
+            for topic in self.meta.list_topics(stream.id):
+                for pid in range(topic.partitions_count):
+                    wanted[(stream.id, topic.id, pid)] = topic
+        for key in [k for k in self._partitions if k not in wanted]:
+            part = self._partitions.pop(key)
+            part.delete()
+            self.live.wake(key)
+            self.store.partitions_dropped(key[0], key[1], [key[2]])
+        opened: dict[tuple[int, int], list[int]] = {}
+        for key, topic in wanted.items():
+            if key not in self._partitions:
+                self._open_partition(topic, key[2])
+                opened.setdefault((key[0], key[1]), []).append(key[2])
+        for (sid, tid), pids in opened.items():
+            self.store.partitions_opened(wanted[(sid, tid, pids[0])], pids)
+            self._topic_partitions_changed(sid, tid)
 
     def topic_log_config(self, topic: TopicInfo) -> LogConfig:
         """The log settings of ``topic``'s partitions: the broker's ``[log]`` with the
@@ -262,6 +301,7 @@ class Broker(ConsumerOps, TopicOps):
         for topic in topics:
             self._close_topic_partitions(info.id, topic.id)
             self._forget_topic(info.id, topic.id)
+            self.store.partitions_dropped(info.id, topic.id, range(topic.partitions_count))
         shutil.rmtree(self._stream_dir(info.id), ignore_errors=True)
 
     def purge_stream(self, stream: Ident) -> None:
@@ -304,6 +344,7 @@ class Broker(ConsumerOps, TopicOps):
         )
         for pid in range(topic.partitions_count):
             self._open_partition(topic, pid)
+        self.store.partitions_opened(topic, range(topic.partitions_count))
         return topic
 
     def get_topic(self, stream: Ident, topic: Ident) -> TopicInfo:
@@ -323,9 +364,11 @@ class Broker(ConsumerOps, TopicOps):
         self._close_topic_partitions(info.stream_id, info.id)
         self._forget_topic(info.stream_id, info.id)
         shutil.rmtree(self._topic_dir(info.stream_id, info.id), ignore_errors=True)
+        self.store.partitions_dropped(info.stream_id, info.id, range(info.partitions_count))
 
     def purge_topic(self, stream: Ident, topic: Ident) -> None:
         info = self.meta.get_topic(stream, topic)
+        self.store.topic_purged(info)  # a remote store refuses before anything changed
         for pid in range(info.partitions_count):
             self._partitions[(info.stream_id, info.id, pid)].purge()
         self.meta.delete_topic_offsets(info.stream_id, info.id)
@@ -337,6 +380,7 @@ class Broker(ConsumerOps, TopicOps):
         new_ids = self.meta.add_partitions(info.stream_id, info.id, count)
         for pid in new_ids:
             self._open_partition(info, pid)
+        self.store.partitions_opened(info, new_ids)
         self._topic_partitions_changed(info.stream_id, info.id)
         return new_ids
 
@@ -350,6 +394,7 @@ class Broker(ConsumerOps, TopicOps):
             if part is not None:
                 part.delete()
             self.live.wake(key)
+        self.store.partitions_dropped(info.stream_id, info.id, removed)
         self._topic_partitions_changed(info.stream_id, info.id)
         return removed
 
@@ -430,7 +475,7 @@ class Broker(ConsumerOps, TopicOps):
         pid = self.choose_partition(info, partition, key)
         part = self._partition(info, pid)
         result = part.append(items, producer=producer, on_durable=on_durable)
-        if result.duplicate:
+        if result.duplicate or part.remote:  # remote: visible once applied (_applied)
             return result
         key3 = (info.stream_id, info.id, pid)
         self.live.wake(key3)
@@ -467,7 +512,7 @@ class Broker(ConsumerOps, TopicOps):
         pid = self.choose_partition(info, partition, key)
         part = self._partition(info, pid)
         result = part.append_encoded(block, count, producer=producer, on_durable=on_durable)
-        if result.duplicate:
+        if result.duplicate or part.remote:  # remote: visible once applied (_applied)
             return result
         self.live.wake((info.stream_id, info.id, pid))
         if self._append_listeners or self.live.trie.count:
@@ -479,6 +524,23 @@ class Broker(ConsumerOps, TopicOps):
                 listener(info, pid, result, items)
             self._deliver_live(info, pid, result, items, None, origin, None, None, None)
         return result
+
+    def _applied(self, key, part, result: AppendResult, items: Sequence[AppendInput]) -> None:
+        """A remote store applied a stored message (this gateway's or another's) to
+        its cache: what ``append`` does for the embedded log once the records are
+        readable. The publish subject a NATS client used travels in the stored
+        headers, so live delivery finds it from them (``Delivery`` carries the rest)."""
+        if self._partitions.get(key) is not part:
+            return
+        sid, tid, pid = key
+        try:
+            info = self.meta.get_topic(sid, tid)
+        except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to deliver
+            return
+        self.live.wake(key)
+        for listener in self._append_listeners:
+            listener(info, pid, result, items)
+        self._deliver_live(info, pid, result, items, None, "", None, None, None)
 
     def _deliver_live(self, info, pid, result, items, live_subject, origin, native, publisher, reply) -> None:
         if not self.live.trie.count:  # nobody subscribed to anything: skip the subject lookups (a

@@ -507,6 +507,13 @@ class Metadata(UserStore, TopicStateStore):
             )
 
     # -- cache and lookups -----------------------------------------------------------
+    def reload(self) -> None:
+        """Re-read every cached row: the file changed under us (a replicated store
+        replayed another gateway's writes, core/metadb.py)."""
+        with self._db.lock:
+            self._load_cache()
+            self._live.clear()
+
     def _load_cache(self) -> None:
         self._streams: dict[int, StreamInfo] = {}
         self._stream_ids: dict[str, int] = {}

@@ -32,6 +32,17 @@ milliseconds) is meant to run in a worker thread (``trio.to_thread``), and
 those calls touch the connection too; the lock keeps their transactions from
 interleaving with the trio thread's. The connection is opened with
 ``check_same_thread=False`` for the same reason.
+
+Replication (scale-out, docs/scale-out.md): a gateway whose metadata lives in
+a NATS JetStream cluster installs a :class:`Replicator`. Every write then
+captures the statements it runs (with their bound values, so ids, hashes and
+timestamps chosen here travel as values, and replay is deterministic); before
+``COMMIT`` the replicator publishes them as one entry of the cluster's
+metadata log with compare-and-set on the log's last sequence, and only a
+stored entry lets the local transaction commit. Other gateways replay the
+entries in log order (:meth:`MetaDb.apply_entry`). The file stays the
+gateway's cache of the log, with the last sequence it holds in
+``replica_state``.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 from .errors import InvalidArgument, InvalidName, StorageError
 
@@ -69,6 +80,51 @@ MAX_INT64 = 2**63 - 1
 # SQLite reports "database is locked" (only tools such as `sqlite3` on the
 # live file ever compete with the broker's own connection).
 BUSY_TIMEOUT_MS = 5000
+
+
+Statement = tuple[str, tuple]
+
+
+class Replicator(Protocol):
+    """What :class:`MetaDb` needs from a cluster (gateway/cluster/store.py)."""
+
+    def before_write(self, db: "MetaDb") -> None:
+        """Bring ``db`` up to the log's end (apply entries other gateways wrote)."""
+
+    def publish(self, statements: list[Statement], after_seq: int) -> int:
+        """Store ``statements`` as the log entry following ``after_seq``; return its
+        sequence. Raises (a FerryError) when the log moved past ``after_seq`` or
+        the cluster did not answer: the local transaction then rolls back."""
+
+
+class _Capture:
+    """A connection stand-in that records every statement that is not a read."""
+
+    __slots__ = ("conn", "statements")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.statements: list[Statement] = []
+
+    def execute(self, sql: str, params: Sequence[object] = ()):
+        cur = self.conn.execute(sql, params)
+        if not _is_read(sql):
+            self.statements.append((sql, tuple(params)))
+        return cur
+
+    def executemany(self, sql: str, rows):
+        rows = [tuple(r) for r in rows]
+        cur = self.conn.executemany(sql, rows)
+        self.statements.extend((sql, r) for r in rows)
+        return cur
+
+    def __getattr__(self, name: str):
+        return getattr(self.conn, name)
+
+
+def _is_read(sql: str) -> bool:
+    head = sql.lstrip()[:7].upper()
+    return head.startswith("SELECT") or head.startswith("PRAGMA")
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +279,9 @@ class MetaDb:
     def __init__(self, path: Path | str, *, synchronous: str = "FULL") -> None:
         self.path = Path(path)
         self.lock = threading.RLock()
+        self.replicator: Replicator | None = None
+        self.replica_seq = 0  # last metadata-log entry this file holds (replicated mode)
+        self._depth = 0  # nested transaction() calls (replicated mode publishes at the outermost)
         try:
             self.conn = _connect(self.path, synchronous)
         except sqlite3.Error as err:
@@ -235,22 +294,80 @@ class MetaDb:
     # -- statements --------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back.
+        Replicated: the statements are published to the cluster's log before
+        ``COMMIT``, and a refused publish rolls back (module docstring)."""
         with self.lock:
+            rep = self.replicator
+            if rep is not None and self._depth == 0:
+                rep.before_write(self)
             conn = self.conn
             _run(conn, "BEGIN IMMEDIATE")
             try:
-                yield conn
+                if rep is None:
+                    yield conn
+                else:
+                    capture = _Capture(conn)
+                    self._depth += 1
+                    try:
+                        yield capture  # type: ignore[misc]
+                    finally:
+                        self._depth -= 1
+                    if capture.statements:
+                        seq = rep.publish(capture.statements, self.replica_seq)
+                        _run(conn, _SET_REPLICA_SEQ, (seq,))
+                        self.replica_seq = seq
+                _run(conn, "COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                self.replica_seq = self._stored_replica_seq() if rep is not None else self.replica_seq
+                raise
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        """One statement as its own transaction (autocommit); returns the rows changed."""
+        if self.replicator is not None:
+            with self.transaction() as conn:
+                return conn.execute(sql, params).rowcount
+        with self.lock:
+            return _run(self.conn, sql, params).rowcount
+
+    # -- replication (module docstring) --------------------------------------------
+    def replicate(self, replicator: Replicator | None) -> None:
+        """Install (or remove) the cluster log writes go through; reads the last
+        entry this file holds."""
+        with self.lock:
+            if replicator is not None:
+                _run(self.conn, _REPLICA_TABLE)
+                self.replica_seq = self._stored_replica_seq()
+            self.replicator = replicator
+
+    def _stored_replica_seq(self) -> int:
+        row = _run(self.conn, "SELECT seq FROM replica_state WHERE id = 0").fetchone()
+        return int(row[0]) if row else 0
+
+    def apply_entry(self, seq: int, statements: Sequence[Statement]) -> bool:
+        """Replay the log entry ``seq`` (another gateway's write) in one transaction.
+        Returns False, doing nothing, when the file already holds it; raises
+        StorageError when an entry is missing in between (the caller fetches it)."""
+        with self.lock:
+            if seq <= self.replica_seq:
+                return False
+            if seq != self.replica_seq + 1:
+                raise StorageError(f"metadata log entry {seq} arrived after {self.replica_seq}: a gap")
+            conn = self.conn
+            _run(conn, "BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    conn.execute(sql, params)
+                _run(conn, _SET_REPLICA_SEQ, (seq,))
                 _run(conn, "COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.rollback()
                 raise
-
-    def execute(self, sql: str, params: Sequence[object] = ()) -> int:
-        """One statement as its own transaction (autocommit); returns the rows changed."""
-        with self.lock:
-            return _run(self.conn, sql, params).rowcount
+            self.replica_seq = seq
+            return True
 
     def one(self, sql: str, params: Sequence[object] = ()) -> tuple | None:
         """The first row of a read, or ``None``."""
@@ -300,6 +417,11 @@ class MetaDb:
                 conn.execute("UPDATE schema_version SET version = ?", (step.version,))
         except sqlite3.Error as err:
             raise StorageError(f"metadata migration {step.version} ({step.about}) failed: {err}") from err
+
+
+_REPLICA_TABLE = ("CREATE TABLE IF NOT EXISTS replica_state "
+                  "(id INTEGER PRIMARY KEY CHECK (id = 0), seq INTEGER NOT NULL)")
+_SET_REPLICA_SEQ = "INSERT INTO replica_state (id, seq) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET seq = excluded.seq"
 
 
 def _connect(path: Path, synchronous: str) -> sqlite3.Connection:

@@ -1,0 +1,207 @@
+"""A partition whose records a NATS JetStream cluster orders and keeps (scale-out mode).
+
+Theory of operation
+-------------------
+In scale-out mode (docs/scale-out.md) the cluster's stream for a partition is
+the log: its sequence ``n`` is Ferry offset ``n - 1``, assigned by the stream
+leader, so any number of gateways may append to the same partition and still
+agree on every offset. This class is the gateway's side of that, with no I/O:
+
+* ``append`` / ``append_encoded`` check what the embedded log checks, give
+  each message its id now (so every gateway stores the same one), and queue
+  an :class:`Outgoing` entry in a bounded outbox instead of the local log.
+  The records are not readable yet: they have no offset until the cluster
+  stores them. The result's ``base_offset`` is this gateway's guess (exact
+  while it is the partition's only writer); ``on_durable`` gets the real one.
+* The gateway's cluster driver (gateway/cluster/store.py) takes the outbox,
+  publishes each message and, on the stream's acknowledgement, calls
+  :meth:`await_applied`.
+* The driver's mirror of the stream calls :meth:`apply` for every stored
+  message in sequence order, from every gateway. Applying appends it to the
+  local :class:`~core.log.partition.Partition` this class extends, which is
+  the gateway's cache of the stream (reads, byte positions, time index, tail
+  wake-ups work as in the embedded log), and fires the ``on_durable`` of
+  appends whose last message is now applied: an acknowledged append is
+  readable on the gateway that acknowledged it (read-your-writes).
+
+The cache's own fsync policy is the partition config's; nothing is lost if the
+cache is: it is re-read from the stream from the offset it holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..errors import InvalidArgument, PayloadTooLarge, StorageError
+from ..message import uuid7
+from ..record import encode_record
+from .config import MAX_APPEND_BYTES
+from .encoded import records_of
+from .partition import AppendInput, AppendResult, OnDurable, Partition, _fire
+
+# Message bytes queued for the cluster per partition before ``over_limit`` asks the
+# protocol drivers to stop reading from their clients (the embedded log's backpressure,
+# LogConfig.max_pending_bytes, applied to the outbox): the cluster's round trip, not
+# the disk, is what the queue waits for.
+MAX_OUTBOX_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One append call on its way to the cluster: ``messages`` are
+    ``(id, origin_timestamp, headers, payload)`` in order."""
+
+    messages: list[tuple[int, int, bytes, bytes]]
+    producer: tuple[str, int] | None
+    on_durable: OnDurable | None
+    nbytes: int
+
+
+class RemotePartition(Partition):
+    """A partition cached locally and stored in a JetStream stream (module docstring)."""
+
+    remote = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.outbox: list[Outgoing] = []
+        self.outbox_bytes = 0
+        self.in_flight = 0  # messages published and not yet applied here
+        self._waiting: list[tuple[int, int, int, OnDurable]] = []  # (last offset, tie, count, callback)
+        self._tie = 0
+        self._wake_remote: Callable[[], None] = lambda: None
+        self.on_applied: Callable[["RemotePartition", AppendResult, list[AppendInput]], None] | None = None
+
+    def set_remote_wakeup(self, wake: Callable[[], None]) -> None:
+        """The cluster driver's ``wake()``, called when the outbox turns non-empty."""
+        self._wake_remote = wake
+        if self.outbox:
+            wake()
+
+    @property
+    def over_limit(self) -> bool:
+        return self.outbox_bytes > MAX_OUTBOX_BYTES or super().over_limit
+
+    # -- appends: to the outbox ------------------------------------------------------
+    def append(
+        self,
+        items: Sequence[AppendInput],
+        *,
+        producer: tuple[str, int] | None = None,
+        on_durable: OnDurable | None = None,
+    ) -> AppendResult:
+        if self._failed is not None or self._closed:
+            raise self._unwritable()
+        if not items:
+            raise InvalidArgument("no messages to append")
+        messages = [(i.id or uuid7(), i.origin_timestamp, i.headers, i.payload) for i in items]
+        return self._queue(messages, producer, on_durable)
+
+    def append_encoded(
+        self,
+        block: bytearray,
+        count: int,
+        *,
+        producer: tuple[str, int] | None = None,
+        on_durable: OnDurable | None = None,
+    ) -> AppendResult:
+        if self._failed is not None or self._closed:
+            raise self._unwritable()
+        if len(block) > MAX_APPEND_BYTES:
+            raise PayloadTooLarge(f"one append of {len(block)} bytes exceeds {MAX_APPEND_BYTES}")
+        views = records_of(block)
+        if len(views) != count:
+            raise InvalidArgument(f"block holds {len(views)} records, not {count}")
+        messages = [(rv.id or uuid7(), rv.origin_timestamp, bytes(rv.headers), bytes(rv.payload)) for rv in views]
+        return self._queue(messages, producer, on_durable)
+
+    def _queue(self, messages, producer, on_durable) -> AppendResult:
+        if producer is not None and self._is_duplicate(producer):
+            return self._duplicate(on_durable)
+        nbytes = sum(len(h) + len(p) for _, _, h, p in messages)
+        if nbytes > MAX_APPEND_BYTES:
+            raise PayloadTooLarge(f"one append of {nbytes} bytes exceeds {MAX_APPEND_BYTES}")
+        # Encoding checks every field now (sizes, header block), as the embedded log's
+        # append does, so a bad message fails the call instead of the cluster round trip.
+        for mid, origin, headers, payload in messages:
+            encode_record(mid, 0, 0, origin, headers, payload)
+        guess = self._next_offset + self.in_flight + sum(len(o.messages) for o in self.outbox)
+        self.outbox.append(Outgoing(messages, producer, on_durable, nbytes))
+        self.outbox_bytes += nbytes
+        if len(self.outbox) == 1:
+            self._wake_remote()
+        return AppendResult(self.partition_id, guess, len(messages), self._append_time())
+
+    def take_outbox(self) -> list[Outgoing]:
+        """The driver takes every queued call (in append order) to publish it."""
+        out, self.outbox = self.outbox, []
+        self.outbox_bytes = 0
+        self.in_flight += sum(len(o.messages) for o in out)
+        return out
+
+    def await_applied(self, last_seq: int, count: int, on_durable: OnDurable | None,
+                      duplicate: bool = False) -> None:
+        """The cluster stored a call's messages as sequences ``last_seq - count + 1 ..
+        last_seq``: fire ``on_durable`` once this cache holds them (now, if it does)."""
+        self.in_flight = max(0, self.in_flight - count)
+        if on_durable is None:
+            return
+        last = last_seq - 1  # offset = sequence - 1
+        if duplicate:
+            _fire(on_durable, AppendResult(self.partition_id, last + 1 - count, 0, self._last_ts, duplicate=True))
+            return
+        if last < self._next_offset:
+            _fire(on_durable, AppendResult(self.partition_id, last + 1 - count, count, self._last_ts))
+            return
+        self._tie += 1
+        heapq.heappush(self._waiting, (last, self._tie, count, on_durable))
+
+    def fail_in_flight(self, count: int, exc: BaseException, on_durable: OnDurable | None) -> None:
+        """The cluster refused (or never answered) a call: its messages are not stored."""
+        self.in_flight = max(0, self.in_flight - count)
+        if on_durable is not None:
+            _fire(on_durable, exc)
+
+    # -- the mirror: stored messages, in sequence order --------------------------------
+    @property
+    def next_sequence(self) -> int:
+        """The stream sequence the cache wants next."""
+        return self._next_offset + 1
+
+    def apply(self, seq: int, mid: int, timestamp: int, origin_timestamp: int, headers: bytes, payload: bytes,
+              producer: tuple[str, int] | None = None) -> AppendResult | None:
+        """Store the stream's message ``seq`` in the cache at offset ``seq - 1``.
+        Returns None for one already held; raises StorageError on a gap (the
+        driver re-reads the stream from :attr:`next_sequence`)."""
+        offset = seq - 1
+        if offset < self._next_offset:
+            return None
+        if offset != self._next_offset:
+            raise StorageError(f"partition {self.partition_id}: stream sequence {seq} after {self._next_offset}")
+        # Stored time never goes back within a partition (the time index needs it),
+        # whichever gateway's clock stamped the message: every gateway applies the
+        # same rule to the same order, so they store the same time.
+        ts = timestamp if timestamp >= self._last_ts else self._last_ts
+        record = encode_record(mid, offset, ts, origin_timestamp or ts, headers, payload)
+        result = self._add_call(offset, ts, 1, [record], None, len(record), 8 + len(payload), producer, None)
+        waiting = self._waiting
+        while waiting and waiting[0][0] <= offset:
+            last, _, count, callback = heapq.heappop(waiting)
+            _fire(callback, AppendResult(self.partition_id, last + 1 - count, count, ts))
+        if self.on_applied is not None:
+            self.on_applied(self, result, [AppendInput(payload, headers, mid, origin_timestamp)])
+        return result
+
+    def close(self) -> None:
+        """Fail what is still queued or awaited: it was never acknowledged."""
+        gone = StorageError(f"partition {self.partition_id} is closed")
+        outbox, self.outbox, self.outbox_bytes = self.outbox, [], 0
+        waiting, self._waiting = self._waiting, []
+        for entry in outbox:
+            if entry.on_durable is not None:
+                _fire(entry.on_durable, gone)
+        for _, _, _, callback in waiting:
+            _fire(callback, gone)
+        super().close()
