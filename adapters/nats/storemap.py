@@ -1,0 +1,266 @@
+"""Ferry's durable state as NATS JetStream streams and messages (scale-out mode, no I/O).
+
+Theory of operation
+-------------------
+docs/scale-out.md has the whole mapping; this module holds its exact bytes so
+the gateway's cluster driver (gateway/cluster/store.py) and the tests share one
+definition.
+
+* **Names.** Partition ``p`` of topic ``t`` in stream ``s`` is the JetStream
+  stream ``<PREFIX>_P_<s>_<t>_<p>`` on the one subject ``<prefix>.p.<s>.<t>.<p>``
+  (ids, not names: Ferry names may hold characters stream names may not, and
+  renames then cost nothing). Stream sequence ``n`` is Ferry offset ``n - 1``.
+  The metadata log is ``<PREFIX>_META`` on ``<prefix>.meta``. The prefix lets
+  several Ferry deployments share a cluster.
+* **Messages.** The payload is the NATS payload. The header block starts with
+  one ``Ferry-Store`` line, ``1;<id hex>;<time µs>;<origin time µs>`` plus
+  ``;<producer b64url>;<sequence>`` for an idempotent producer's call, then a
+  ``Nats-Msg-Id`` line for that producer (``<producer b64url>:<sequence>:<i>``:
+  JetStream drops a re-send inside its duplicate window, so a call retried
+  through another gateway is stored once). The canonical headers follow as
+  the NATS adapter writes them for subscribers (adapters/nats/translate.py,
+  kinds in ``Ferry-Header-Kinds``, the publish subject kept), so a nats-py
+  client reading the stream directly sees readable headers. A block whose
+  user keys start with ``Nats-`` (JetStream acts on those) goes as one
+  ``Ferry-Headers: <base64 TLV>`` line instead. Both are lossless.
+* **Metadata log entries.** JSON ``{"v": 1, "s": [[sql, [params]], ...]}``
+  with bytes parameters as ``{"b": "<base64>"}`` (core/metadb.py replays them).
+* **API.** Stream configs, PubAck and API-error parsing, consumer configs for
+  the mirrors, and the ``$JS.ACK`` reply subject's stream sequence.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from core.errors import InvalidArgument
+
+from .headers import HeaderBlock, encode_headers, parse_headers
+from .translate import block_to_headers, canonical_to_nats
+
+STORE_HEADER = "Ferry-Store"
+RAW_HEADERS = "Ferry-Headers"
+MSG_ID = "Nats-Msg-Id"
+FORMAT = "1"
+# JetStream's error code for a publish whose Nats-Expected-Last-Sequence did not
+# match (nats-server server/errors.json, JSStreamWrongLastSequenceErrF).
+WRONG_LAST_SEQUENCE = 10071
+# "stream name already in use with a different configuration" (JSStreamNameExistErr):
+# another gateway created it first, with settings that may differ in a default.
+STREAM_NAME_EXISTS = 10058
+STREAM_NOT_FOUND = 10059  # JSStreamNotFoundErr
+# How long JetStream remembers Nats-Msg-Id values: the window in which a retried
+# producer call is dropped as a duplicate (JetStream's own default is 2 minutes).
+DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
+# Mirrors' idle heartbeat: how soon a mirror notices a gap or a silent server.
+MIRROR_HEARTBEAT_NS = 5 * 1_000_000_000
+NS_PER_US = 1000
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Names for one Ferry deployment in a cluster (module docstring)."""
+
+    prefix: str = "FERRY"
+    replicas: int = 3
+
+    def __post_init__(self) -> None:
+        if not _PREFIX_RE.match(self.prefix):
+            raise InvalidArgument(f"store prefix {self.prefix!r}: 1-32 of A-Z a-z 0-9 _ -")
+        if not 1 <= self.replicas <= 5:  # JetStream's replica limit
+            raise InvalidArgument(f"store replicas must be 1..5, got {self.replicas}")
+
+    def partition_stream(self, sid: int, tid: int, pid: int) -> str:
+        return f"{self.prefix.upper()}_P_{sid}_{tid}_{pid}"
+
+    def partition_subject(self, sid: int, tid: int, pid: int) -> str:
+        return f"{self.prefix.lower()}.p.{sid}.{tid}.{pid}"
+
+    @property
+    def meta_stream(self) -> str:
+        return f"{self.prefix.upper()}_META"
+
+    @property
+    def meta_subject(self) -> str:
+        return f"{self.prefix.lower()}.meta"
+
+    def stream_config(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0) -> dict:
+        """``$JS.API.STREAM.CREATE.<name>`` body: file storage, limits retention,
+        the deployment's replicas, direct gets on."""
+        return {
+            "name": name, "subjects": [subject], "retention": "limits", "storage": "file",
+            "num_replicas": self.replicas, "discard": "old", "duplicate_window": DUPLICATE_WINDOW_NS,
+            "max_age": max(0, max_age_us) * NS_PER_US, "max_bytes": max_bytes or -1,
+            "max_msgs": -1, "allow_direct": True,
+        }
+
+
+# -- stored messages -------------------------------------------------------------------
+def encode_message(mid: int, timestamp: int, origin_timestamp: int, tlv: bytes,
+                   producer: tuple[str, int] | None = None, index: int = 0) -> bytes:
+    """The header block for one stored message (module docstring)."""
+    system = f"{FORMAT};{mid:032x};{timestamp};{origin_timestamp}"
+    items: list[tuple[str, str]] = []
+    if producer is not None:
+        ptext = _b64url(producer[0].encode("utf-8", "surrogateescape"))
+        system += f";{ptext};{producer[1]}"
+        items.append((STORE_HEADER, system))
+        items.append((MSG_ID, f"{ptext}:{producer[1]}:{index}"))
+    else:
+        items.append((STORE_HEADER, system))
+    user = canonical_to_nats(tlv, drop_subject=False) if tlv else b""
+    if user:
+        block = parse_headers(user)
+        if any(k.lower().startswith("nats-") for k, _ in block.items):
+            items.append((RAW_HEADERS, base64.b64encode(bytes(tlv)).decode("ascii")))
+        else:
+            items.extend(block.items)
+    return encode_headers(HeaderBlock(tuple(items)))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    timestamp: int
+    origin_timestamp: int
+    headers: bytes  # canonical TLV (Headers.encode())
+    producer: tuple[str, int] | None
+
+
+def decode_message(header: bytes | None) -> StoredMessage:
+    """The fields :func:`encode_message` wrote. Raises InvalidArgument for a
+    message Ferry did not write (no ``Ferry-Store`` first line)."""
+    if not header:
+        raise InvalidArgument("stored message without a Ferry-Store header")
+    block = parse_headers(header)
+    items = block.items
+    if not items or items[0][0] != STORE_HEADER:
+        raise InvalidArgument("stored message without a Ferry-Store header")
+    parts = items[0][1].split(";")
+    try:
+        if parts[0] != FORMAT or len(parts) not in (4, 6):
+            raise ValueError(parts[0])
+        mid, ts, origin = int(parts[1], 16), int(parts[2]), int(parts[3])
+        producer = None
+        rest = items[1:]
+        if len(parts) == 6:
+            producer = (base64.urlsafe_b64decode(parts[4]).decode("utf-8", "surrogateescape"), int(parts[5]))
+            if rest and rest[0][0] == MSG_ID:
+                rest = rest[1:]
+    except (ValueError, binascii.Error) as exc:
+        raise InvalidArgument(f"malformed Ferry-Store header: {items[0][1]!r}") from exc
+    if rest and rest[0][0] == RAW_HEADERS:
+        try:
+            tlv = base64.b64decode(rest[0][1], validate=True)
+        except (ValueError, binascii.Error) as exc:
+            raise InvalidArgument("malformed Ferry-Headers header") from exc
+    else:
+        tlv = block_to_headers(HeaderBlock(tuple(rest))).encode() if rest else b""
+    return StoredMessage(mid, ts, origin, tlv, producer)
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii")
+
+
+# -- metadata log entries ----------------------------------------------------------------
+def encode_entry(statements: Sequence[tuple[str, Sequence[object]]]) -> bytes:
+    return json.dumps({"v": 1, "s": [[sql, [_param_out(p) for p in params]] for sql, params in statements]},
+                      separators=(",", ":")).encode()
+
+
+def decode_entry(data: bytes) -> list[tuple[str, tuple]]:
+    try:
+        doc = json.loads(data)
+        if doc.get("v") != 1:
+            raise ValueError(f"metadata log entry version {doc.get('v')!r}")
+        return [(str(sql), tuple(_param_in(p) for p in params)) for sql, params in doc["s"]]
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+        raise InvalidArgument(f"malformed metadata log entry: {exc}") from exc
+
+
+def _param_out(value: object) -> object:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"b": base64.b64encode(bytes(value)).decode("ascii")}
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    raise InvalidArgument(f"metadata statement parameter of type {type(value).__name__}")
+
+
+def _param_in(value: object) -> object:
+    if isinstance(value, dict):
+        return base64.b64decode(value["b"], validate=True)
+    return value
+
+
+# -- API answers ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ApiError(Exception):
+    code: int
+    err_code: int
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.description} (JetStream {self.code}/{self.err_code})"
+
+
+def api_answer(data: bytes) -> dict:
+    """A JetStream API or PubAck JSON answer; raises :class:`ApiError` for ``error``."""
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise ApiError(500, 0, f"not JSON: {data[:80]!r}") from exc
+    if not isinstance(doc, dict):
+        raise ApiError(500, 0, f"not a JSON object: {data[:80]!r}")
+    err = doc.get("error")
+    if err:
+        raise ApiError(int(err.get("code", 500)), int(err.get("err_code", 0)), str(err.get("description", "")))
+    return doc
+
+
+def pub_ack(data: bytes) -> tuple[int, bool]:
+    """``(sequence, duplicate)`` of a PubAck; raises ApiError for a refused publish."""
+    doc = api_answer(data)
+    try:
+        return int(doc["seq"]), bool(doc.get("duplicate", False))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ApiError(500, 0, f"PubAck without a sequence: {data[:80]!r}") from exc
+
+
+def mirror_consumer(stream: str, deliver_subject: str, start_seq: int) -> dict:
+    """``$JS.API.CONSUMER.CREATE.<stream>`` body for a mirror: every message from
+    ``start_seq`` in order, pushed, no acks, flow control and heartbeats (what an
+    ordered consumer is: ADR-17), kept in memory on the server, one replica."""
+    return {"stream_name": stream, "config": {
+        "deliver_policy": "by_start_sequence", "opt_start_seq": max(1, start_seq),
+        "ack_policy": "none", "deliver_subject": deliver_subject, "flow_control": True,
+        "idle_heartbeat": MIRROR_HEARTBEAT_NS, "mem_storage": True, "num_replicas": 1,
+        "inactive_threshold": 5 * MIRROR_HEARTBEAT_NS, "replay_policy": "instant",
+    }}
+
+
+def ack_stream_sequence(reply: str) -> int | None:
+    """The stream sequence in a pushed message's ``$JS.ACK`` reply subject (both
+    the 9-token form and the 12-token form with domain and account; ADR-15)."""
+    tokens = reply.split(".")
+    if len(tokens) < 9 or tokens[0] != "$JS" or tokens[1] != "ACK":
+        return None
+    index = 5 if len(tokens) == 9 else 7
+    try:
+        return int(tokens[index])
+    except ValueError:
+        return None
+
+
+def request_json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+__all__ = ["ApiError", "Layout", "StoredMessage", "ack_stream_sequence", "api_answer", "decode_entry",
+           "decode_message", "encode_entry", "encode_message", "mirror_consumer", "pub_ack", "request_json"]
