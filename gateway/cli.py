@@ -58,6 +58,8 @@ def _add_serve(sub, registry: Registry) -> None:
     _add_config_options(p)
     p.add_argument("--host", help="address every listener binds (server.host, default 0.0.0.0)")
     p.add_argument("--fsync", metavar="POLICY", help=f"log.fsync: {FSYNC_CHOICES}")
+    p.add_argument("--store", metavar="URL", help="store.url: nats://h1:4222,h2:4222,... keeps messages and "
+                                                  "metadata in a NATS JetStream cluster (docs/scale-out.md)")
     p.add_argument("--grace-seconds", metavar="S", help="server.grace_seconds: shutdown grace period")
     p.add_argument("--log-level", metavar="LEVEL", help="server.log_level: debug|info|warning|error|critical")
     p.add_argument("--log-format", metavar="FMT", help="server.log_format: text|json")
@@ -166,7 +168,7 @@ def serve_flags(args: argparse.Namespace, registry: Registry) -> dict:
     """The serve flags given, as ``{key path: (text, flag)}`` for load_config."""
     flags: dict = {}
     simple = [("data", ("server", "data_dir"), "--data"), ("host", ("server", "host"), "--host"),
-              ("fsync", ("log", "fsync"), "--fsync"),
+              ("fsync", ("log", "fsync"), "--fsync"), ("store", ("store", "url"), "--store"),
               ("grace_seconds", ("server", "grace_seconds"), "--grace-seconds"),
               ("log_level", ("server", "log_level"), "--log-level"),
               ("log_format", ("server", "log_format"), "--log-format")]

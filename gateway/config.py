@@ -111,6 +111,22 @@ SECTIONS: Mapping[str, Mapping[str, Key]] = MappingProxyType({
         "root_password": Key("str", DEFAULT_ROOT_PASSWORD, "its password (change it!)",
                              lo=MIN_PASSWORD_BYTES, hi=MAX_PASSWORD_BYTES),
     },
+    # Scale-out (docs/scale-out.md): where the broker's durable state lives.
+    "store": {
+        "url": Key("str", "", "empty: the embedded log under data_dir; nats://h1:4222,h2:4222,...: "
+                   "a NATS JetStream cluster (messages, metadata, offsets)"),
+        "user": Key("str", "", "cluster user (with password)"),
+        "password": Key("str", "", "cluster password"),
+        "token": Key("str", "", "cluster token (instead of user/password)"),
+        "tls_ca": Key("str", "", "CA file that signs the cluster's certificates (turns TLS on)"),
+        "tls_cert": Key("str", "", "client certificate for the cluster (mutual TLS)"),
+        "tls_key": Key("str", "", "its private key"),
+        "replicas": Key("int", 3, "JetStream replicas of every stream Ferry creates (3 in a 3-node cluster)",
+                        lo=1, hi=5),
+        "prefix": Key("str", "FERRY", "stream and subject prefix, so deployments can share a cluster",
+                      lo=1, hi=32),
+        "connect_timeout_seconds": Key("float", 5.0, "how long start-up waits for the cluster", lo=0.1, hi=600),
+    },
 })
 LISTENER_KEYS: Mapping[str, Key] = MappingProxyType({
     "enabled": Key("bool", True, "start this listener"),
@@ -166,6 +182,38 @@ class AuthConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """``[store]``: empty ``url`` = the embedded log (docs/scale-out.md)."""
+
+    url: str = ""
+    user: str = ""
+    password: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    replicas: int = 3
+    prefix: str = "FERRY"
+    connect_timeout_seconds: float = 5.0
+
+    @property
+    def urls(self) -> list[str]:
+        """``nats://h1:4222,h2:4222`` -> one URL per server (the scheme carries over)."""
+        text = self.url.strip()
+        if not text:
+            return []
+        scheme, sep, rest = text.partition("://")
+        if not sep:
+            scheme, rest = "nats", text
+        out = []
+        for part in rest.split(","):
+            part = part.strip()
+            if part:
+                out.append(part if "://" in part else f"{scheme}://{part}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class ListenerConfig:
     """One listener's settings, as its ``serve`` function receives them."""
 
@@ -188,6 +236,7 @@ class Config:
     bindings: tuple[Binding, ...] = ()
     retention_interval_s: float = DEFAULT_RETENTION_INTERVAL_S
     source: Path | None = None
+    store: StoreConfig = field(default_factory=StoreConfig)
 
     def listener(self, name: str) -> ListenerConfig:
         for lc in self.listeners:
@@ -432,7 +481,21 @@ def _build(values, known, bindings, path) -> Config:
         bindings=bindings,
         retention_interval_s=retention,
         source=path,
+        store=_store(_section(values, "store")),
     )
+
+
+def _store(values: Mapping[str, Any]) -> StoreConfig:
+    store = StoreConfig(**values)
+    for url in store.urls:
+        scheme, _, hostport = url.partition("://")
+        host, _, port = hostport.rpartition(":")
+        if scheme not in ("nats", "tls") or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"store.url: {url!r} is not nats://host:port or tls://host:port",
+                              key="store.url", value=store.url)
+    if store.urls and store.token and store.user:
+        raise ConfigError("store: give a token or a user/password, not both", key="store.token")
+    return store
 
 
 def _listener(values: Mapping[Path_, Any], kl: KnownListener, default_host: str) -> ListenerConfig:
