@@ -33,7 +33,8 @@ from typing import Callable, Iterable, Sequence
 
 import xxhash
 
-from .addressing import Addressing, Binding
+from .addressing import SUBJECT_HEADER, Addressing, Binding
+from .header_value import HeaderKind
 from .consumers import ConsumerOps
 from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
 from .kvtables import KvTables
@@ -245,11 +246,17 @@ class Broker(ConsumerOps, TopicOps):
             for topic in self.meta.list_topics(stream.id):
                 for pid in range(topic.partitions_count):
                     wanted[(stream.id, topic.id, pid)] = topic
-        for key in [k for k in self._partitions if k not in wanted]:
+        # Gone, or a later topic that reuses the ids (its creation time differs).
+        gone = [k for k, p in self._partitions.items()
+                if k not in wanted or getattr(p, "incarnation", 0) not in (0, wanted[k].created_at)]
+        for key in gone:
             part = self._partitions.pop(key)
             part.delete()
             self.live.wake(key)
-            self.store.partitions_dropped(key[0], key[1], [key[2]])
+        if gone:
+            self.store.partitions_closed(gone)
+            for sid, tid in {(k[0], k[1]) for k in gone}:
+                self._topic_partitions_changed(sid, tid)
         opened: dict[tuple[int, int], list[int]] = {}
         for key, topic in wanted.items():
             if key not in self._partitions:
@@ -540,7 +547,8 @@ class Broker(ConsumerOps, TopicOps):
         self.live.wake(key)
         for listener in self._append_listeners:
             listener(info, pid, result, items)
-        self._deliver_live(info, pid, result, items, None, "", None, None, None)
+        if self.live.trie.count:
+            self._deliver_live(info, pid, result, items, _stored_subject(items[0].headers), "", None, None, None)
 
     def _deliver_live(self, info, pid, result, items, live_subject, origin, native, publisher, reply) -> None:
         if not self.live.trie.count:  # nobody subscribed to anything: skip the subject lookups (a
@@ -654,6 +662,15 @@ class Broker(ConsumerOps, TopicOps):
                     if part is not None:
                         removed += part.enforce_retention(now, topic.message_expiry, per_part)
         return removed
+
+
+def _stored_subject(tlv: bytes) -> str | None:
+    """The NATS subject a message was published on (``SUBJECT_HEADER`` in its stored
+    headers), so a message applied from a cluster reaches the same subscribers."""
+    if not tlv or SUBJECT_HEADER.encode() not in tlv:
+        return None
+    value = Headers.decode(tlv).get(SUBJECT_HEADER)
+    return value.as_str() if value is not None and value.kind is HeaderKind.STRING else None
 
 
 __all__ = ["Broker", "BrokerConfig", "Delivery", "Headers"]

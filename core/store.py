@@ -47,7 +47,10 @@ class Store(Protocol):
         """A topic got these partitions (created, grown, or found at start-up)."""
 
     def partitions_dropped(self, stream_id: int, topic_id: int, partition_ids: Sequence[int]) -> None:
-        """These partitions were deleted (with their topic or on their own)."""
+        """This gateway deleted these partitions (with their topic or on their own)."""
+
+    def partitions_closed(self, keys: Sequence[tuple[int, int, int]]) -> None:
+        """Another gateway deleted these partitions (``Broker.resync``): forget them here."""
 
     def topic_purged(self, topic: "TopicInfo") -> None:
         """Every record of the topic was deleted; offsets start again at 0."""
@@ -65,6 +68,9 @@ class EmbeddedStore:
         return None
 
     def partitions_dropped(self, stream_id: int, topic_id: int, partition_ids: Sequence[int]) -> None:
+        return None
+
+    def partitions_closed(self, keys: Sequence[tuple[int, int, int]]) -> None:
         return None
 
     def topic_purged(self, topic: "TopicInfo") -> None:

@@ -314,6 +314,11 @@ def _report(exc: BaseException) -> int | None:
     if isinstance(exc, (DataDirLocked, ListenerStartError)):
         print(f"ferry: error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_START
+    from .cluster.errors import ClusterUnreachable
+
+    if isinstance(exc, ClusterUnreachable):
+        print(f"ferry: error: cannot use the store cluster: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_START
     if isinstance(exc, AdminError):
         print(f"ferry: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

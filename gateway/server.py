@@ -83,15 +83,48 @@ async def run_gateway(
     ExceptionGroup, from the nursery) when a listener cannot bind."""
     registry = registry or default_registry()
     with DataDirLock(cfg.server.data_dir):
-        broker = Broker.open(cfg.server.data_dir, cfg.broker_config())
+        store = _store(cfg)
+        try:
+            broker = Broker.open(cfg.server.data_dir, cfg.broker_config(), store=store)
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
         broker.diagnostics = diagnostics.for_gateway(cfg).install()  # what snapshots report
         try:
-            ensure_bound_topics(broker)
-            await _run_broker(broker, cfg, stop, registry, out or sys.stdout, task_status)
+            async with trio.open_nursery() as cluster:
+                if store is not None:  # the cluster connection, the pump and the mirrors
+                    await cluster.start(store.run)
+                ensure_bound_topics(broker)
+                await _run_broker(broker, cfg, stop, registry, out or sys.stdout, task_status)
+                if store is not None:
+                    await _drain(broker, cfg.server.grace_seconds)
+                    store.close()
         finally:
             broker.diagnostics.remove()
             broker.close()  # flushes and fsyncs every partition
+            if store is not None:
+                store.close()
             log.info("broker closed", extra={"data_dir": str(cfg.server.data_dir)})
+
+
+def _store(cfg: Config):
+    """The JetStream store when ``[store] url`` names a cluster (docs/scale-out.md), else
+    None (the embedded log). Reaching the cluster is checked by ``Broker.open``."""
+    if not cfg.store.urls:
+        return None
+    from .cluster.store import JetStreamStore  # deferred: the embedded log never loads it
+
+    return JetStreamStore(cfg.store)
+
+
+async def _drain(broker, grace_seconds: float) -> None:
+    """Give appends already taken (queued for, or awaiting, the cluster) up to the
+    grace period to be acknowledged before the store's connection closes."""
+    with trio.move_on_after(max(grace_seconds, 0.1)):
+        while any(getattr(p, "outbox", None) or getattr(p, "in_flight", 0) or getattr(p, "_waiting", None)
+                  for p in broker.partitions()):
+            await trio.sleep(0.01)
 
 
 async def _run_broker(broker, cfg, stop, registry, out, task_status) -> None:

@@ -7,17 +7,21 @@ the gateway's cluster driver (gateway/cluster/store.py) and the tests share one
 definition.
 
 * **Names.** Partition ``p`` of topic ``t`` in stream ``s`` is the JetStream
-  stream ``<PREFIX>_P_<s>_<t>_<p>`` on the one subject ``<prefix>.p.<s>.<t>.<p>``
+  stream ``<PREFIX>_P_<s>_<t>_<p>_<c>`` on the one subject
+  ``<prefix>.p.<s>.<t>.<p>.<c>``, ``c`` being the topic's creation time in µs
   (ids, not names: Ferry names may hold characters stream names may not, and
-  renames then cost nothing). Stream sequence ``n`` is Ferry offset ``n - 1``.
+  renames then cost nothing; the creation time tells a topic from a later one
+  that reuses its ids). Stream sequence ``n`` is Ferry offset ``n - 1``.
   The metadata log is ``<PREFIX>_META`` on ``<prefix>.meta``. The prefix lets
   several Ferry deployments share a cluster.
 * **Messages.** The payload is the NATS payload. The header block starts with
   one ``Ferry-Store`` line, ``1;<id hex>;<time µs>;<origin time µs>`` plus
   ``;<producer b64url>;<sequence>`` for an idempotent producer's call, then a
-  ``Nats-Msg-Id`` line for that producer (``<producer b64url>:<sequence>:<i>``:
-  JetStream drops a re-send inside its duplicate window, so a call retried
-  through another gateway is stored once). The canonical headers follow as
+  ``Nats-Msg-Id`` line: ``<producer b64url>:<sequence>:<i>`` for a producer's
+  call (so a call the client retries through another gateway is stored once),
+  else the message id in hex (so the gateway's own re-sends after a lost
+  acknowledgement are stored once). JetStream drops a repeated id inside its
+  duplicate window. The canonical headers follow as
   the NATS adapter writes them for subscribers (adapters/nats/translate.py,
   kinds in ``Ferry-Header-Kinds``, the publish subject kept), so a nats-py
   client reading the stream directly sees readable headers. A block whose
@@ -76,11 +80,11 @@ class Layout:
         if not 1 <= self.replicas <= 5:  # JetStream's replica limit
             raise InvalidArgument(f"store replicas must be 1..5, got {self.replicas}")
 
-    def partition_stream(self, sid: int, tid: int, pid: int) -> str:
-        return f"{self.prefix.upper()}_P_{sid}_{tid}_{pid}"
+    def partition_stream(self, sid: int, tid: int, pid: int, created: int) -> str:
+        return f"{self.prefix.upper()}_P_{sid}_{tid}_{pid}_{created}"
 
-    def partition_subject(self, sid: int, tid: int, pid: int) -> str:
-        return f"{self.prefix.lower()}.p.{sid}.{tid}.{pid}"
+    def partition_subject(self, sid: int, tid: int, pid: int, created: int) -> str:
+        return f"{self.prefix.lower()}.p.{sid}.{tid}.{pid}.{created}"
 
     @property
     def meta_stream(self) -> str:
@@ -114,6 +118,7 @@ def encode_message(mid: int, timestamp: int, origin_timestamp: int, tlv: bytes,
         items.append((MSG_ID, f"{ptext}:{producer[1]}:{index}"))
     else:
         items.append((STORE_HEADER, system))
+        items.append((MSG_ID, f"{mid:032x}"))
     user = canonical_to_nats(tlv, drop_subject=False) if tlv else b""
     if user:
         block = parse_headers(user)
@@ -151,8 +156,8 @@ def decode_message(header: bytes | None) -> StoredMessage:
         rest = items[1:]
         if len(parts) == 6:
             producer = (base64.urlsafe_b64decode(parts[4]).decode("utf-8", "surrogateescape"), int(parts[5]))
-            if rest and rest[0][0] == MSG_ID:
-                rest = rest[1:]
+        if rest and rest[0][0] == MSG_ID:
+            rest = rest[1:]
     except (ValueError, binascii.Error) as exc:
         raise InvalidArgument(f"malformed Ferry-Store header: {items[0][1]!r}") from exc
     if rest and rest[0][0] == RAW_HEADERS:
@@ -245,16 +250,17 @@ def mirror_consumer(stream: str, deliver_subject: str, start_seq: int) -> dict:
     }}
 
 
-def ack_stream_sequence(reply: str) -> int | None:
-    """The stream sequence in a pushed message's ``$JS.ACK`` reply subject (both
-    the 9-token form and the 12-token form with domain and account; ADR-15)."""
-    tokens = reply.split(".")
+def ack_info(reply: str | None) -> tuple[int, int] | None:
+    """``(stream sequence, stored time in ns)`` from a pushed message's ``$JS.ACK``
+    reply subject (the 9-token form and the 12-token form with domain and
+    account hash; ADR-15), None for any other subject."""
+    tokens = (reply or "").split(".")
     if len(tokens) < 9 or tokens[0] != "$JS" or tokens[1] != "ACK":
         return None
     index = 5 if len(tokens) == 9 else 7
     try:
-        return int(tokens[index])
-    except ValueError:
+        return int(tokens[index]), int(tokens[index + 2])
+    except (ValueError, IndexError):
         return None
 
 
@@ -262,5 +268,5 @@ def request_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-__all__ = ["ApiError", "Layout", "StoredMessage", "ack_stream_sequence", "api_answer", "decode_entry",
+__all__ = ["ApiError", "Layout", "StoredMessage", "ack_info", "api_answer", "decode_entry",
            "decode_message", "encode_entry", "encode_message", "mirror_consumer", "pub_ack", "request_json"]

@@ -46,6 +46,9 @@ from .partition import AppendInput, AppendResult, OnDurable, Partition, _fire
 # LogConfig.max_pending_bytes, applied to the outbox): the cluster's round trip, not
 # the disk, is what the queue waits for.
 MAX_OUTBOX_BYTES = 16 * 1024 * 1024
+# Bytes of the stored header block besides the message's own headers (the
+# Ferry-Store and Nats-Msg-Id lines, about 150 bytes, with room to spare).
+HEADER_ALLOWANCE = 512
 
 
 @dataclass(slots=True)
@@ -63,13 +66,15 @@ class RemotePartition(Partition):
     """A partition cached locally and stored in a JetStream stream (module docstring)."""
 
     remote = True
+    incarnation = 0  # the topic's creation time: tells a topic from a later one reusing its ids
+    max_message_bytes = MAX_APPEND_BYTES  # the cluster's max_payload (its INFO), set by the store
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.outbox: list[Outgoing] = []
         self.outbox_bytes = 0
         self.in_flight = 0  # messages published and not yet applied here
-        self._waiting: list[tuple[int, int, int, OnDurable]] = []  # (last offset, tie, count, callback)
+        self._waiting: list[tuple[int, int, int, int, OnDurable]] = []  # (last, tie, base, count, callback)
         self._tie = 0
         self._wake_remote: Callable[[], None] = lambda: None
         self.on_applied: Callable[["RemotePartition", AppendResult, list[AppendInput]], None] | None = None
@@ -121,6 +126,12 @@ class RemotePartition(Partition):
         if producer is not None and self._is_duplicate(producer):
             return self._duplicate(on_durable)
         nbytes = sum(len(h) + len(p) for _, _, h, p in messages)
+        for _, _, headers, payload in messages:
+            # Each message is one cluster message: its payload plus the header block
+            # (adapters/nats/storemap.py), under the cluster's max_payload.
+            if len(payload) + 2 * len(headers) + HEADER_ALLOWANCE > self.max_message_bytes:
+                raise PayloadTooLarge(f"a message of {len(payload)} bytes exceeds the cluster's "
+                                      f"max_payload ({self.max_message_bytes} bytes)")
         if nbytes > MAX_APPEND_BYTES:
             raise PayloadTooLarge(f"one append of {nbytes} bytes exceeds {MAX_APPEND_BYTES}")
         # Encoding checks every field now (sizes, header block), as the embedded log's
@@ -141,22 +152,23 @@ class RemotePartition(Partition):
         self.in_flight += sum(len(o.messages) for o in out)
         return out
 
-    def await_applied(self, last_seq: int, count: int, on_durable: OnDurable | None,
+    def await_applied(self, first_seq: int, last_seq: int, count: int, on_durable: OnDurable | None,
                       duplicate: bool = False) -> None:
-        """The cluster stored a call's messages as sequences ``last_seq - count + 1 ..
-        last_seq``: fire ``on_durable`` once this cache holds them (now, if it does)."""
+        """The cluster stored a call's ``count`` messages at sequences ``first_seq``
+        .. ``last_seq`` (consecutive unless another gateway wrote in between): fire
+        ``on_durable`` once this cache holds the last of them (now, if it does)."""
         self.in_flight = max(0, self.in_flight - count)
         if on_durable is None:
             return
-        last = last_seq - 1  # offset = sequence - 1
+        base, last = first_seq - 1, last_seq - 1  # offset = sequence - 1
         if duplicate:
-            _fire(on_durable, AppendResult(self.partition_id, last + 1 - count, 0, self._last_ts, duplicate=True))
+            _fire(on_durable, AppendResult(self.partition_id, base, 0, self._last_ts, duplicate=True))
             return
         if last < self._next_offset:
-            _fire(on_durable, AppendResult(self.partition_id, last + 1 - count, count, self._last_ts))
+            _fire(on_durable, AppendResult(self.partition_id, base, count, self._last_ts))
             return
         self._tie += 1
-        heapq.heappush(self._waiting, (last, self._tie, count, on_durable))
+        heapq.heappush(self._waiting, (last, self._tie, base, count, on_durable))
 
     def fail_in_flight(self, count: int, exc: BaseException, on_durable: OnDurable | None) -> None:
         """The cluster refused (or never answered) a call: its messages are not stored."""
@@ -188,8 +200,8 @@ class RemotePartition(Partition):
         result = self._add_call(offset, ts, 1, [record], None, len(record), 8 + len(payload), producer, None)
         waiting = self._waiting
         while waiting and waiting[0][0] <= offset:
-            last, _, count, callback = heapq.heappop(waiting)
-            _fire(callback, AppendResult(self.partition_id, last + 1 - count, count, ts))
+            _, _, base, count, callback = heapq.heappop(waiting)
+            _fire(callback, AppendResult(self.partition_id, base, count, ts))
         if self.on_applied is not None:
             self.on_applied(self, result, [AppendInput(payload, headers, mid, origin_timestamp)])
         return result
@@ -202,6 +214,6 @@ class RemotePartition(Partition):
         for entry in outbox:
             if entry.on_durable is not None:
                 _fire(entry.on_durable, gone)
-        for _, _, _, callback in waiting:
+        for *_, callback in waiting:
             _fire(callback, gone)
         super().close()

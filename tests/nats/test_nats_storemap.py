@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from adapters.nats.headers import parse_headers
 from adapters.nats.storemap import (
-    ApiError, Layout, ack_stream_sequence, api_answer, decode_entry, decode_message, encode_entry,
+    ApiError, Layout, ack_info, api_answer, decode_entry, decode_message, encode_entry,
     encode_message, mirror_consumer, pub_ack,
 )  # fmt: skip
 from core.errors import InvalidArgument
@@ -53,7 +53,7 @@ def test_user_nats_headers_never_reach_jetstream_as_such():
     tlv = _tlv([("Nats-Expected-Stream", "other"), ("a", "b")])
     block = encode_message(7, 1, 1, tlv)
     keys = [k for k, _ in parse_headers(block).items]
-    assert keys == ["Ferry-Store", "Ferry-Headers"]
+    assert keys == ["Ferry-Store", "Nats-Msg-Id", "Ferry-Headers"]
     assert decode_message(block).headers == tlv
 
 
@@ -62,6 +62,8 @@ def test_producer_calls_carry_a_dedup_id():
     items = dict(parse_headers(block).items)
     assert items["Nats-Msg-Id"].endswith(":42:3")
     assert decode_message(block).producer == ("writer/1", 42)
+    # without a producer the message id dedups the gateway's own re-sends
+    assert dict(parse_headers(encode_message(5, 1, 1, b"")).items)["Nats-Msg-Id"] == f"{5:032x}"
 
 
 @pytest.mark.parametrize("header, error", [
@@ -105,8 +107,8 @@ def test_api_answers():
 
 def test_layout_names_and_configs():
     lay = Layout("Ferry", 3)
-    assert lay.partition_stream(1, 2, 3) == "FERRY_P_1_2_3"
-    assert lay.partition_subject(1, 2, 3) == "ferry.p.1.2.3"
+    assert lay.partition_stream(1, 2, 3, 99) == "FERRY_P_1_2_3_99"
+    assert lay.partition_subject(1, 2, 3, 99) == "ferry.p.1.2.3.99"
     assert (lay.meta_stream, lay.meta_subject) == ("FERRY_META", "ferry.meta")
     cfg = lay.stream_config("FERRY_P_1_2_3", "ferry.p.1.2.3", max_age_us=5, max_bytes=0)
     assert cfg["num_replicas"] == 3 and cfg["max_age"] == 5000 and cfg["max_bytes"] == -1
@@ -119,7 +121,7 @@ def test_layout_names_and_configs():
 
 
 def test_ack_subject_sequence():
-    assert ack_stream_sequence("$JS.ACK.S.C.1.42.7.1700000000.0") == 42
-    assert ack_stream_sequence("$JS.ACK.dom.acc.S.C.1.43.7.1700000000.0.rnd") == 43
-    assert ack_stream_sequence("_INBOX.x") is None
-    assert ack_stream_sequence("$JS.ACK.S.C.1.x.7.1.0") is None
+    assert ack_info("$JS.ACK.S.C.1.42.7.1700000000.0") == (42, 1700000000)
+    assert ack_info("$JS.ACK.dom.acc.S.C.1.43.7.1700000001.0.rnd") == (43, 1700000001)
+    assert ack_info("_INBOX.x") is None and ack_info(None) is None
+    assert ack_info("$JS.ACK.S.C.1.x.7.1.0") is None

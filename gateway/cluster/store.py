@@ -1,0 +1,498 @@
+"""The JetStream store: a gateway's durable state in a NATS JetStream cluster (docs/scale-out.md).
+
+Theory of operation
+-------------------
+``ferry serve --store nats://h1:4222,...`` builds one :class:`JetStreamStore`
+and hands it to ``Broker.open`` (core/store.py is the seam). Two connections
+reach the cluster, both speaking NATS through Ferry's own client code
+(adapters/nats/client_codec.py), so no asyncio loop or second thread runs
+beside trio:
+
+* :class:`~gateway.cluster.blocking.BlockingNats`, a plain socket used from the
+  trio thread for the rare calls the broker makes synchronously: metadata
+  writes (each one a compare-and-set publish to the metadata log, see
+  core/metadb.py), catching the metadata up before a write, and creating or
+  deleting a partition's stream. Each is one or two round trips, bounded by
+  ``REQUEST_TIMEOUT_S``; the gateway's other connections wait meanwhile, which
+  is why nothing per message goes this way.
+* :class:`~gateway.cluster.client.TrioNats` for everything per message: the
+  *pump* publishes what :class:`~core.log.remote.RemotePartition` appends
+  queued (pipelined, one PubAck each), and one *mirror* per stream (an ordered
+  push consumer: no acks, flow control, heartbeats) applies every stored
+  message, in sequence order, to the partition's local cache; the metadata
+  log has a mirror too, so other gateways' changes arrive without a write.
+
+A re-send after a lost acknowledgement carries the same ``Nats-Msg-Id``
+(adapters/nats/storemap.py), so JetStream stores it once; re-sends stop after
+``PUBLISH_RETRY_S`` and the append fails (it was never acknowledged).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import ssl
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Callable
+
+import trio
+
+from adapters.nats.client_codec import STATUS_CONTROL, ServerMsg, headers_of, status_of
+from adapters.nats.headers import HeaderBlock, encode_headers
+from adapters.nats.storemap import (
+    STREAM_NAME_EXISTS, STREAM_NOT_FOUND, WRONG_LAST_SEQUENCE, ApiError, Layout, ack_info, api_answer,
+    decode_entry, decode_message, encode_entry, encode_message, mirror_consumer, pub_ack, request_json,
+)  # fmt: skip
+from adapters.nats.translate import nats_to_canonical
+from core.errors import FerryError, InvalidArgument, StorageError
+from core.log.config import FSYNC_NEVER
+from core.log.remote import Outgoing, RemotePartition
+from core.message import now_us, uuid7_parts
+
+from .blocking import BlockingNats, new_inbox_prefix
+from .client import TrioNats
+from .errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
+
+if TYPE_CHECKING:
+    from core.metadata import TopicInfo
+    from core.metadb import MetaDb
+
+    from ..config import StoreConfig
+
+log = logging.getLogger("ferry.store")
+
+# One synchronous cluster call (a metadata write, a stream create): the longest the
+# trio thread waits; a JetStream leader election takes about 5 s on loopback
+# (tests/support/nats_cluster.py measured 4.5-7 s), so a little more than that.
+REQUEST_TIMEOUT_S = 8.0
+# How long the pump keeps re-sending a message whose acknowledgement did not come
+# (no stream leader during an election, a lost connection): past it the append fails.
+PUBLISH_RETRY_S = 30.0
+RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
+# A mirror that hears nothing (no message, no heartbeat) for this long recreates its
+# consumer: the server holding it died or forgot it (3 missed 5 s heartbeats).
+MIRROR_SILENCE_S = 15.0
+
+
+class JetStreamStore:
+    """core/store.py's Store over a JetStream cluster (module docstring)."""
+
+    remote = True
+
+    def __init__(self, cfg: "StoreConfig", *, name: str = "ferry-gateway") -> None:
+        self.cfg = cfg
+        self.layout = Layout(cfg.prefix, cfg.replicas)
+        self.tls = _tls_context(cfg)
+        auth = dict(user=cfg.user or None, password=cfg.password or None, token=cfg.token or None, tls=self.tls)
+        self._auth = auth
+        self.name = name
+        self.blocking = BlockingNats(cfg.urls, name=name, connect_timeout_s=cfg.connect_timeout_seconds,
+                                     request_timeout_s=REQUEST_TIMEOUT_S, **auth)
+        self.nc: TrioNats | None = None
+        self.broker = None
+        self.parts: dict[tuple[int, int, int], tuple[RemotePartition, str, str]] = {}
+        self.max_payload = 1024 * 1024
+        self._dirty: set[tuple[int, int, int]] = set()
+        self._dirty_event = trio.Event()
+        self._mirrors: dict[object, _Mirror] = {}
+        self._nursery: trio.Nursery | None = None
+        self._running = False
+        self._inbox = new_inbox_prefix()
+        self._mirror_ids = 0
+
+    # -- start-up -------------------------------------------------------------------
+    def check(self) -> dict:
+        """Connect and ask JetStream for its account info. Raises ClusterUnreachable
+        with a message for people (no server, refused login, JetStream off)."""
+        if not self.blocking.connected:
+            self.blocking.connect()
+        self.max_payload = int((self.blocking.server_info or {}).get("max_payload", self.max_payload))
+        try:
+            return api_answer(self.blocking.request("$JS.API.INFO").payload)
+        except NoResponders:
+            raise ClusterUnreachable(f"{self.blocking.server_url} answers, but JetStream is not enabled there "
+                                     "(start nats-server with -js / a jetstream block)") from None
+        except ApiError as exc:
+            raise ClusterUnreachable(f"JetStream at {self.blocking.server_url}: {exc}") from None
+        except TimeoutError:
+            raise ClusterUnreachable(f"JetStream at {self.blocking.server_url} did not answer "
+                                     f"within {REQUEST_TIMEOUT_S:g} s") from None
+
+    def attach(self, broker) -> None:
+        """Called by ``Broker.open`` before it reads anything: make the metadata log,
+        replicate the SQLite file through it and catch it up."""
+        self.broker = broker
+        self.check()
+        try:
+            self._ensure_stream(self.layout.meta_stream, self.layout.meta_subject)
+        except StorageError as exc:
+            raise ClusterUnreachable(str(exc)) from None
+        dbs = {id(db): db for db in (broker.meta.db, getattr(broker.meta, "_offsets_db", broker.meta.db))}
+        for db in dbs.values():
+            db.replicate(self)
+        self.before_write(broker.meta.db)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The store's tasks: the cluster connection, the pump and the mirrors."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.nc = TrioNats(self.cfg.urls, name=self.name, request_timeout_s=REQUEST_TIMEOUT_S, **self._auth)
+            await self.nc.connect(nursery)
+            self.nc.on_reconnect.append(lambda _nc: self._restart_mirrors())
+            self._running = True
+            self._start_mirror("meta", self.layout.meta_stream, self._apply_meta,
+                               lambda: self.broker.meta.db.replica_seq + 1)
+            for key in list(self.parts):
+                self._start_partition_mirror(key)
+            nursery.start_soon(self._pump)
+            task_status.started()
+
+    def close(self) -> None:
+        self._running = False
+        for mirror in self._mirrors.values():
+            mirror.stop()
+        if self.nc is not None:
+            self.nc.close()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        self.blocking.close()
+
+    # -- metadata: core.metadb.Replicator ----------------------------------------------
+    def before_write(self, db: "MetaDb") -> None:
+        """Apply every metadata log entry past the one ``db`` holds."""
+        stream = self.layout.meta_stream
+        info = self._call(f"$JS.API.STREAM.INFO.{stream}")
+        last = int(info.get("state", {}).get("last_seq", 0))
+        changed = False
+        while db.replica_seq < last:
+            seq = db.replica_seq + 1
+            try:
+                doc = self._call(f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+                data = base64.b64decode(doc["message"].get("data", "") or "")
+                entry = decode_entry(data)
+            except ApiError:  # no such message (never the case for this log): an empty entry
+                entry = []
+            db.apply_entry(seq, entry)
+            changed = True
+        if changed:
+            self._metadata_changed()
+
+    def publish(self, statements, after_seq: int) -> int:
+        header = encode_headers(HeaderBlock((("Nats-Expected-Last-Sequence", str(after_seq)),)))
+        try:
+            msg = self.blocking.request(self.layout.meta_subject, encode_entry(statements), header=header)
+            return pub_ack(msg.payload)[0]
+        except ApiError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                raise StorageError("the metadata changed on another gateway at the same moment; "
+                                   "try again") from None
+            raise StorageError(f"the cluster refused a metadata write: {exc}") from None
+        except (ClusterUnreachable, TimeoutError, NoResponders, OSError) as exc:
+            raise StorageError(f"the cluster did not take a metadata write: {exc or type(exc).__name__}") from None
+
+    def _apply_meta(self, seq: int, msg: ServerMsg, _stored_ns: int) -> None:
+        db = self.broker.meta.db
+        if seq <= db.replica_seq:
+            return
+        if seq != db.replica_seq + 1:
+            self.before_write(db)  # fetch what is missing, in order
+            return
+        db.apply_entry(seq, decode_entry(msg.payload))
+        self._metadata_changed()
+
+    def _metadata_changed(self) -> None:
+        if self._running and self.broker is not None:
+            self.broker.resync()
+        elif self.broker is not None:
+            self.broker.meta.reload()
+
+    # -- partitions: core.store.Store ---------------------------------------------------
+    def open_partition(self, path, topic: "TopicInfo", partition_id: int, cfg) -> RemotePartition:
+        # The cluster keeps the records durable; the local copy is a cache the mirror
+        # refills from the offset it holds, so it is never fsynced.
+        part = RemotePartition.open(path, partition_id, replace(cfg, fsync=FSYNC_NEVER))
+        key = (topic.stream_id, topic.id, partition_id)
+        stream = self.layout.partition_stream(*key, topic.created_at)
+        subject = self.layout.partition_subject(*key, topic.created_at)
+        part.incarnation = topic.created_at
+        part.max_message_bytes = self.max_payload
+        self.parts[key] = (part, stream, subject)
+        part.set_remote_wakeup(partial(self._mark_dirty, key))
+        return part
+
+    def partitions_opened(self, topic: "TopicInfo", partition_ids) -> None:
+        per_part = topic.max_topic_size // max(topic.partitions_count, 1) if topic.max_topic_size else 0
+        for pid in partition_ids:
+            key = (topic.stream_id, topic.id, pid)
+            _part, stream, subject = self.parts[key]
+            self._ensure_stream(stream, subject, max_age_us=topic.message_expiry, max_bytes=per_part)
+            if self._running:
+                self._start_partition_mirror(key)
+
+    def partitions_dropped(self, stream_id: int, topic_id: int, partition_ids) -> None:
+        for pid in partition_ids:
+            entry = self.parts.get((stream_id, topic_id, pid))
+            self.partitions_closed([(stream_id, topic_id, pid)])
+            if entry is not None:
+                try:
+                    self._call(f"$JS.API.STREAM.DELETE.{entry[1]}")
+                except ApiError as exc:
+                    if exc.err_code != STREAM_NOT_FOUND:
+                        log.warning("could not delete stream %s: %s", entry[1], exc)
+                except StorageError as exc:
+                    log.warning("could not delete stream %s: %s", entry[1], exc)
+
+    def partitions_closed(self, keys) -> None:
+        for key in keys:
+            self.parts.pop(key, None)
+            mirror = self._mirrors.pop(key, None)
+            if mirror is not None:
+                mirror.stop()
+
+    def topic_purged(self, topic: "TopicInfo") -> None:
+        raise InvalidArgument("purging a topic is not available with the JetStream store yet "
+                              "(docs/scale-out.md, 'What is not there yet')")
+
+    def _ensure_stream(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0) -> None:
+        config = self.layout.stream_config(name, subject, max_age_us=max_age_us, max_bytes=max_bytes)
+        try:
+            self._call(f"$JS.API.STREAM.CREATE.{name}", config)
+        except ApiError as exc:
+            if exc.err_code != STREAM_NAME_EXISTS:  # made by another gateway first
+                raise StorageError(f"cannot create stream {name} in the cluster: {exc}") from None
+
+    def _call(self, subject: str, body: dict | None = None) -> dict:
+        """One JetStream API round trip on the blocking connection."""
+        try:
+            msg = self.blocking.request(subject, request_json(body) if body is not None else b"")
+        except NoResponders:
+            raise StorageError("JetStream did not answer (no leader, or not enabled)") from None
+        except (ClusterUnreachable, TimeoutError, OSError) as exc:
+            raise StorageError(f"the cluster did not answer: {exc or type(exc).__name__}") from None
+        return api_answer(msg.payload)
+
+    # -- the pump: outboxes to the cluster ------------------------------------------------
+    def _mark_dirty(self, key) -> None:
+        self._dirty.add(key)
+        self._dirty_event.set()
+
+    async def _pump(self) -> None:
+        while True:
+            await self._dirty_event.wait()
+            self._dirty_event = trio.Event()
+            dirty, self._dirty = self._dirty, set()
+            for key in dirty:
+                entry = self.parts.get(key)
+                if entry is None:
+                    continue
+                part, _stream, subject = entry
+                for out in part.take_outbox():
+                    self._send(part, subject, out)
+
+    def _send(self, part: RemotePartition, subject: str, out: Outgoing) -> None:
+        call = _Call(part, out)
+        ts = now_us()
+        for i, (mid, origin, headers, payload) in enumerate(out.messages):
+            header = encode_message(mid, ts, origin, headers, out.producer, i)
+            self._publish(call, i, subject, header, payload, trio.current_time() + PUBLISH_RETRY_S, 0)
+
+    def _publish(self, call: "_Call", index: int, subject: str, header: bytes, payload: bytes,
+                 deadline: float, attempt: int) -> None:
+        def answered(outcome) -> None:
+            if isinstance(outcome, ServerMsg):
+                try:
+                    seq, dup = pub_ack(outcome.payload)
+                except ApiError as exc:
+                    if exc.code == 503 or "no response" in exc.description.lower():
+                        retry(exc)  # no stream leader yet
+                    else:
+                        call.done(index, StorageError(f"the cluster refused the message: {exc}"))
+                    return
+                call.done(index, (seq, dup))
+            else:
+                retry(outcome)
+
+        def retry(exc) -> None:
+            if trio.current_time() >= deadline or not self._running:
+                call.done(index, StorageError(f"the cluster did not store the message: {exc or type(exc).__name__}"))
+                return
+            delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+            self._nursery.start_soon(self._resend, delay, call, index, subject, header, payload, deadline,
+                                     attempt + 1)
+
+        try:
+            self.nc.request_cb(subject, payload, header, answered)
+        except (ConnectionLost, SlowCluster) as exc:
+            retry(exc)
+        except ValueError as exc:  # over the cluster's max_payload
+            call.done(index, StorageError(f"message refused by the cluster: {exc}"))
+
+    async def _resend(self, delay, call, index, subject, header, payload, deadline, attempt) -> None:
+        await trio.sleep(delay)
+        self._publish(call, index, subject, header, payload, deadline, attempt)
+
+    # -- mirrors: the cluster's streams into the caches -------------------------------------
+    def _start_partition_mirror(self, key) -> None:
+        entry = self.parts.get(key)
+        if entry is None or key in self._mirrors:
+            return
+        part, stream, _subject = entry
+        self._start_mirror(key, stream, partial(self._apply_record, part), lambda: part.next_sequence)
+
+    def _start_mirror(self, key, stream: str, apply: Callable[[int, ServerMsg], None],
+                      next_seq: Callable[[], int]) -> None:
+        self._mirror_ids += 1
+        mirror = _Mirror(self, stream, f"{self._inbox}.m{self._mirror_ids}", apply, next_seq)
+        self._mirrors[key] = mirror
+        self._nursery.start_soon(mirror.run)
+
+    def _restart_mirrors(self) -> None:
+        for mirror in self._mirrors.values():
+            mirror.restart.set()
+
+    def _apply_record(self, part: RemotePartition, seq: int, msg: ServerMsg, stored_ns: int) -> None:
+        try:
+            sm = decode_message(msg.header)
+        except (InvalidArgument, FerryError, ValueError):
+            # Not written by Ferry (a NATS client published to the stream's subject):
+            # stored as such, with an id and time every gateway derives alike.
+            ms = stored_ns // 1_000_000
+            lo, hi = uuid7_parts(ms, seq)
+            try:
+                tlv = nats_to_canonical(msg.header, msg.subject) if msg.header else b""
+            except Exception:  # noqa: BLE001 - headers Ferry cannot hold: payload only
+                tlv = b""
+            part.apply(seq, (hi << 64) | lo, stored_ns // 1000, 0, tlv, msg.payload)
+            return
+        part.apply(seq, sm.id, sm.timestamp, sm.origin_timestamp, sm.headers, msg.payload, sm.producer)
+
+
+class _Call:
+    """One append call's messages awaiting their PubAcks."""
+
+    __slots__ = ("part", "out", "left", "seqs", "dups", "error")
+
+    def __init__(self, part: RemotePartition, out: Outgoing) -> None:
+        self.part, self.out = part, out
+        self.left = len(out.messages)
+        self.seqs: list[int] = []
+        self.dups = 0
+        self.error: BaseException | None = None
+
+    def done(self, index: int, outcome) -> None:
+        if isinstance(outcome, BaseException):
+            self.error = self.error or outcome
+        else:
+            self.seqs.append(outcome[0])
+            self.dups += outcome[1]
+        self.left -= 1
+        if self.left:
+            return
+        n = len(self.out.messages)
+        if self.error is not None:
+            self.part.fail_in_flight(n, self.error, self.out.on_durable)
+        else:
+            self.part.await_applied(min(self.seqs), max(self.seqs), n, self.out.on_durable,
+                                    duplicate=self.dups == n and self.out.producer is not None)
+
+
+class _Mirror:
+    """An ordered push consumer applying one stream to its cache (module docstring)."""
+
+    def __init__(self, store: JetStreamStore, stream: str, inbox: str, apply, next_seq) -> None:
+        self.store, self.stream, self.inbox = store, stream, inbox
+        self.apply, self.next_seq = apply, next_seq
+        self.restart = trio.Event()
+        self.stopped = False
+        self.expect = 0
+        self.heard = 0.0
+        self.sid: int | None = None
+        self.consumer = ""
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.restart.set()
+
+    async def run(self) -> None:
+        nc = self.store.nc
+        attempt = 0
+        while not self.stopped:
+            self.restart = trio.Event()
+            self.expect = self.next_seq()
+            self.sid = nc.subscribe(self.inbox, self._deliver) if nc.connected else None
+            try:
+                if self.sid is None:
+                    raise ConnectionLost("not connected")
+                doc = api_answer((await nc.request(f"$JS.API.CONSUMER.CREATE.{self.stream}", request_json(
+                    mirror_consumer(self.stream, self.inbox, self.expect)))).payload)
+                self.consumer = doc.get("name", "")
+                attempt = 0
+            except (ApiError, ConnectionLost, TimeoutError, NoResponders, SlowCluster) as exc:
+                log.info("mirror of %s not started yet: %s", self.stream, exc)
+                self._drop()
+                await trio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
+                attempt += 1
+                continue
+            self.heard = trio.current_time()
+            while not self.stopped:
+                with trio.move_on_after(MIRROR_SILENCE_S):
+                    await self.restart.wait()
+                if self.restart.is_set() or trio.current_time() - self.heard >= MIRROR_SILENCE_S:
+                    break
+            self._drop()
+
+    def _drop(self) -> None:
+        nc = self.store.nc
+        if self.sid is not None:
+            nc.unsubscribe(self.sid)
+            self.sid = None
+        if self.consumer and nc.connected:
+            try:
+                nc.request_cb(f"$JS.API.CONSUMER.DELETE.{self.stream}.{self.consumer}", b"", None,
+                              lambda _outcome: None)
+            except (ConnectionLost, SlowCluster):
+                pass
+        self.consumer = ""
+
+    def _deliver(self, msg: ServerMsg) -> None:
+        self.heard = trio.current_time()
+        if self.restart.is_set():
+            return
+        if msg.header is not None and status_of(msg)[0] == STATUS_CONTROL:
+            if msg.reply:  # flow control: answer so the server sends on (ADR-9)
+                self.store.nc.publish(msg.reply, b"")
+            else:  # idle heartbeat: it names the last sequence sent; past ours = a gap
+                block = headers_of(msg)
+                last = block.get("Nats-Last-Stream") if block is not None else None
+                if last is not None and last.isdigit() and int(last) >= self.expect:
+                    self.restart.set()
+            return
+        info = ack_info(msg.reply)
+        if info is None:
+            return
+        seq, stored_ns = info
+        if seq < self.expect:
+            return
+        if seq > self.expect:
+            self.restart.set()  # a message went missing in flight: start again from ours
+            return
+        try:
+            self.apply(seq, msg, stored_ns)
+        except FerryError as exc:
+            log.error("mirror of %s stopped at %d: %s", self.stream, seq, exc)
+            self.restart.set()
+            return
+        self.expect = seq + 1
+
+
+def _tls_context(cfg: "StoreConfig") -> ssl.SSLContext | None:
+    if not (cfg.tls_ca or cfg.tls_cert or any(u.startswith("tls://") for u in cfg.urls)):
+        return None
+    ctx = ssl.create_default_context(cafile=cfg.tls_ca or None)
+    if cfg.tls_cert:
+        ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key or None)
+    return ctx
+
+
+__all__ = ["JetStreamStore"]
