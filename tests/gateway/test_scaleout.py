@@ -1,0 +1,117 @@
+"""Scale-out: two Ferry gateways over a real 3-node nats-server JetStream cluster
+(docs/scale-out.md), with the real clients: apache-iggy 0.9.0, nats-py, httpx.
+
+Each test gets its own store prefix on one cluster shared by the module, so they
+do not see each other's streams; gateways get their own data directories (their
+caches). Clients talk to gateway A and gateway B and must agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import subprocess
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import nats
+import pytest
+
+from ferry_harness import running_gateway
+from iggy_clients import client_python
+from nats_cluster_fixtures import nats_cluster_module  # noqa: F401 - the module's cluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+ROOT = Path(__file__).resolve().parents[2]
+IGGY = ROOT / "tests" / "iggy" / "clients" / "current_scaleout.py"
+WAIT = 30  # guards a hang only
+_prefixes = itertools.count()
+
+
+def iggy(gw, mode: str, *args) -> list[dict]:
+    proc = subprocess.run([str(client_python("apache-iggy==0.9.0")), str(IGGY), str(gw.ports["iggy_tcp"]), mode,
+                           *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+@contextmanager
+def gateways(tmp_path: Path, cluster, n: int = 2, toml: str = "", tag: str = ""):
+    prefix = f"T{next(_prefixes)}{tag}"
+    with ExitStack() as stack:
+        gws = []
+        for name in "ab"[:n]:
+            (tmp_path / name).mkdir(exist_ok=True)
+            gws.append(stack.enter_context(running_gateway(
+                tmp_path / name, toml, FERRY_STORE_URL=cluster.url, FERRY_STORE_PREFIX=prefix)))
+        yield gws
+
+
+@contextmanager
+def http(gw):
+    with httpx.Client(base_url=f"http://127.0.0.1:{gw.ports['http']}", timeout=WAIT) as c:
+        r = c.post("/users/login", json={"username": "iggy", "password": "iggy"})
+        c.headers["authorization"] = f"Bearer {r.json()['access_token']['token']}"
+        yield c
+
+
+def http_headers(msg) -> dict:
+    return {base64.b64decode(e["key"]["value"]).decode(): e["value"] for e in msg["user_headers"]}
+
+
+def test_a_message_sent_through_one_gateway_is_read_through_the_other(tmp_path, nats_cluster_module):
+    with gateways(tmp_path, nats_cluster_module) as (a, b), http(a) as ha, http(b) as hb:
+        assert iggy(a, "setup") == [{"setup": True}]
+        # metadata made on A is on B (the metadata log)
+        assert [s["name"] for s in hb.get("/streams").json()] == ["orders"]
+        assert iggy(a, "send", 5, 0) == [{"sent": 5}]
+        got = iggy(b, "poll", 3)
+        assert [(m["offset"], m["payload"], m["headers"]) for m in got] == [
+            (i, f"m{i}", {"trace": "abc", "n": i}) for i in range(3)]
+        # the consumer offset B stored is A's too: A goes on from offset 3
+        assert [m["offset"] for m in iggy(a, "poll", 10)] == [3, 4]
+
+        async def nats_steps():
+            na, nb = await nats.connect(a.url()), await nats.connect(b.url())
+            sub = await nb.subscribe("orders.eu.>")
+            await nb.flush()
+            ack = await na.request("orders.eu.x", b"from-nats", headers={"trace": "xyz"}, timeout=WAIT)
+            msg = await sub.next_msg(WAIT)
+            await na.close()
+            await nb.close()
+            return json.loads(ack.data), msg
+
+        ack, msg = asyncio.run(nats_steps())
+        assert (msg.subject, msg.data, msg.headers) == ("orders.eu.x", b"from-nats", {"trace": "xyz"})
+        assert ack["offset"] == 5 and ack["partition"] == 0
+        # HTTP on B reads what Iggy and NATS sent through A, headers included
+        r = hb.get("/streams/orders/topics/eu/messages", params={"kind": "offset", "value": 0, "count": 10,
+                                                                   "partition_id": 0})
+        msgs = r.json()["messages"]
+        assert [base64.b64decode(m["payload"]) for m in msgs] == [b"m0", b"m1", b"m2", b"m3", b"m4", b"from-nats"]
+        assert http_headers(msgs[5])["trace"] == {"kind": "string", "value": base64.b64encode(b"xyz").decode()}
+        # and an HTTP send through B is polled through A by Iggy
+        r = hb.post("/streams/orders/topics/eu/messages", json={
+            "partitioning": {"kind": "partition_id", "value": base64.b64encode((0).to_bytes(4, "little")).decode()},
+            "messages": [{"payload": base64.b64encode(b"from-http").decode()}]})
+        assert r.status_code == 201, r.text
+        assert [m["payload"] for m in iggy(a, "poll", 10)] == ["from-nats", "from-http"]
+        assert ha.get("/streams/orders/topics/eu").json()["messages_count"] == 7
+
+
+def test_restarting_everything_keeps_messages_and_offsets(tmp_path, nats_cluster_module):
+    cluster = nats_cluster_module
+    with gateways(tmp_path, cluster, tag="r") as (a, b):
+        prefix = a.cfg.store.prefix
+        iggy(a, "setup")
+        iggy(a, "send", 4, 0)
+        assert [m["offset"] for m in iggy(b, "poll", 2)] == [0, 1]
+    cluster.restart_all(hard=True)
+    # new gateways with empty data directories: stateless, everything comes from the cluster
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with running_gateway(fresh, FERRY_STORE_URL=cluster.url, FERRY_STORE_PREFIX=prefix) as c:
+        assert [(m["offset"], m["payload"]) for m in iggy(c, "poll", 10)] == [(2, "m2"), (3, "m3")]
