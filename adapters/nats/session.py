@@ -343,10 +343,13 @@ class NatsSession:
         # Most publishes in a busy system have no local subscriber (or a cached
         # match says so): skip building the Delivery then (the trie caches matches).
         delivered = 0
+        forward = broker.forward
+        if forward is not None:  # scale-out: subscribers on other gateways too (docs/scale-out.md)
+            forward(subject, reply, header, payload)
         if broker.live.has_interest(subject):
             delivered = broker.publish(Delivery(subject=subject, payload=payload, headers=b"", reply=reply or None,
                                                 origin=ORIGIN, native=header, publisher=self)).delivered
-        if not delivered and reply and self.conn.no_responders:
+        if not delivered and reply and self.conn.no_responders and forward is None:
             self._no_responders(subject, reply)
 
     def publish_runs(self, runs: list, buf) -> None:
@@ -363,6 +366,13 @@ class NatsSession:
         past max_pending (a slow consumer is found at the very message
         nats-server finds it)."""
         broker = self.broker
+        if broker.forward is not None:  # scale-out: every publish also goes to the cluster
+            for subject, reply, _count, size, start, end in runs:
+                for _s, _r, _arg, payload in _expand_run(buf, start, end):
+                    self._publish_parts(subject, reply, b"", bytes(payload))
+                self.msgs_in += _count
+                self.bytes_in += size
+            return
         js = self.js
         stamp = (broker.live.trie.generation, broker.subject_generation, js.streams.generation if js else 0)
         routes = self._routes
@@ -470,6 +480,12 @@ class NatsSession:
         ``Delivery`` or ``PreparedMessage``; anything else takes the general
         path."""
         broker = self.broker
+        if broker.forward is not None:  # scale-out: every publish also goes to the cluster
+            for subject, reply, _arg, payload in batch:
+                self.msgs_in += 1
+                self.bytes_in += len(payload)
+                self._publish_parts(subject, reply, b"", bytes(payload))
+            return
         trie = broker.live.trie
         topic_for, match = broker.topic_for_subject, trie.match
         js = self.js

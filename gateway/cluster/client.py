@@ -129,12 +129,13 @@ class TrioNats:
                  max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                  ping_interval_s: float = DEFAULT_PING_INTERVAL_S,
-                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S, echo: bool = True) -> None:
         if not urls:
             raise ValueError("at least one NATS URL is needed")
         self.urls = list(urls)
         self._parsed = [parse_url(u) for u in self.urls]
         self._options = connect_options(name, user, password, token)
+        self._options["echo"] = echo  # False: our own publishes never come back to us
         self._tls = tls
         self.max_pending_bytes = max_pending_bytes
         self.request_timeout_s = request_timeout_s

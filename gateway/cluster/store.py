@@ -100,6 +100,8 @@ class JetStreamStore:
         self._running = False
         self._inbox = new_inbox_prefix()
         self._mirror_ids = 0
+        self._live = f"{self.layout.prefix.lower()}.l"  # plain NATS publishes between gateways
+        self.forward_dropped = 0  # publishes the cluster connection could not take (at most once)
 
     # -- start-up -------------------------------------------------------------------
     def check(self) -> dict:
@@ -137,10 +139,14 @@ class JetStreamStore:
         """The store's tasks: the cluster connection, the pump and the mirrors."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self.nc = TrioNats(self.cfg.urls, name=self.name, request_timeout_s=REQUEST_TIMEOUT_S, **self._auth)
+            # echo off: this gateway's forwarded publishes must not come back to it.
+            self.nc = TrioNats(self.cfg.urls, name=self.name, request_timeout_s=REQUEST_TIMEOUT_S, echo=False,
+                               **self._auth)
             await self.nc.connect(nursery)
             self.nc.on_reconnect.append(lambda _nc: self._restart_mirrors())
             self._running = True
+            self.nc.subscribe(f"{self._live}.>", self._live_in)
+            self.broker.forward = self._forward
             self._start_mirror("meta", self.layout.meta_stream, self._apply_meta,
                                lambda: self.broker.meta.db.replica_seq + 1)
             for key in list(self.parts):
@@ -331,6 +337,23 @@ class JetStreamStore:
     async def _resend(self, delay, call, index, subject, header, payload, deadline, attempt) -> None:
         await trio.sleep(delay)
         self._publish(call, index, subject, header, payload, deadline, attempt)
+
+    # -- plain NATS between gateways ----------------------------------------------------------
+    def _forward(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
+        """A publish no topic captures: to the cluster as ``<prefix>.l.<subject>``, for the
+        other gateways' subscribers (core NATS: at most once, as nats-server's routes)."""
+        try:
+            self.nc.publish(f"{self._live}.{subject}", bytes(payload), header or None, reply or None)
+        except (ConnectionLost, SlowCluster, ValueError):
+            self.forward_dropped += 1
+
+    def _live_in(self, msg: ServerMsg) -> None:
+        from core.live import Delivery  # the broker's own type; imported here to keep the top light
+
+        subject = msg.subject[len(self._live) + 1:]
+        if self.broker is not None and subject and self.broker.live.has_interest(subject):
+            self.broker.live.publish(Delivery(subject=subject, payload=msg.payload, reply=msg.reply,
+                                              origin="nats", native=msg.header or b""))
 
     # -- mirrors: the cluster's streams into the caches -------------------------------------
     def _start_partition_mirror(self, key) -> None:

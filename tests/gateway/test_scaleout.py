@@ -115,3 +115,37 @@ def test_restarting_everything_keeps_messages_and_offsets(tmp_path, nats_cluster
     fresh.mkdir()
     with running_gateway(fresh, FERRY_STORE_URL=cluster.url, FERRY_STORE_PREFIX=prefix) as c:
         assert [(m["offset"], m["payload"]) for m in iggy(c, "poll", 10)] == [(2, "m2"), (3, "m3")]
+
+
+def test_core_nats_crosses_gateways(tmp_path, nats_cluster_module):
+    """Plain (not stored) NATS: a subscriber on B gets A's publishes, headers and all,
+    and a request on A is answered by a responder on B (the reply crosses back)."""
+    with gateways(tmp_path, nats_cluster_module, tag="n") as (a, b):
+        async def main():
+            na, nb = await nats.connect(a.url()), await nats.connect(b.url())
+            sub = await nb.subscribe("news.>")
+
+            async def echo(msg):
+                await msg.respond(b"echo:" + msg.data)
+
+            await nb.subscribe("svc.echo", cb=echo)
+            await nb.flush()
+            await asyncio.sleep(0.2)  # B's interest reaches the cluster (a SUB, then a PING)
+            await na.publish("news.eu", b"hello", headers={"k": "v"})
+            got = await sub.next_msg(WAIT)
+            reply = await na.request("svc.echo", b"ping", timeout=WAIT)
+            # A's own subscriber gets its publish once (not again from the cluster)
+            own = await na.subscribe("news.>")
+            await na.flush()
+            await na.publish("news.us", b"once")
+            first = await own.next_msg(WAIT)
+            with pytest.raises(nats.errors.TimeoutError):
+                await own.next_msg(0.5)
+            await na.close()
+            await nb.close()
+            return got, reply, first
+
+        got, reply, first = asyncio.run(main())
+        assert (got.subject, got.data, got.headers) == ("news.eu", b"hello", {"k": "v"})
+        assert reply.data == b"echo:ping"
+        assert first.data == b"once"
