@@ -125,7 +125,8 @@ SECTIONS: Mapping[str, Mapping[str, Key]] = MappingProxyType({
                         lo=1, hi=5),
         "prefix": Key("str", "FERRY", "stream and subject prefix, so deployments can share a cluster",
                       lo=1, hi=32),
-        "connect_timeout_seconds": Key("float", 5.0, "how long start-up waits for the cluster", lo=0.1, hi=600),
+        "connect_timeout_seconds": Key("float", 15.0, "how long start-up waits for the cluster (an election after "
+                                       "a node fails takes about 5 s)", lo=0.1, hi=600),
     },
 })
 LISTENER_KEYS: Mapping[str, Key] = MappingProxyType({
@@ -194,7 +195,7 @@ class StoreConfig:
     tls_key: str = ""
     replicas: int = 3
     prefix: str = "FERRY"
-    connect_timeout_seconds: float = 5.0
+    connect_timeout_seconds: float = 15.0
 
     @property
     def urls(self) -> list[str]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import logging
 import ssl
+import time
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable
@@ -69,6 +70,7 @@ REQUEST_TIMEOUT_S = 8.0
 # How long the pump keeps re-sending a message whose acknowledgement did not come
 # (no stream leader during an election, a lost connection): past it the append fails.
 PUBLISH_RETRY_S = 30.0
+INFO_TIMEOUT_S = 2.0  # one start-up probe of JetStream (retried until the start-up budget is spent)
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 # A mirror that hears nothing (no message, no heartbeat) for this long recreates its
 # consumer: the server holding it died or forgot it (3 missed 5 s heartbeats).
@@ -110,16 +112,23 @@ class JetStreamStore:
         if not self.blocking.connected:
             self.blocking.connect()
         self.max_payload = int((self.blocking.server_info or {}).get("max_payload", self.max_payload))
-        try:
-            return api_answer(self.blocking.request("$JS.API.INFO").payload)
-        except NoResponders:
-            raise ClusterUnreachable(f"{self.blocking.server_url} answers, but JetStream is not enabled there "
-                                     "(start nats-server with -js / a jetstream block)") from None
-        except ApiError as exc:
-            raise ClusterUnreachable(f"JetStream at {self.blocking.server_url}: {exc}") from None
-        except TimeoutError:
-            raise ClusterUnreachable(f"JetStream at {self.blocking.server_url} did not answer "
-                                     f"within {REQUEST_TIMEOUT_S:g} s") from None
+        # A cluster that lost a node answers JetStream requests again once it has
+        # elected a meta leader (about 5 s): ask until the start-up budget is spent.
+        deadline = time.monotonic() + self.cfg.connect_timeout_seconds
+        while True:
+            try:
+                return api_answer(self.blocking.request("$JS.API.INFO", timeout_s=INFO_TIMEOUT_S).payload)
+            except NoResponders:
+                problem = (f"{self.blocking.server_url} answers, but JetStream is not enabled there "
+                           "(start nats-server with -js / a jetstream block)")
+            except ApiError as exc:
+                problem = f"JetStream at {self.blocking.server_url}: {exc}"
+            except TimeoutError:
+                problem = f"JetStream at {self.blocking.server_url} did not answer"
+            if time.monotonic() + INFO_TIMEOUT_S > deadline:
+                raise ClusterUnreachable(f"{problem} (waited {self.cfg.connect_timeout_seconds:g} s, "
+                                         "store.connect_timeout_seconds)")
+            time.sleep(0.25)
 
     def attach(self, broker) -> None:
         """Called by ``Broker.open`` before it reads anything: make the metadata log,

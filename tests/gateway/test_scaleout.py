@@ -149,3 +149,93 @@ def test_core_nats_crosses_gateways(tmp_path, nats_cluster_module):
         assert (got.subject, got.data, got.headers) == ("news.eu", b"hello", {"k": "v"})
         assert reply.data == b"echo:ping"
         assert first.data == b"once"
+
+
+def _serve(tmp_path: Path, name: str, cluster, prefix: str):
+    """``ferry serve --store <cluster>`` as a real process (NATS and HTTP only): (proc, nats url, http port)."""
+    import re
+
+    from ferry_harness import serve_process
+
+    cwd = tmp_path / name
+    cwd.mkdir(exist_ok=True)
+    (cwd / "ferry.toml").write_text(f'[store]\nprefix = "{prefix}"\n\n' + ORDERS_TOML)
+    proc, banner = serve_process(cwd, cwd / "data", "--config", "ferry.toml", "--store", cluster.url,
+                                 "--only", "nats,http", "--nats-port", "0", "--http-port", "0")
+    nport = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
+    hport = re.search(r"^\s+http +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
+    assert nport and hport, banner
+    return proc, f"nats://127.0.0.1:{nport.group(1)}", int(hport.group(1))
+
+
+ORDERS_TOML = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
+
+
+def test_node_then_gateway_killed_loses_and_duplicates_no_acknowledged_message(tmp_path, nats_cluster_module):
+    """Publish with acknowledgements through gateway A (a real process) while one
+    nats-server node is SIGKILLed, then SIGKILL A itself mid-stream: every message A
+    acknowledged is stored exactly once, read back through a new gateway."""
+    from ferry_harness import kill_process
+
+    cluster = nats_cluster_module
+    prefix = f"T{next(_prefixes)}k"
+    proc_a, url_a, _ = _serve(tmp_path, "a", cluster, prefix)
+    acked: list[int] = []
+    failed: list[int] = []
+
+    async def publish(first: int, n: int, nc) -> None:
+        for i in range(first, first + n):
+            try:
+                r = await nc.request("orders.eu", str(i).encode(), timeout=10)
+                if b'"error"' in r.data:
+                    failed.append(i)
+                else:
+                    acked.append(i)
+            except Exception:  # noqa: BLE001 - not acknowledged: may or may not be stored
+                failed.append(i)
+
+    async def main():
+        nc = await nats.connect(url_a, max_reconnect_attempts=0)
+        await publish(0, 100, nc)
+        cluster.kill(cluster.meta_leader() or 0)  # the node most likely to lead our streams too
+        await publish(100, 100, nc)
+        # SIGKILL the gateway while requests are in flight
+        pending = [asyncio.ensure_future(nc.request("orders.eu", str(i).encode(), timeout=10))
+                   for i in range(200, 300)]
+        await asyncio.sleep(0.05)
+        kill_process(proc_a)
+        for i, fut in zip(range(200, 300), pending):
+            try:
+                r = await fut
+                (failed if b'"error"' in r.data else acked).append(i)
+            except Exception:  # noqa: BLE001
+                failed.append(i)
+        try:
+            await nc.close()
+        except Exception:  # noqa: BLE001 - its server is gone
+            pass
+
+    try:
+        asyncio.run(main())
+    finally:
+        if proc_a.poll() is None:
+            kill_process(proc_a)
+    assert len(acked) >= 150, (len(acked), failed[:10])  # the cluster kept working with 2 of 3 nodes
+    proc_c, _, http_c = _serve(tmp_path, "c", cluster, prefix)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{http_c}", timeout=WAIT) as c:
+            r = c.post("/users/login", json={"username": "iggy", "password": "iggy"})
+            c.headers["authorization"] = f"Bearer {r.json()['access_token']['token']}"
+            stored: list[int] = []
+            while True:
+                r = c.get("/streams/orders/topics/eu/messages",
+                          params={"kind": "offset", "value": len(stored), "count": 1000, "partition_id": 0})
+                batch = r.json()["messages"]
+                if not batch:
+                    break
+                stored += [int(base64.b64decode(m["payload"])) for m in batch]
+    finally:
+        kill_process(proc_c)
+        cluster.start_all()
+    assert not set(acked) - set(stored), sorted(set(acked) - set(stored))[:10]
+    assert len(stored) == len(set(stored)), "a message was stored twice"
