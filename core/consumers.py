@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import ConsumerGroupMemberNotFound, InvalidArgument, InvalidOffset, PartitionNotFound
+from .errors import ConsumerGroupMemberNotFound, FerryError, InvalidArgument, InvalidOffset, PartitionNotFound
 from .groups import GroupState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +59,10 @@ class ConsumerOps:
     def __init__(self) -> None:
         self._groups: dict[tuple[int, int, int], GroupState] = {}
         self._member_groups: dict[int, set[tuple[int, int, int]]] = {}
+        # Scale-out (gateway/cluster/groups.py): told of every local join and leave,
+        # ``group_hook(group key, member id, joined)``, to share membership with the
+        # other gateways, whose members it puts back through :meth:`set_group_members`.
+        self.group_hook = None
 
     # -- offsets -------------------------------------------------------------
     def _check_consumer(self, consumer: Consumer, info: "TopicInfo") -> None:
@@ -136,6 +140,8 @@ class ConsumerOps:
             state = self._groups[key] = GroupState(info.partitions_count)
         state.join(member_id)
         self._member_groups.setdefault(member_id, set()).add(key)
+        if self.group_hook is not None:
+            self.group_hook(key, member_id, True)
         return state.assignment(member_id)
 
     def leave_group(self, stream: "Ident", topic: "Ident", group: "Ident", member_id: int) -> None:
@@ -146,6 +152,8 @@ class ConsumerOps:
             raise ConsumerGroupMemberNotFound(f"member {member_id} is not in group {g.name!r}")
         state.leave(member_id)
         self._member_groups.get(member_id, set()).discard(key)
+        if self.group_hook is not None:
+            self.group_hook(key, member_id, False)
 
     def groups_of(self, member_id: int) -> list[tuple[int, int, int]]:
         """``(stream, topic, group)`` ids of every group ``member_id`` is in, sorted
@@ -158,6 +166,22 @@ class ConsumerOps:
             state = self._groups.get(key)
             if state is not None:
                 state.leave(member_id)
+                if self.group_hook is not None:
+                    self.group_hook(key, member_id, False)
+
+    def set_group_members(self, key: tuple[int, int, int], ordered: list) -> None:
+        """Scale-out: the group's members across every gateway, in the order all of
+        them use (local members by their own ids, the others' as opaque tuples)."""
+        state = self._groups.get(key)
+        if state is None:
+            if not ordered:
+                return
+            try:
+                info = self.meta.get_topic(key[0], key[1])
+            except FerryError:
+                return
+            state = self._groups[key] = GroupState(info.partitions_count)
+        state.replace_members(ordered)
 
     def _topic_partitions_changed(self, sid: int, tid: int) -> None:
         info = self.meta.get_topic(sid, tid)

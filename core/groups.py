@@ -113,6 +113,16 @@ class GroupState:
         self._rebalance()
         return True
 
+    def replace_members(self, ordered: "list[MemberId] | tuple[MemberId, ...]") -> bool:
+        """Make ``ordered`` the membership, in that order (scale-out: every gateway
+        builds the same order from the cluster's view, gateway/cluster/groups.py);
+        rebalance only if it differs. Returns whether it changed."""
+        if tuple(ordered) == self._order and len(self._members) == len(self._order):
+            return False
+        self._members = dict.fromkeys(ordered)
+        self._rebalance()
+        return True
+
     def set_partitions(self, n: int) -> bool:
         """The topic's partition count changed: rebalance; ``False`` if it did not change."""
         n = _check_count(n)

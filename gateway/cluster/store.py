@@ -54,6 +54,7 @@ from core.message import now_us, uuid7_parts
 from .blocking import BlockingNats, new_inbox_prefix
 from .client import TrioNats
 from .errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
+from .groups import GroupCoordinator
 
 if TYPE_CHECKING:
     from core.metadata import TopicInfo
@@ -102,6 +103,7 @@ class JetStreamStore:
         self._running = False
         self._inbox = new_inbox_prefix()
         self._mirror_ids = 0
+        self.groups = GroupCoordinator(self)
         self._live = f"{self.layout.prefix.lower()}.l"  # plain NATS publishes between gateways
         self.forward_dropped = 0  # publishes the cluster connection could not take (at most once)
 
@@ -143,6 +145,11 @@ class JetStreamStore:
         for db in dbs.values():
             db.replicate(self)
         self.before_write(broker.meta.db)
+        try:
+            self.groups.ensure_bucket()
+        except StorageError as exc:
+            raise ClusterUnreachable(str(exc)) from None
+        broker.group_hook = self.groups.changed
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The store's tasks: the cluster connection, the pump and the mirrors."""
@@ -158,6 +165,8 @@ class JetStreamStore:
             self.broker.forward = self._forward
             self._start_mirror("meta", self.layout.meta_stream, self._apply_meta,
                                lambda: self.broker.meta.db.replica_seq + 1)
+            self._start_mirror("groups", self.groups.stream, self.groups.receive, lambda: 1, gaps_ok=True)
+            nursery.start_soon(self.groups.run)
             for key in list(self.parts):
                 self._start_partition_mirror(key)
             nursery.start_soon(self._pump)
@@ -270,7 +279,10 @@ class JetStreamStore:
                               "(docs/scale-out.md, 'What is not there yet')")
 
     def _ensure_stream(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0) -> None:
-        config = self.layout.stream_config(name, subject, max_age_us=max_age_us, max_bytes=max_bytes)
+        self._ensure_stream_config(name, self.layout.stream_config(name, subject, max_age_us=max_age_us,
+                                                                   max_bytes=max_bytes))
+
+    def _ensure_stream_config(self, name: str, config: dict) -> None:
         try:
             self._call(f"$JS.API.STREAM.CREATE.{name}", config)
         except ApiError as exc:
@@ -372,10 +384,10 @@ class JetStreamStore:
         part, stream, _subject = entry
         self._start_mirror(key, stream, partial(self._apply_record, part), lambda: part.next_sequence)
 
-    def _start_mirror(self, key, stream: str, apply: Callable[[int, ServerMsg], None],
-                      next_seq: Callable[[], int]) -> None:
+    def _start_mirror(self, key, stream: str, apply: Callable[[int, ServerMsg, int], None],
+                      next_seq: Callable[[], int], gaps_ok: bool = False) -> None:
         self._mirror_ids += 1
-        mirror = _Mirror(self, stream, f"{self._inbox}.m{self._mirror_ids}", apply, next_seq)
+        mirror = _Mirror(self, stream, f"{self._inbox}.m{self._mirror_ids}", apply, next_seq, gaps_ok)
         self._mirrors[key] = mirror
         self._nursery.start_soon(mirror.run)
 
@@ -432,8 +444,9 @@ class _Call:
 class _Mirror:
     """An ordered push consumer applying one stream to its cache (module docstring)."""
 
-    def __init__(self, store: JetStreamStore, stream: str, inbox: str, apply, next_seq) -> None:
+    def __init__(self, store: JetStreamStore, stream: str, inbox: str, apply, next_seq, gaps_ok: bool) -> None:
         self.store, self.stream, self.inbox = store, stream, inbox
+        self.gaps_ok = gaps_ok  # a KV bucket keeps one message per key: sequences skip
         self.apply, self.next_seq = apply, next_seq
         self.restart = trio.Event()
         self.stopped = False
@@ -497,7 +510,7 @@ class _Mirror:
             else:  # idle heartbeat: it names the last sequence sent; past ours = a gap
                 block = headers_of(msg)
                 last = block.get("Nats-Last-Stream") if block is not None else None
-                if last is not None and last.isdigit() and int(last) >= self.expect:
+                if last is not None and last.isdigit() and int(last) >= self.expect and not self.gaps_ok:
                     self.restart.set()
             return
         info = ack_info(msg.reply)
@@ -506,7 +519,7 @@ class _Mirror:
         seq, stored_ns = info
         if seq < self.expect:
             return
-        if seq > self.expect:
+        if seq > self.expect and not self.gaps_ok:
             self.restart.set()  # a message went missing in flight: start again from ours
             return
         try:

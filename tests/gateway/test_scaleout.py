@@ -239,3 +239,44 @@ def test_node_then_gateway_killed_loses_and_duplicates_no_acknowledged_message(t
         cluster.start_all()
     assert not set(acked) - set(stored), sorted(set(acked) - set(stored))[:10]
     assert len(stored) == len(set(stored)), "a message was stored twice"
+
+
+def _member(gw, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([str(client_python("apache-iggy==0.9.0")), str(IGGY), str(gw.ports["iggy_tcp"]), "group",
+                             str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert json.loads(proc.stdout.readline()) == {"ready": True}, proc.stderr.read()
+    return proc
+
+
+def _lines(proc: subprocess.Popen) -> list[dict]:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_a_consumer_group_spans_gateways_and_rebalances_when_one_dies(tmp_path, nats_cluster_module):
+    """Members connected to A and to B share the topic's two partitions (each reads
+    one, together all); when B goes away its lease runs out and A's member takes both."""
+    from gateway.cluster.groups import LEASE_S
+
+    with gateways(tmp_path, nats_cluster_module, tag="g") as (a, b):
+        iggy(a, "setup")
+        first = _member(a, 6 + 3 * LEASE_S)
+        second = _member(b, 6)
+        import time
+        time.sleep(1.5)  # both joins reached both gateways (a KV write and its mirror)
+        iggy(a, "sendp", 0, 5, 0)
+        iggy(b, "sendp", 1, 5, 0)
+        got_b = _lines(second)
+        (pb,) = {m["partition"] for m in got_b} or {None}
+        b.stop()  # its gateway goes: no more lease renewals
+        time.sleep(LEASE_S + 2 * 2.0)  # the lease runs out and A's coordinator notices
+        iggy(a, "sendp", pb, 3, 100)  # to the partition B's member had
+        got_a = _lines(first)
+    parts_a = {m["partition"] for m in got_a if not m["payload"].endswith(("-100", "-101", "-102"))}
+    parts_b = {m["partition"] for m in got_b}
+    assert len(parts_a) == 1 and len(parts_b) == 1 and parts_a != parts_b, (got_a, got_b)
+    before = sorted(m["payload"] for m in got_a + got_b if not m["payload"].endswith(("-100", "-101", "-102")))
+    assert before == sorted([f"p0-{i}" for i in range(5)] + [f"p1-{i}" for i in range(5)])
+    # after B died, A's member got B's partition too, from the offset B's member committed
+    assert [m["payload"] for m in got_a if m["partition"] == pb] == [f"p{pb}-{i}" for i in (100, 101, 102)]

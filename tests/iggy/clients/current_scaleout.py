@@ -2,7 +2,12 @@
 
 MODE ``setup``: create stream ``orders`` and topic ``eu`` with 2 partitions.
 MODE ``send N START``: send N messages (payload ``m<i>``, headers trace/n) to partition 0, one call.
-MODE ``poll COUNT``: print the next COUNT messages of partition 0 for consumer 7, committing the offset."""
+MODE ``poll COUNT``: print the next COUNT messages of partition 0 for consumer 7, committing the offset.
+MODE ``sendp PARTITION N START``: send N messages to one partition.
+MODE ``group SECONDS``: join consumer group ``g`` (created if missing), print ``ready``, then poll as a
+member (auto commit) for SECONDS, printing each message's partition and payload."""
+
+import time
 
 import asyncio
 import json
@@ -20,6 +25,25 @@ async def main(port: int, mode: str, args: list[str]) -> None:
         await c.create_stream("orders")
         await c.create_topic("orders", "eu", 2)
         print(json.dumps({"setup": True}), flush=True)
+    elif mode == "sendp":
+        pid, n, start = int(args[0]), int(args[1]), int(args[2])
+        await c.send_messages("orders", "eu", pid, [SendMessage(f"p{pid}-{i}".encode()) for i in range(start, start + n)])
+        print(json.dumps({"sent": n}), flush=True)
+    elif mode == "group":
+        try:
+            await c.create_consumer_group("orders", "eu", "g")
+        except RuntimeError:
+            pass  # made by the other member first
+        await c.join_consumer_group("orders", "eu", "g")
+        print(json.dumps({"ready": True}), flush=True)
+        end = time.monotonic() + float(args[0])
+        while time.monotonic() < end:
+            msgs = await c.poll_messages("orders", "eu", consumer=Consumer.Group("g"),
+                                         polling_strategy=PollingStrategy.Next(), count=100, auto_commit=True)
+            for m in msgs:
+                print(json.dumps({"partition": m.partition_id(), "payload": m.payload().decode()}), flush=True)
+            if not msgs:
+                await asyncio.sleep(0.1)
     elif mode == "send":
         n, start = int(args[0]), int(args[1])
         await c.send_messages("orders", "eu", 0, [SendMessage(f"m{i}".encode(), user_headers={"trace": "abc", "n": i})

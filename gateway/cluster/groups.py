@@ -1,0 +1,193 @@
+"""Consumer groups across gateways: membership shared through a JetStream KV bucket with leases.
+
+Theory of operation
+-------------------
+A consumer group's members are live connections, and in scale-out mode they
+are connected to different gateways. Each gateway owns one key of the KV
+bucket ``<PREFIX>_GROUPS`` (``$KV.<PREFIX>_GROUPS.<gateway id>``, the gateway
+id being random per start) holding its local members of every group, each
+with the wall-clock time it joined. It rewrites the key on every local change
+and every ``HEARTBEAT_S`` - with compare-and-set on the key's last sequence
+(``Nats-Expected-Last-Subject-Sequence``), so two processes that somehow share
+an id notice instead of overwriting each other.
+
+Every gateway watches the whole bucket (one mirror, gaps allowed: a KV keeps
+one message per key). A key not rewritten for ``LEASE_S`` is a dead gateway:
+its members leave, and the groups rebalance. From the live keys each gateway
+builds the same ordered member list per group - by join time, then gateway
+id, then member id - and hands it to ``Broker.set_group_members``; the
+assignment rule then gives every gateway the same answer (core/groups.py).
+Local members keep their own ids; another gateway's member appears as
+``REMOTE_BIT | crc32(gateway:member)`` (a u32 every Iggy dialect can carry;
+local client ids are small, so they never meet; two remote members collide
+with odds of one in 2**31).
+
+While a change propagates (one round trip, or ``LEASE_S`` after a crash) two
+gateways may briefly disagree, so a partition can be polled by two members:
+delivery stays at least once, as in the embedded log after a member leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+import zlib
+from typing import TYPE_CHECKING
+
+import trio
+
+from adapters.nats.client_codec import ServerMsg
+from adapters.nats.headers import HeaderBlock, encode_headers
+from adapters.nats.storemap import ApiError, pub_ack
+from core.message import now_us
+
+from .errors import ConnectionLost, SlowCluster
+
+if TYPE_CHECKING:
+    from .store import JetStreamStore
+
+log = logging.getLogger("ferry.groups")
+
+HEARTBEAT_S = 2.0  # how often a gateway rewrites its key (its lease renewal)
+LEASE_S = 7.0  # a key older than this is a dead gateway (3 missed heartbeats and some slack)
+REMOTE_BIT = 0x8000_0000
+
+
+def remote_member_id(gateway: str, member: int) -> int:
+    return REMOTE_BIT | (zlib.crc32(f"{gateway}:{member}".encode()) & 0x7FFF_FFFF)
+
+
+def order_members(entries: dict[str, dict[str, list]], me: str) -> dict[str, list]:
+    """Group key text -> members in the order every gateway uses (module docstring).
+    ``entries``: gateway id -> {group key text: [[member id, joined µs], ...]}."""
+    joined: dict[str, list[tuple[int, str, int]]] = {}
+    for gateway, groups in entries.items():
+        for gkey, members in groups.items():
+            for member, at in members:
+                joined.setdefault(gkey, []).append((int(at), gateway, int(member)))
+    return {gkey: [m if g == me else remote_member_id(g, m) for _at, g, m in sorted(rows)]
+            for gkey, rows in joined.items()}
+
+
+def group_key_text(key: tuple[int, int, int]) -> str:
+    return "%d.%d.%d" % key
+
+
+def group_key(text: str) -> tuple[int, int, int]:
+    s, t, g = text.split(".")
+    return int(s), int(t), int(g)
+
+
+class GroupCoordinator:
+    """One gateway's side of the shared membership (module docstring)."""
+
+    def __init__(self, store: "JetStreamStore") -> None:
+        self.store = store
+        self.bucket = f"{store.layout.prefix.upper()}_GROUPS"
+        self.stream = f"KV_{self.bucket}"
+        self.me = secrets.token_hex(6)
+        self.subject = f"$KV.{self.bucket}.{self.me}"
+        self.local: dict[str, dict[int, int]] = {}  # group key text -> member id -> joined µs
+        self.entries: dict[str, dict[str, list]] = {}  # gateway id -> its groups
+        self.heard: dict[str, float] = {}  # gateway id -> trio time its key last came
+        self.last_seq = 0  # our key's last stream sequence (compare-and-set)
+        self._dirty = trio.Event()
+        self._known: set[str] = set()  # group keys handed to the broker
+
+    def ensure_bucket(self) -> None:
+        """Create the KV bucket (as ``nats kv add`` would) on the blocking connection."""
+        config = {"name": self.stream, "subjects": [f"$KV.{self.bucket}.>"], "max_msgs_per_subject": 1,
+                  "discard": "new", "allow_rollup_hdrs": True, "deny_delete": True, "allow_direct": True,
+                  "num_replicas": self.store.layout.replicas, "storage": "file", "retention": "limits",
+                  "max_age": 0, "max_msgs": -1, "max_bytes": -1}
+        self.store._ensure_stream_config(self.stream, config)
+
+    # -- local changes (Broker.group_hook) ---------------------------------------------
+    def changed(self, key: tuple[int, int, int], member_id: int, joined: bool) -> None:
+        gkey = group_key_text(key)
+        members = self.local.setdefault(gkey, {})
+        if joined:
+            members.setdefault(member_id, now_us())
+        else:
+            members.pop(member_id, None)
+            if not members:
+                del self.local[gkey]
+        self.entries[self.me] = self._own()
+        self._apply()
+        self._dirty.set()
+
+    def _own(self) -> dict[str, list]:
+        return {g: [[m, at] for m, at in members.items()] for g, members in self.local.items()}
+
+    # -- the bucket ---------------------------------------------------------------------
+    async def run(self) -> None:
+        """Rewrite our key on change and every HEARTBEAT_S; expire silent gateways."""
+        while True:
+            with trio.move_on_after(HEARTBEAT_S):
+                await self._dirty.wait()
+            self._dirty = trio.Event()
+            self._write()
+            self._expire()
+
+    def _write(self) -> None:
+        nc = self.store.nc
+        body = json.dumps({"groups": self._own(), "at": now_us()}, separators=(",", ":")).encode()
+        header = encode_headers(HeaderBlock((("Nats-Expected-Last-Subject-Sequence", str(self.last_seq)),)))
+
+        def answered(outcome) -> None:
+            if isinstance(outcome, ServerMsg):
+                try:
+                    self.last_seq = pub_ack(outcome.payload)[0]
+                except ApiError as exc:
+                    log.warning("consumer-group lease write refused: %s", exc)
+                    self.last_seq = 0 if exc.err_code else self.last_seq
+                    self._dirty.set()
+        try:
+            nc.request_cb(self.subject, body, header if self.last_seq else None, answered)
+        except (ConnectionLost, SlowCluster):
+            pass  # the next heartbeat tries again
+
+    def receive(self, seq: int, msg: ServerMsg, stored_ns: int) -> None:
+        """The bucket's mirror: another gateway's (or our own) key was written. A key
+        written more than LEASE_S ago (a mirror re-reading the bucket) is a dead
+        gateway's: its age, from the cluster's stored time, counts against the lease."""
+        gateway = msg.subject.rsplit(".", 1)[-1]
+        if gateway == self.me:
+            return
+        age = max(0.0, (time.time_ns() - stored_ns) / 1e9)
+        if age > LEASE_S:
+            return
+        try:
+            doc = json.loads(msg.payload)
+            groups = {str(k): [[int(m), int(at)] for m, at in v] for k, v in doc["groups"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return  # not ours to understand
+        self.entries[gateway] = groups
+        self.heard[gateway] = trio.current_time() - age
+        self._apply()
+
+    def _expire(self) -> None:
+        now = trio.current_time()
+        dead = [g for g, at in self.heard.items() if now - at > LEASE_S]
+        for gateway in dead:
+            log.info("consumer-group lease of gateway %s expired: its members leave", gateway)
+            del self.heard[gateway]
+            self.entries.pop(gateway, None)
+        if dead:
+            self._apply()
+
+    def _apply(self) -> None:
+        broker = self.store.broker
+        if broker is None:
+            return
+        ordered = order_members(self.entries, self.me)
+        for gkey in self._known - set(ordered):
+            broker.set_group_members(group_key(gkey), [])
+        for gkey, members in ordered.items():
+            broker.set_group_members(group_key(gkey), members)
+        self._known = set(ordered)
+
+
+__all__ = ["GroupCoordinator", "LEASE_S", "order_members", "remote_member_id"]
