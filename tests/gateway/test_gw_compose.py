@@ -30,6 +30,7 @@ STACKS = {
     "docker-compose.yml": set(DEFAULT_LISTENERS),
     "nats.yml": {"nats", "nats_monitor"},
     "iggy.yml": {"iggy_tcp", "iggy_quic", "iggy_ws", "http"},
+    "scaleout.yml": {"nats", "nats_monitor", "iggy_tcp", "http"},
 }
 HTTP_LISTENERS = {"http", "nats_monitor"}  # the ones that answer GET /healthz
 VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")  # compose's ${NAME:-default}
@@ -190,6 +191,23 @@ def test_pyspark_and_java_only_in_the_spark_image(dockerfile):
 
 
 # -- Dockerfile and build context -----------------------------------------------
+def test_scaleout_gateways_share_one_cluster_config():
+    """Both gateways of compose/scaleout.yml run the same config, which names every nats
+    service of the stack (client port 4222) as its store; each gateway has its own cache."""
+    compose = load_stack("scaleout.yml")
+    a, b = compose["services"]["ferry"], compose["services"]["ferry-b"]
+    cfg, mounts = stack_config(a)
+    assert stack_config(b)[0].store == cfg.store
+    nats = sorted(n for n, svc in compose["services"].items() if str(svc.get("image", "")).startswith("nats:"))
+    assert cfg.store.urls == [f"nats://{n}:4222" for n in nats] and len(nats) == 3
+    assert cfg.store.replicas == 3
+    for svc in (compose["services"][n] for n in nats):
+        assert "-js" in svc["command"] and "--routes" in svc["command"]
+    assert {int(p.split(":")[1].split("/")[0]) for p in b["ports"]} == {
+        int(p.split(":")[1].split("/")[0]) for p in a["ports"]}
+    assert [v for v in a["volumes"] if v.endswith(":/data")] != [v for v in b["volumes"] if v.endswith(":/data")]
+
+
 def test_dockerfile_install_volume_and_command(dockerfile):
     gateway = stages(dockerfile)["gateway"]
     runs = [args for ins, args in stages(dockerfile)["build"] if ins == "RUN"]

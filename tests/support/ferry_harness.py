@@ -169,6 +169,37 @@ class GatewayThread:
             raise RuntimeError("gateway did not stop within 60 s")
 
 
+# FERRY_TEST_STORE=jetstream (`make test`'s second pass over the tests marked `store`):
+# every gateway these helpers start keeps its state in one 3-node nats-server JetStream
+# cluster shared by the test session, each under a store prefix of its own, so each
+# still starts empty (docs/scale-out.md, "Tests").
+TEST_STORE = os.environ.get("FERRY_TEST_STORE", "")
+_shared_cluster = None
+_prefixes = iter(range(1, 1 << 30))
+
+
+def shared_cluster():
+    """The session's JetStream cluster for FERRY_TEST_STORE=jetstream (started on first use,
+    killed at exit by NatsCluster's own atexit hook)."""
+    global _shared_cluster
+    if _shared_cluster is None:
+        import tempfile
+
+        from nats_cluster import NatsCluster
+
+        cluster = NatsCluster(Path(tempfile.mkdtemp(prefix="ferry-store-")), 3)
+        cluster.__enter__()
+        _shared_cluster = cluster
+    return _shared_cluster
+
+
+def store_env() -> dict[str, str]:
+    """The FERRY_STORE_* settings of a gateway in this session's store mode."""
+    if TEST_STORE == "jetstream":
+        return {"FERRY_STORE_URL": shared_cluster().url, "FERRY_STORE_PREFIX": f"S{os.getpid()}x{next(_prefixes)}"}
+    return {}
+
+
 def gateway_config(tmp_path: Path, toml: str = "", **env: str):
     """A config with every listener on 127.0.0.1 port 0 and data under ``tmp_path``."""
     from gateway.registry import default_registry
@@ -178,7 +209,7 @@ def gateway_config(tmp_path: Path, toml: str = "", **env: str):
             "FERRY_SERVER_GRACE_SECONDS": "5", "FERRY_LOG_FSYNC": "batch"}
     for name in default_registry().specs:
         base[f"FERRY_{name.upper()}_PORT"] = "0"
-    return load_config(path, env=base | env)
+    return load_config(path, env=base | store_env() | env)
 
 
 @contextmanager
