@@ -249,9 +249,18 @@ class Broker(ConsumerOps, TopicOps):
             for topic in self.meta.list_topics(stream.id):
                 for pid in range(topic.partitions_count):
                     wanted[(stream.id, topic.id, pid)] = topic
-        # Gone, or a later topic that reuses the ids (its creation time differs).
-        gone = [k for k, p in self._partitions.items()
-                if k not in wanted or getattr(p, "incarnation", 0) not in (0, wanted[k].created_at)]
+        # Gone, or a later topic that reuses the ids, or purged (the store's incarnation differs).
+        incarnations: dict[tuple[int, int], object] = {}
+        gone = []
+        for k, p in self._partitions.items():
+            topic = wanted.get(k)
+            if topic is not None:
+                tk = (k[0], k[1])
+                if tk not in incarnations:
+                    incarnations[tk] = self.store.incarnation(topic)
+                if incarnations[tk] == getattr(p, "incarnation", None):
+                    continue
+            gone.append(k)
         for key in gone:
             part = self._partitions.pop(key)
             part.delete()

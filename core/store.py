@@ -53,7 +53,11 @@ class Store(Protocol):
         """Another gateway deleted these partitions (``Broker.resync``): forget them here."""
 
     def topic_purged(self, topic: "TopicInfo") -> None:
-        """Every record of the topic was deleted; offsets start again at 0."""
+        """Every record of the topic is to be deleted; offsets start again at 0."""
+
+    def incarnation(self, topic: "TopicInfo") -> object:
+        """What a partition opened for ``topic`` now would be tied to (``Broker.resync``
+        reopens a partition whose ``incarnation`` differs); None: nothing."""
 
 
 class EmbeddedStore:
@@ -74,6 +78,9 @@ class EmbeddedStore:
         return None
 
     def topic_purged(self, topic: "TopicInfo") -> None:
+        return None
+
+    def incarnation(self, topic: "TopicInfo") -> object:
         return None
 
 

@@ -8,10 +8,12 @@ definition.
 
 * **Names.** Partition ``p`` of topic ``t`` in stream ``s`` is the JetStream
   stream ``<PREFIX>_P_<s>_<t>_<p>_<c>`` on the one subject
-  ``<prefix>.p.<s>.<t>.<p>.<c>``, ``c`` being the topic's creation time in µs
-  (ids, not names: Ferry names may hold characters stream names may not, and
-  renames then cost nothing; the creation time tells a topic from a later one
-  that reuses its ids). Stream sequence ``n`` is Ferry offset ``n - 1``.
+  ``<prefix>.p.<s>.<t>.<p>.<c>``, ``c`` being the topic's creation time in µs,
+  followed by ``e<n>`` once it was purged ``n`` times (ids, not names: Ferry
+  names may hold characters stream names may not, and renames then cost
+  nothing; ``c`` tells a topic from a later one that reuses its ids, and a
+  purge starts new streams, so offsets start again at 0). Stream sequence
+  ``n`` is Ferry offset ``n - 1``.
   The metadata log is ``<PREFIX>_META`` on ``<prefix>.meta``. The prefix lets
   several Ferry deployments share a cluster.
 * **Messages.** The payload is the NATS payload. The header block starts with
@@ -80,11 +82,11 @@ class Layout:
         if not 1 <= self.replicas <= 5:  # JetStream's replica limit
             raise InvalidArgument(f"store replicas must be 1..5, got {self.replicas}")
 
-    def partition_stream(self, sid: int, tid: int, pid: int, created: int) -> str:
-        return f"{self.prefix.upper()}_P_{sid}_{tid}_{pid}_{created}"
+    def partition_stream(self, sid: int, tid: int, pid: int, incarnation: object) -> str:
+        return f"{self.prefix.upper()}_P_{sid}_{tid}_{pid}_{incarnation}"
 
-    def partition_subject(self, sid: int, tid: int, pid: int, created: int) -> str:
-        return f"{self.prefix.lower()}.p.{sid}.{tid}.{pid}.{created}"
+    def partition_subject(self, sid: int, tid: int, pid: int, incarnation: object) -> str:
+        return f"{self.prefix.lower()}.p.{sid}.{tid}.{pid}.{incarnation}"
 
     @property
     def meta_stream(self) -> str:

@@ -276,7 +276,13 @@ class SegmentStoreSession(TableSegmentOps):
         else:
             if topic.sealed:
                 raise _Reply(C.SegmentIsSealed(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
-            stored = self._partition(topic, name.number).producer_sequence(str(cmd.writer_id))
+            part = self._partition(topic, name.number)
+            key = (topic.stream_id, topic.id, name.number)
+            if False and part.remote and self.state.when_settled(key, str(cmd.writer_id), partial(self._setup_settled, cmd)):
+                # Blocks of this writer (from a connection now gone) are on their way to the
+                # cluster: answer once they are stored or failed (state.py, "Unsettled appends").
+                return
+            stored = part.producer_sequence(str(cmd.writer_id))
             last = NULL_EVENT_NUMBER if stored is None else stored
         old = self.writers.get(cmd.writer_id)
         if old is not None and old.inflight:
@@ -288,6 +294,17 @@ class SegmentStoreSession(TableSegmentOps):
                                               str(cmd.writer_id), txn, seg if name.transient else None,
                                               self.is_bytes(topic))
         self.send(C.AppendSetup(request_id=rid, segment=seg, writer_id=cmd.writer_id, last_event_number=last))
+
+    def _setup_settled(self, cmd) -> None:
+        """A SetupAppend that waited for the writer's unsettled appends: answer it now."""
+        if self.closed:
+            return
+        try:
+            self.handle(cmd)
+        except PravegaProtocolError as exc:
+            log.info("pravega connection closed: protocol error", extra={"reason": str(exc)})
+            self.close_after_flush = True
+            self._on_ack()
 
     def _writer(self, writer_id: uuid.UUID) -> _Writer:
         w = self.writers.get(writer_id)
@@ -335,42 +352,55 @@ class SegmentStoreSession(TableSegmentOps):
             raise PravegaProtocolError(f"block {first}..{last} straddles stored event number {stored}")
         count = len(payloads)
         block = payload_block(payloads)  # stamped in one pass by the core (append_records)
+        remote = part.remote
         w.inflight += 1
         self.unacked_bytes += size
+        if remote:  # ``size`` is what the block adds to the writer's view (frames, or raw bytes)
+            self.state.begin_append((w.stream_id, w.topic_id, w.partition), w.producer, size)
         end: list[int] = []  # the segment's length right after this block, for its DataAppended
         try:
             self.broker.append_records(w.stream_id, w.topic_id, block, count, partition=w.partition,
                                        producer=(w.producer, last),
-                                       on_durable=partial(self._acked, w, rid, last, size, part, end), origin=ORIGIN)
-            end.append(raw_end(part) if w.raw else part.byte_end)
+                                       on_durable=partial(self._acked, w, rid, last, size, part, end, remote),
+                                       origin=ORIGIN)
+            if not remote:  # a remote partition holds the block only once the cluster stored it
+                end.append(raw_end(part) if w.raw else part.byte_end)
             self.counters["messages_in"].inc(LISTENER, amount=count)
             self.counters["bytes_in"].inc(LISTENER, amount=size - 8 * count if not w.raw else size)
         except TopicSealed:
-            self._settle(w, size)
+            self._settle(w, size, remote)
             self._fail(w, C.SegmentIsSealed(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
         except NotFound:
-            self._settle(w, size)
+            self._settle(w, size, remote)
             self._fail(w, C.NoSuchSegment(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
         except PayloadTooLarge as exc:
-            self._settle(w, size)
+            self._settle(w, size, remote)
             self._fail(w, C.ErrorMessage(request_id=rid, segment=w.segment, message=exc.message, error_code=0))
             raise PravegaProtocolError(exc.message) from None
         except StorageError as exc:
-            self._settle(w, size)
+            self._settle(w, size, remote)
             raise PravegaProtocolError(f"storage failed: {exc}") from None
 
-    def _settle(self, w: _Writer, size: int) -> None:
+    def _settle(self, w: _Writer, size: int, remote: bool = False) -> None:
         w.inflight -= 1
         self.unacked_bytes -= size
+        if remote:
+            self.state.end_append((w.stream_id, w.topic_id, w.partition), w.producer, size)
         self._on_ack()
 
-    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, end: list[int], outcome) -> None:
-        self._settle(w, size)
+    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, end: list[int], remote: bool,
+               outcome) -> None:
+        self._settle(w, size, remote)
         if self._write_failed(outcome):
             return
         prev, w.last_acked = w.last_acked, max(w.last_acked, last)
         # Upstream: the length after *this* append, not after later blocks already accepted.
-        offset = end[0] if end else (raw_end(part) if w.raw else part.byte_end)
+        if end:
+            offset = end[0]
+        elif remote:
+            offset = _end_after(part, outcome, w.raw)
+        else:
+            offset = raw_end(part) if w.raw else part.byte_end
         self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
                                  request_id=rid, current_segment_write_offset=offset))
         if w.inflight == 0 and w.deferred:
@@ -421,7 +451,7 @@ class SegmentStoreSession(TableSegmentOps):
         part = self._writer_part(w, cmd.request_id, cmd.event_number)
         if part is None:
             return
-        if part.byte_end != cmd.expected_offset:
+        if part.byte_end + self._unsettled_bytes(w) != cmd.expected_offset:
             self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
                                                request_id=cmd.request_id))
             return
@@ -438,13 +468,13 @@ class SegmentStoreSession(TableSegmentOps):
             return
         topic = self.broker.get_topic(w.stream_id, w.topic_id)
         if not w.raw:
-            if part.next_offset != 0 or not self._mark_bytes(topic):
+            if part.next_offset != 0 or self._unsettled_bytes(w) or not self._mark_bytes(topic):
                 # An event stream with events in it cannot become a byte stream.
                 self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
                                                    request_id=cmd.request_id))
                 return
             w.raw = True
-        if raw_end(part) != cmd.expected_offset:
+        if raw_end(part) + self._unsettled_bytes(w) != cmd.expected_offset:
             self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
                                                request_id=cmd.request_id))
             return
@@ -456,8 +486,14 @@ class SegmentStoreSession(TableSegmentOps):
     def _store_nothing(self, w: _Writer, rid: int, last: int) -> None:
         prev, w.last_acked = w.last_acked, max(w.last_acked, last)
         part = self.broker.partition(w.stream_id, w.topic_id, w.partition)
+        end = (raw_end(part) if w.raw else part.byte_end) + self._unsettled_bytes(w)
         self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
-                                 request_id=rid, current_segment_write_offset=raw_end(part) if w.raw else part.byte_end))
+                                 request_id=rid, current_segment_write_offset=end))
+
+    def _unsettled_bytes(self, w: _Writer) -> int:
+        """What this gateway's appends to the writer's partition that the cluster has not
+        stored yet will add to its end (always 0 with the embedded log; state.py)."""
+        return self.state.unsettled_bytes.get((w.stream_id, w.topic_id, w.partition), 0)
 
     # -- byte streams ----------------------------------------------------------------------------
     def is_bytes(self, topic) -> bool:
@@ -466,7 +502,12 @@ class SegmentStoreSession(TableSegmentOps):
         kind = self.state.kinds.get(key)
         if kind is None:
             kind = self.broker.topic_attrs(topic.stream_id, topic.id).get(ATTR_KIND, "events")
-            self.state.kinds[key] = kind
+            if kind == BYTES or topic.partitions_count != 1 or not self._partition(topic, 0).remote \
+                    or self._partition(topic, 0).next_offset:
+                # Kept: only an empty single-segment stream can still turn into a byte stream,
+                # and in scale-out mode another gateway may do that (the attribute arrives
+                # through the metadata log), so that answer is asked again next time.
+                self.state.kinds[key] = kind
         return kind == BYTES
 
     def _mark_bytes(self, topic) -> bool:
@@ -541,8 +582,11 @@ class SegmentStoreSession(TableSegmentOps):
     def _merged(self, rid: int, cmd, part, outcome) -> None:
         if self._write_failed(outcome):
             return
+        # A remote partition may hold later appends (other gateways') by now: the end
+        # right after this one, from its real offsets.
+        end = _end_after(part, outcome, False) if part.remote else part.byte_end
         self.send(C.SegmentsMerged(request_id=rid, target=cmd.target, source=cmd.source,
-                                   new_target_write_offset=part.byte_end))
+                                   new_target_write_offset=end))
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, cmd, parked: bool = False) -> Park | None:
@@ -639,6 +683,16 @@ class SegmentStoreSession(TableSegmentOps):
         name, topic = self._target(cmd.request_id, cmd.segment_name)
         stored = self._partition(topic, name.number).producer_sequence(str(cmd.attribute_id))
         self.send(C.SegmentAttribute(request_id=cmd.request_id, value=NULL_EVENT_NUMBER if stored is None else stored))
+
+
+def _end_after(part, outcome, raw: bool) -> int:
+    """The segment's length right after the append ``outcome`` (an AppendResult with
+    the real offsets, core/log/remote.py ``on_durable``) in the event view, or the raw
+    one; the current end for a duplicate or an offset retention already dropped."""
+    nxt = outcome.base_offset + outcome.count
+    if outcome.count and not outcome.duplicate and part.first_offset <= nxt <= part.next_offset:
+        return raw_pos_of(part, nxt) if raw else part.byte_pos_of(nxt)
+    return raw_end(part) if raw else part.byte_end
 
 
 __all__ = ["OLDEST_COMPATIBLE_VERSION", "Park", "SegmentStoreSession", "WIRE_VERSION"]

@@ -14,7 +14,21 @@ written to ``<segment>#transaction.<id>`` are held here, per partition, until
 the controller commits them -- then each partition's events are appended as
 one call, so a reader sees all of a partition's events of the transaction or
 none -- or aborts them. Open transactions live in memory: a gateway restart
-aborts them (docs/pravega.md says so); their total size is bounded.
+aborts them (docs/pravega.md says so); their total size is bounded. In
+scale-out mode they are this gateway's: a client opens, writes and commits a
+transaction through one gateway's controller and the segment store it names.
+
+Unsettled appends (scale-out mode, docs/scale-out.md): a remote partition
+(core/log/remote.py) takes an append into an outbox and makes it readable,
+and its writer's event number known, only once the cluster stored it. So the
+segment store counts here, per (partition, writer), the appends whose
+``on_durable`` has not fired yet, and the event-view bytes they add per
+partition: a writer that reconnects while its old connection's blocks are
+still on their way gets its AppendSetup once they settled (else the client
+resends them, re-batched, and they are stored twice), and a conditional
+append compares its expected offset with the end *including* this gateway's
+unsettled appends (the client pipelines byte-stream writes). The embedded log
+applies appends at once, so nothing is counted for it.
 """
 
 from __future__ import annotations
@@ -23,6 +37,9 @@ import enum
 import uuid
 import weakref
 from dataclasses import dataclass, field
+from typing import Callable
+
+PartKey = tuple[int, int, int]  # (stream_id, topic_id, partition_id)
 
 # Bytes of uncommitted transaction events held per gateway: a client that
 # opens transactions and never commits must not grow memory without bound.
@@ -82,6 +99,39 @@ class PravegaState:
         self.kinds: dict[tuple[int, int, int], str] = {}
         # transient segment name -> the large event's bytes so far (until MergeSegments)
         self.transients: dict[str, bytearray] = {}
+        # unsettled appends to remote partitions (module docstring)
+        self.unsettled: dict[tuple[PartKey, str], int] = {}  # (partition, writer id) -> appends
+        self.unsettled_bytes: dict[PartKey, int] = {}  # partition -> event-view bytes they add
+        self._settle_waiters: dict[tuple[PartKey, str], list[Callable[[], None]]] = {}
+
+    # -- unsettled appends (module docstring) ---------------------------------------
+    def begin_append(self, key: PartKey, writer: str, nbytes: int) -> None:
+        self.unsettled[(key, writer)] = self.unsettled.get((key, writer), 0) + 1
+        self.unsettled_bytes[key] = self.unsettled_bytes.get(key, 0) + nbytes
+
+    def end_append(self, key: PartKey, writer: str, nbytes: int) -> None:
+        """An append's ``on_durable`` fired (stored or failed): once the writer has
+        none left, call whoever waits for that (``when_settled``)."""
+        left = self.unsettled.get((key, writer), 0) - 1
+        rest = self.unsettled_bytes.get(key, 0) - nbytes
+        if rest > 0:
+            self.unsettled_bytes[key] = rest
+        else:
+            self.unsettled_bytes.pop(key, None)
+        if left > 0:
+            self.unsettled[(key, writer)] = left
+            return
+        self.unsettled.pop((key, writer), None)
+        for fn in self._settle_waiters.pop((key, writer), ()):
+            fn()
+
+    def when_settled(self, key: PartKey, writer: str, fn: Callable[[], None]) -> bool:
+        """Call ``fn`` once the writer's unsettled appends to ``key`` settle; False
+        (and no call) when it has none now."""
+        if not self.unsettled.get((key, writer)):
+            return False
+        self._settle_waiters.setdefault((key, writer), []).append(fn)
+        return True
 
     # -- transactions -------------------------------------------------------------
     def open_txn(self, stream: str, topic: str, now_ms: int, lease_ms: int) -> Txn:

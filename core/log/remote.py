@@ -66,7 +66,7 @@ class RemotePartition(Partition):
     """A partition cached locally and stored in a JetStream stream (module docstring)."""
 
     remote = True
-    incarnation = 0  # the topic's creation time: tells a topic from a later one reusing its ids
+    incarnation = None  # set by the store: tells a topic from a later one reusing its ids, or a purge
     max_message_bytes = MAX_APPEND_BYTES  # the cluster's max_payload (its INFO), set by the store
 
     def __init__(self, *args, **kwargs) -> None:
@@ -208,12 +208,18 @@ class RemotePartition(Partition):
 
     def close(self) -> None:
         """Fail what is still queued or awaited: it was never acknowledged."""
-        gone = StorageError(f"partition {self.partition_id} is closed")
+        self._fail_queued(StorageError(f"partition {self.partition_id} is closed"))
+        super().close()
+
+    def delete(self) -> None:
+        self._fail_queued(StorageError(f"partition {self.partition_id} was deleted"))
+        super().delete()
+
+    def _fail_queued(self, exc: BaseException) -> None:
         outbox, self.outbox, self.outbox_bytes = self.outbox, [], 0
         waiting, self._waiting = self._waiting, []
         for entry in outbox:
             if entry.on_durable is not None:
-                _fire(entry.on_durable, gone)
+                _fire(entry.on_durable, exc)
         for *_, callback in waiting:
-            _fire(callback, gone)
-        super().close()
+            _fire(callback, exc)

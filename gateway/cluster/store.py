@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ferry.store")
 
+EPOCH_ATTR = "store.epoch"  # topic attribute: how many times the topic was purged (part of stream names)
+
 # One synchronous cluster call (a metadata write, a stream create): the longest the
 # trio thread waits; a JetStream leader election takes about 5 s on loopback
 # (tests/support/nats_cluster.py measured 4.5-7 s), so a little more than that.
@@ -237,9 +239,10 @@ class JetStreamStore:
         # refills from the offset it holds, so it is never fsynced.
         part = RemotePartition.open(path, partition_id, replace(cfg, fsync=FSYNC_NEVER))
         key = (topic.stream_id, topic.id, partition_id)
-        stream = self.layout.partition_stream(*key, topic.created_at)
-        subject = self.layout.partition_subject(*key, topic.created_at)
-        part.incarnation = topic.created_at
+        incarnation = self.incarnation(topic)
+        stream = self.layout.partition_stream(*key, incarnation)
+        subject = self.layout.partition_subject(*key, incarnation)
+        part.incarnation = incarnation
         part.max_message_bytes = self.max_payload
         self.parts[key] = (part, stream, subject)
         part.set_remote_wakeup(partial(self._mark_dirty, key))
@@ -274,9 +277,26 @@ class JetStreamStore:
             if mirror is not None:
                 mirror.stop()
 
+    def incarnation(self, topic: "TopicInfo") -> str:
+        """The topic's creation time, plus its purge count once purged: part of its
+        streams' names, so a purge (or a later topic reusing the ids) starts new streams."""
+        epoch = self.broker.meta.topic_attrs(topic.stream_id, topic.id).get(EPOCH_ATTR, "")
+        return f"{topic.created_at}e{epoch}" if epoch else str(topic.created_at)
+
     def topic_purged(self, topic: "TopicInfo") -> None:
-        raise InvalidArgument("purging a topic is not available with the JetStream store yet "
-                              "(docs/scale-out.md, 'What is not there yet')")
+        """Purge = new streams: bump the topic's epoch (a metadata write every gateway
+        replays, so each reopens its caches empty on the new streams), then delete the
+        old streams. Offsets start again at 0, as Iggy's purge does."""
+        old = [entry[1] for pid in range(topic.partitions_count)
+               if (entry := self.parts.get((topic.stream_id, topic.id, pid))) is not None]
+        epoch = int(self.broker.meta.topic_attrs(topic.stream_id, topic.id).get(EPOCH_ATTR, "0") or 0) + 1
+        self.broker.meta.set_topic_attrs(topic.stream_id, topic.id, {EPOCH_ATTR: str(epoch)})
+        self.broker.resync()
+        for name in old:
+            try:
+                self._call(f"$JS.API.STREAM.DELETE.{name}")
+            except (ApiError, StorageError) as exc:
+                log.warning("could not delete purged stream %s: %s", name, exc)
 
     def _ensure_stream(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0) -> None:
         self._ensure_stream_config(name, self.layout.stream_config(name, subject, max_age_us=max_age_us,
