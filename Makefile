@@ -87,8 +87,13 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 		cd $(NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
 	else echo "npm not found: the nats.js test will be skipped"; fi
 
+# The second run: the real-client tests marked `store` again, with every gateway they
+# start keeping its state in a 3-node nats-server JetStream cluster (docs/scale-out.md).
+STORE_PASS := FERRY_TEST_STORE=jetstream $(BIN)/pytest $(PYTEST_ARGS) -m "store and not embedded_only"
+
 test: $(TEST_STAMP) $(NODE_STAMP)
 	@$(BIN)/pytest $(PYTEST_ARGS)
+	@$(STORE_PASS)
 
 # The same suite on the Python twins of every compiled loop (docs/internals.md
 # "Compiled loops"): what runs where no C compiler was found.

@@ -18,7 +18,8 @@ import pytest
 from ferry_harness import running_gateway
 from iggy_clients import run_scenario
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.store, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
 def steps(lines: list[dict]) -> dict:

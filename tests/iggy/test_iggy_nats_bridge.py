@@ -14,7 +14,8 @@ import pytest
 from ferry_harness import running_gateway
 from iggy_clients import SCENARIO_TIMEOUT_S, SCRIPTS, client_python
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.store, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 ORDERS = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
 WAIT = 30  # guards a hang only
 

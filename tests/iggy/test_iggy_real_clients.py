@@ -13,6 +13,9 @@ import pytest
 
 from iggy_clients import run_scenario
 
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = pytest.mark.store
+
 
 def steps(lines):
     return {line["step"]: {k: v for k, v in line.items() if k != "step"} for line in lines}

@@ -17,7 +17,8 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from core.broker import Broker
 from ferry_harness import free_port, gateway_config, running_gateway
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.store, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 ORDERS = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
 WAIT = 5  # seconds; only guards a hang, a passing test never waits on it
@@ -101,6 +102,7 @@ def test_queue_groups_deliver_each_message_once(tmp_path):
         run(main())
 
 
+@pytest.mark.embedded_only  # a store gateway cannot tell "no responder anywhere" (docs/scale-out.md)
 def test_request_reply_old_and_new_style_and_no_responders(tmp_path):
     with running_gateway(tmp_path) as gw:
         async def main():
