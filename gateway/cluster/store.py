@@ -73,6 +73,7 @@ REQUEST_TIMEOUT_S = 8.0
 # How long the pump keeps re-sending a message whose acknowledgement did not come
 # (no stream leader during an election, a lost connection): past it the append fails.
 PUBLISH_RETRY_S = 30.0
+PUBLISH_ANYWHERE_TRIES = 20  # a reorderable metadata write's attempts against a busy log
 INFO_TIMEOUT_S = 2.0  # one start-up probe of JetStream (retried until the start-up budget is spent)
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 # A mirror that hears nothing (no message, no heartbeat) for this long recreates its
@@ -211,11 +212,19 @@ class JetStreamStore:
             return pub_ack(msg.payload)[0]
         except ApiError as exc:
             if exc.err_code == WRONG_LAST_SEQUENCE:
-                raise StorageError("the metadata changed on another gateway at the same moment; "
-                                   "try again") from None
+                raise _Conflict("the metadata changed on another gateway at the same moment; "
+                                "try again") from None
             raise StorageError(f"the cluster refused a metadata write: {exc}") from None
         except (ClusterUnreachable, TimeoutError, NoResponders, OSError) as exc:
             raise StorageError(f"the cluster did not take a metadata write: {exc or type(exc).__name__}") from None
+
+    def publish_anywhere(self, statements, db: "MetaDb") -> int:
+        for _attempt in range(PUBLISH_ANYWHERE_TRIES):
+            try:
+                return self.publish(statements, db.replica_seq)
+            except _Conflict:
+                self.before_write(db)
+        raise StorageError("the metadata log kept moving on other gateways; try again")
 
     def _apply_meta(self, seq: int, msg: ServerMsg, _stored_ns: int) -> None:
         db = self.broker.meta.db
@@ -430,6 +439,10 @@ class JetStreamStore:
             part.apply(seq, (hi << 64) | lo, stored_ns // 1000, 0, tlv, msg.payload)
             return
         part.apply(seq, sm.id, sm.timestamp, sm.origin_timestamp, sm.headers, msg.payload, sm.producer)
+
+
+class _Conflict(StorageError):
+    """The metadata log moved past the entry this write followed."""
 
 
 class _Call:

@@ -19,6 +19,9 @@ from core.message import Headers
 
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\n'
 
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = pytest.mark.store
+
 
 @pytest.fixture
 def broker(tmp_path):

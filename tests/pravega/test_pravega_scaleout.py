@@ -7,8 +7,9 @@ the cluster is the only thing they share: scopes and streams made through A's
 controller, events written through A and read by a reader group through B (the
 group's state is B's key-value tables, replicated through the metadata log),
 NATS and HTTP messages sent through B read by a reader group on A, a transaction
-committed on A read on B, and a writer whose connections are cut mid-write (by a
-proxy in front of A's segment store) that must store every event exactly once.
+committed on A read on B, a byte stream and stream tags made on A served by B, and
+a writer whose connections are cut mid-write (by a proxy in front of A's segment
+store) that must store every event exactly once.
 """
 
 from __future__ import annotations
@@ -213,3 +214,20 @@ def test_a_writer_cut_off_mid_write_stores_every_event_once(tmp_path, cluster):
         assert numbers == list(range(events)), (twice, sorted(set(range(events)) - set(numbers)))
         assert got["read"]["count"] == events and got["read"]["distinct"] == events
 
+
+
+def test_byte_stream_and_stream_policies(tmp_path, cluster):
+    """extras.py's byte stream (conditional appends, whose expected offsets count this
+    gateway's appends the cluster has not stored yet) and stream policies through A, in
+    scale-out mode; then B's controller reports A's tags and B's segment store serves the
+    byte stream from its truncated head (the start is metadata, replicated)."""
+    with gateways(tmp_path, cluster, "by") as (a, b):
+        got = run_scenario("extras.py", str(a.ports["pravega_controller"]), "bytes,policies")
+        assert got["bytes_written"] == {"value": 18, "tail": 18, "head": 0}
+        assert got["bytes_read"] == {"n": 11, "data": "byte stream"}
+        assert got["bytes_truncated"] == {"head": 7, "tail": 18}
+        assert got["bytes_after_truncate"] == {"data": "byte"}
+        assert got["tags_after"] == {"value": ["c"]}
+        assert "scaling" in got["scale_refused"]["text"]
+        got = scenario(b, "bytes", "grp", "bytes", "pol")
+        assert got["bytes"] == {"head": 7, "tail": 18, "data": "byte stream", "tags": ["c"]}

@@ -9,7 +9,8 @@ import pytest
 from adapters.spark.headers import decode_value, header_double, header_long, header_string, header_text, header_values
 from spark_helpers import as_rows, every_kind_headers, ferry_options, keyed, produce, read_rows
 
-pytestmark = pytest.mark.spark
+# store: also run with the gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.spark, pytest.mark.store]
 
 
 def test_batch_read_equals_what_was_produced(spark, ferry, client, stream_name):

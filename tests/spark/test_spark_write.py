@@ -10,7 +10,8 @@ from adapters.spark.headers import header_entry
 from core.message import Headers
 from spark_helpers import every_kind_headers, ferry_options, produce, read_rows
 
-pytestmark = pytest.mark.spark
+# store: also run with the gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.spark, pytest.mark.store]
 
 
 def stored(client, stream, topic="t"):

@@ -11,6 +11,8 @@ gateway's steps run in other processes, so nothing is shared but the cluster):
   protocols' messages).
 * ``txn SCOPE STREAM``: a 2-segment stream; a committed transaction of six
   events ``c<i>`` and an aborted one.
+* ``bytes SCOPE STREAM TAGGED``: the byte stream's head, tail and bytes from its
+  head, and the tags of stream TAGGED.
 * ``waves SCOPE STREAM N``: N events ``<i>:`` plus 200 bytes of padding (so
   every block is large enough for the test's proxy to cut right after it), 7
   routing keys, in waves of 50 awaited acks, a moment apart so that several
@@ -86,6 +88,13 @@ async def main():
             out("acked", n=min(n, start + WAVE))
         w.flush()
         out("written", value=n)
+    elif MODE == "bytes":  # extras.py wrote (and truncated) the byte stream; TAGGED has tags
+        bs = m.create_byte_stream(scope, stream)
+        bs.seek(bs.current_head_offset(), 0)
+        buf = bytearray(64)
+        got = bs.readinto(buf)
+        out("bytes", head=bs.current_head_offset(), tail=bs.current_tail_offset(), data=bytes(buf[:got]).decode(),
+            tags=m.get_stream_tags(scope, sys.argv[5]))
     else:
         out("error", text=f"unknown mode {MODE}")
 
