@@ -40,6 +40,7 @@ from ..record import encode_record
 from .config import MAX_APPEND_BYTES
 from .encoded import records_of
 from .partition import AppendInput, AppendResult, OnDurable, Partition, _fire
+from .segment import Segment
 
 # Message bytes queued for the cluster per partition before ``over_limit`` asks the
 # protocol drivers to stop reading from their clients (the embedded log's backpressure,
@@ -181,6 +182,22 @@ class RemotePartition(Partition):
     def next_sequence(self) -> int:
         """The stream sequence the cache wants next."""
         return self._next_offset + 1
+
+    def skip_to(self, offset: int) -> None:
+        """The stream no longer holds the messages before ``offset`` (its retention
+        removed them before this cache got them): drop what the cache holds and
+        start it at ``offset``. Byte positions go on from where the cache was, so
+        a gateway that joined late counts them from what it saw (docs/scale-out.md)."""
+        if offset <= self._next_offset:
+            return
+        self.flush()
+        try:
+            for seg in list(self._segments):
+                self._remove_segment(seg)
+            self._segments = [Segment.create(self.path, offset, self._byte_end)]
+        except OSError as exc:
+            raise StorageError(f"cannot restart the cache at {self.path}: {exc}", errno=exc.errno) from exc
+        self._next_offset = offset
 
     def apply(self, seq: int, mid: int, timestamp: int, origin_timestamp: int, headers: bytes, payload: bytes,
               producer: tuple[str, int] | None = None) -> AppendResult | None:

@@ -411,18 +411,33 @@ class JetStreamStore:
         if entry is None or key in self._mirrors:
             return
         part, stream, _subject = entry
-        self._start_mirror(key, stream, partial(self._apply_record, part), lambda: part.next_sequence)
+        self._start_mirror(key, stream, partial(self._apply_record, part), lambda: part.next_sequence,
+                           on_gap=partial(self._partition_gap, part, stream))
 
     def _start_mirror(self, key, stream: str, apply: Callable[[int, ServerMsg, int], None],
-                      next_seq: Callable[[], int], gaps_ok: bool = False) -> None:
+                      next_seq: Callable[[], int], gaps_ok: bool = False, on_gap=None) -> None:
         self._mirror_ids += 1
         mirror = _Mirror(self, stream, f"{self._inbox}.m{self._mirror_ids}", apply, next_seq, gaps_ok)
+        mirror.on_gap = on_gap
         self._mirrors[key] = mirror
         self._nursery.start_soon(mirror.run)
 
     def _restart_mirrors(self) -> None:
         for mirror in self._mirrors.values():
             mirror.restart.set()
+
+    def _partition_gap(self, part: RemotePartition, stream: str, seq: int) -> bool:
+        """A mirror got ``seq`` while expecting less. True when the stream's retention
+        removed what lies between (the cache then restarts at its first message)."""
+        try:
+            first = int(self._call(f"$JS.API.STREAM.INFO.{stream}").get("state", {}).get("first_seq", 0))
+        except (ApiError, StorageError):
+            return False
+        if first > part.next_sequence and seq >= first:
+            log.info("stream %s starts at %d (retention): cache restarts there", stream, first)
+            part.skip_to(first - 1)
+            return True
+        return False
 
     def _apply_record(self, part: RemotePartition, seq: int, msg: ServerMsg, stored_ns: int) -> None:
         try:
@@ -480,6 +495,7 @@ class _Mirror:
     def __init__(self, store: JetStreamStore, stream: str, inbox: str, apply, next_seq, gaps_ok: bool) -> None:
         self.store, self.stream, self.inbox = store, stream, inbox
         self.gaps_ok = gaps_ok  # a KV bucket keeps one message per key: sequences skip
+        self.on_gap = None  # (seq) -> True when the gap is real (retention) and was handled
         self.apply, self.next_seq = apply, next_seq
         self.restart = trio.Event()
         self.stopped = False
@@ -553,8 +569,11 @@ class _Mirror:
         if seq < self.expect:
             return
         if seq > self.expect and not self.gaps_ok:
-            self.restart.set()  # a message went missing in flight: start again from ours
-            return
+            if self.on_gap is not None and self.on_gap(seq):
+                self.expect = self.next_seq()
+            if seq != self.expect:
+                self.restart.set()  # a message went missing in flight: start again from ours
+                return
         try:
             self.apply(seq, msg, stored_ns)
         except FerryError as exc:
