@@ -89,7 +89,14 @@ def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[s
         f"Ferry {version}: multi-protocol message gateway",
         f"  config       {cfg.source if cfg.source else '(defaults, environment and flags)'}",
         f"  data dir     {cfg.server.data_dir.absolute()}",
-        f"  fsync        {_fsync_text(cfg)}",
+    ]
+    if cfg.store.urls:  # scale-out (docs/scale-out.md): the cluster is the store, data dir a cache
+        lines[-1] += " (a cache of the store)"
+        lines.append(f"  store        JetStream at {', '.join(cfg.store.urls)} "
+                     f"(R{cfg.store.replicas}, prefix {cfg.store.prefix}): acks once the cluster stored")
+    else:
+        lines.append(f"  fsync        {_fsync_text(cfg)}")
+    lines += [
         f"  speedups     {_speedups_text(compiled)}",
         "  listeners",
     ]

@@ -60,3 +60,9 @@ def test_banner_says_whether_the_compiled_stamping_runs():
     off = format_banner(cfg, {}, set(), "9.9.9", compiled=False)
     assert "speedups     compiled record stamping, Iggy wire loops and NATS PUB scanner" in on
     assert "speedups     none: pure-Python loops" in off
+
+
+def test_a_store_cluster_replaces_the_fsync_line():
+    _cfg, text = banner({"FERRY_STORE_URL": "nats://10.0.0.1:4222,10.0.0.2:4222", "FERRY_STORE_REPLICAS": "3"})
+    assert "  store        JetStream at nats://10.0.0.1:4222, nats://10.0.0.2:4222 (R3, prefix FERRY)" in text
+    assert "(a cache of the store)" in text and "  fsync " not in text
