@@ -22,7 +22,8 @@ import pytest
 
 from ferry_harness import running_gateway
 from iggy_clients import client_python
-from nats_cluster_fixtures import nats_cluster_module  # noqa: F401 - the module's cluster
+from nats_cluster import NatsCluster, find_nats_server
+from nats_cluster_fixtures import SKIP_REASON
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,12 +59,21 @@ def http(gw):
         yield c
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One real 3-node JetStream cluster for the module (tests/support/nats_cluster.py)."""
+    if find_nats_server() is None:
+        pytest.skip(SKIP_REASON)
+    with NatsCluster(tmp_path_factory.mktemp("nats-cluster")) as c:
+        yield c
+
+
 def http_headers(msg) -> dict:
     return {base64.b64decode(e["key"]["value"]).decode(): e["value"] for e in msg["user_headers"]}
 
 
-def test_a_message_sent_through_one_gateway_is_read_through_the_other(tmp_path, nats_cluster_module):
-    with gateways(tmp_path, nats_cluster_module) as (a, b), http(a) as ha, http(b) as hb:
+def test_a_message_sent_through_one_gateway_is_read_through_the_other(tmp_path, cluster):
+    with gateways(tmp_path, cluster) as (a, b), http(a) as ha, http(b) as hb:
         assert iggy(a, "setup") == [{"setup": True}]
         # metadata made on A is on B (the metadata log)
         assert [s["name"] for s in hb.get("/streams").json()] == ["orders"]
@@ -102,8 +112,7 @@ def test_a_message_sent_through_one_gateway_is_read_through_the_other(tmp_path, 
         assert ha.get("/streams/orders/topics/eu").json()["messages_count"] == 7
 
 
-def test_restarting_everything_keeps_messages_and_offsets(tmp_path, nats_cluster_module):
-    cluster = nats_cluster_module
+def test_restarting_everything_keeps_messages_and_offsets(tmp_path, cluster):
     with gateways(tmp_path, cluster, tag="r") as (a, b):
         prefix = a.cfg.store.prefix
         iggy(a, "setup")
@@ -117,10 +126,10 @@ def test_restarting_everything_keeps_messages_and_offsets(tmp_path, nats_cluster
         assert [(m["offset"], m["payload"]) for m in iggy(c, "poll", 10)] == [(2, "m2"), (3, "m3")]
 
 
-def test_core_nats_crosses_gateways(tmp_path, nats_cluster_module):
+def test_core_nats_crosses_gateways(tmp_path, cluster):
     """Plain (not stored) NATS: a subscriber on B gets A's publishes, headers and all,
     and a request on A is answered by a responder on B (the reply crosses back)."""
-    with gateways(tmp_path, nats_cluster_module, tag="n") as (a, b):
+    with gateways(tmp_path, cluster, tag="n") as (a, b):
         async def main():
             na, nb = await nats.connect(a.url()), await nats.connect(b.url())
             sub = await nb.subscribe("news.>")
@@ -171,13 +180,12 @@ def _serve(tmp_path: Path, name: str, cluster, prefix: str):
 ORDERS_TOML = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
 
 
-def test_node_then_gateway_killed_loses_and_duplicates_no_acknowledged_message(tmp_path, nats_cluster_module):
+def test_node_then_gateway_killed_loses_and_duplicates_no_acknowledged_message(tmp_path, cluster):
     """Publish with acknowledgements through gateway A (a real process) while one
     nats-server node is SIGKILLed, then SIGKILL A itself mid-stream: every message A
     acknowledged is stored exactly once, read back through a new gateway."""
     from ferry_harness import kill_process
 
-    cluster = nats_cluster_module
     prefix = f"T{next(_prefixes)}k"
     proc_a, url_a, _ = _serve(tmp_path, "a", cluster, prefix)
     acked: list[int] = []
@@ -254,12 +262,12 @@ def _lines(proc: subprocess.Popen) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def test_a_consumer_group_spans_gateways_and_rebalances_when_one_dies(tmp_path, nats_cluster_module):
+def test_a_consumer_group_spans_gateways_and_rebalances_when_one_dies(tmp_path, cluster):
     """Members connected to A and to B share the topic's two partitions (each reads
     one, together all); when B goes away its lease runs out and A's member takes both."""
     from gateway.cluster.groups import LEASE_S
 
-    with gateways(tmp_path, nats_cluster_module, tag="g") as (a, b):
+    with gateways(tmp_path, cluster, tag="g") as (a, b):
         iggy(a, "setup")
         first = _member(a, 6 + 3 * LEASE_S)
         second = _member(b, 6)
@@ -280,3 +288,35 @@ def test_a_consumer_group_spans_gateways_and_rebalances_when_one_dies(tmp_path, 
     assert before == sorted([f"p0-{i}" for i in range(5)] + [f"p1-{i}" for i in range(5)])
     # after B died, A's member got B's partition too, from the offset B's member committed
     assert [m["payload"] for m in got_a if m["partition"] == pb] == [f"p{pb}-{i}" for i in (100, 101, 102)]
+
+
+@pytest.mark.parametrize("case", ["no_jetstream", "nobody_listens"])
+def test_a_store_that_cannot_be_used_stops_start_up_with_exit_code_2(tmp_path, case):
+    """``ferry serve --store``: a server without JetStream, or no server at all, is one
+    clear line on stderr and exit code 2 (a bad configuration), not a traceback."""
+    import sys
+
+    from ferry_harness import free_port, wait_for_port
+    from nats_cluster import find_nats_server
+
+    port = free_port()
+    server = None
+    if case == "no_jetstream":
+        server = subprocess.Popen([find_nats_server(), "-a", "127.0.0.1", "-p", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_for_port(port, timeout=10)
+    (tmp_path / "ferry.toml").write_text("[store]\nconnect_timeout_seconds = 1\n")
+    try:
+        done = subprocess.run([sys.executable, "-m", "gateway", "serve", "--config", str(tmp_path / "ferry.toml"),
+                               "--data", str(tmp_path / "data"), "--only", "nats", "--nats-port", "0",
+                               "--store", f"nats://127.0.0.1:{port}"], capture_output=True, text=True, timeout=60,
+                              cwd=ROOT)
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ferry: error: cannot use the store cluster: "), done.stderr
+    assert ("JetStream is not enabled" if case == "no_jetstream" else "connection refused") in last
+    assert "Traceback" not in done.stderr
