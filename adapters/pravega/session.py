@@ -278,7 +278,8 @@ class SegmentStoreSession(TableSegmentOps):
                 raise _Reply(C.SegmentIsSealed(request_id=rid, segment=seg, server_stack_trace="", offset=-1))
             part = self._partition(topic, name.number)
             key = (topic.stream_id, topic.id, name.number)
-            if False and part.remote and self.state.when_settled(key, str(cmd.writer_id), partial(self._setup_settled, cmd)):
+            waiting = partial(self._setup_settled, cmd)
+            if part.remote and self.state.when_settled(key, str(cmd.writer_id), waiting):
                 # Blocks of this writer (from a connection now gone) are on their way to the
                 # cluster: answer once they are stored or failed (state.py, "Unsettled appends").
                 return

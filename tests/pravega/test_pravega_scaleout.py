@@ -231,3 +231,25 @@ def test_byte_stream_and_stream_policies(tmp_path, cluster):
         assert "scaling" in got["scale_refused"]["text"]
         got = scenario(b, "bytes", "grp", "bytes", "pol")
         assert got["bytes"] == {"head": 7, "tail": 18, "data": "byte stream", "tags": ["c"]}
+
+
+def test_unsettled_appends_are_counted_per_writer_and_wake_a_waiting_setup():
+    """adapters/pravega/state.py's bookkeeping on its own (no cluster needed)."""
+    from adapters.pravega.state import PravegaState
+
+    st = PravegaState()
+    key, other = (1, 2, 0), (1, 2, 1)
+    woken: list[str] = []
+    assert st.when_settled(key, "w", lambda: woken.append("idle")) is False  # nothing unsettled: no wait
+    st.begin_append(key, "w", 100)
+    st.begin_append(key, "w", 50)
+    st.begin_append(key, "v", 7)
+    st.begin_append(other, "w", 9)
+    assert st.unsettled_bytes == {key: 157, other: 9}
+    assert st.when_settled(key, "w", lambda: woken.append("w")) is True
+    st.end_append(key, "w", 100)
+    st.end_append(key, "v", 7)  # another writer settling wakes nobody waiting for "w"
+    st.end_append(other, "w", 9)  # nor does "w" settling on another partition
+    assert woken == [] and st.unsettled_bytes == {key: 50}
+    st.end_append(key, "w", 50)
+    assert woken == ["w"] and st.unsettled == {} and st.unsettled_bytes == {}
