@@ -678,11 +678,24 @@ class Broker(ConsumerOps, TopicOps):
 
 def _stored_subject(tlv: bytes) -> str | None:
     """The NATS subject a message was published on (``SUBJECT_HEADER`` in its stored
-    headers), so a message applied from a cluster reaches the same subscribers."""
-    if not tlv or SUBJECT_HEADER.encode() not in tlv:
+    headers), so a message applied from a cluster reaches the same subscribers. Cached
+    by block: a subject's messages carry the same headers, usually."""
+    if not tlv or _SUBJECT_BYTES not in tlv:
         return None
+    try:
+        return _SUBJECTS[tlv]
+    except KeyError:
+        pass
     value = Headers.decode(tlv).get(SUBJECT_HEADER)
-    return value.as_str() if value is not None and value.kind is HeaderKind.STRING else None
+    subject = value.as_str() if value is not None and value.kind is HeaderKind.STRING else None
+    if len(_SUBJECTS) >= SUBJECT_CACHE_MAX:
+        _SUBJECTS.clear()
+    _SUBJECTS[bytes(tlv)] = subject
+    return subject
+
+
+_SUBJECT_BYTES = SUBJECT_HEADER.encode()
+_SUBJECTS: dict[bytes, str | None] = {}
 
 
 __all__ = ["Broker", "BrokerConfig", "Delivery", "Headers"]

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 
 from core.errors import InvalidArgument
 
-from .headers import HeaderBlock, encode_headers, parse_headers
+from .headers import HeaderBlock, parse_headers
 from .translate import block_to_headers, canonical_to_nats
 
 STORE_HEADER = "Ferry-Store"
@@ -67,6 +67,8 @@ DUPLICATE_WINDOW_NS = 120 * 1_000_000_000
 MIRROR_HEARTBEAT_NS = 5 * 1_000_000_000
 NS_PER_US = 1000
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+# nats-server's PubAck for a stored, not duplicate, message (server/stream.go): {"stream":"S","seq":N}
+_PLAIN_ACK = re.compile(rb'\{"stream":"[^"\\]*",\s*"seq":(\d+)\}')
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,24 +113,37 @@ class Layout:
 def encode_message(mid: int, timestamp: int, origin_timestamp: int, tlv: bytes,
                    producer: tuple[str, int] | None = None, index: int = 0) -> bytes:
     """The header block for one stored message (module docstring)."""
-    system = f"{FORMAT};{mid:032x};{timestamp};{origin_timestamp}"
-    items: list[tuple[str, str]] = []
+    hid = f"{mid:032x}"
+    system = f"{FORMAT};{hid};{timestamp};{origin_timestamp}"
     if producer is not None:
         ptext = _b64url(producer[0].encode("utf-8", "surrogateescape"))
-        system += f";{ptext};{producer[1]}"
-        items.append((STORE_HEADER, system))
-        items.append((MSG_ID, f"{ptext}:{producer[1]}:{index}"))
+        head = f"NATS/1.0\r\n{STORE_HEADER}: {system};{ptext};{producer[1]}\r\n{MSG_ID}: {ptext}:{producer[1]}:{index}\r\n"
     else:
-        items.append((STORE_HEADER, system))
-        items.append((MSG_ID, f"{mid:032x}"))
-    user = canonical_to_nats(tlv, drop_subject=False) if tlv else b""
-    if user:
+        head = f"NATS/1.0\r\n{STORE_HEADER}: {system}\r\n{MSG_ID}: {hid}\r\n"
+    return head.encode("ascii") + (_user_lines(bytes(tlv)) if tlv else b"") + b"\r\n"
+
+
+def _user_lines(tlv: bytes) -> bytes:
+    """The ``Key: Value\\r\\n`` lines carrying a canonical block (cached: a producer's
+    messages tend to repeat the same headers, a NATS subject's always do)."""
+    lines = _USER_LINES.get(tlv)
+    if lines is None:
+        user = canonical_to_nats(tlv, drop_subject=False)
         block = parse_headers(user)
         if any(k.lower().startswith("nats-") for k, _ in block.items):
-            items.append((RAW_HEADERS, base64.b64encode(bytes(tlv)).decode("ascii")))
+            lines = f"{RAW_HEADERS}: {base64.b64encode(tlv).decode('ascii')}\r\n".encode("ascii")
         else:
-            items.extend(block.items)
-    return encode_headers(HeaderBlock(tuple(items)))
+            lines = user[len(b"NATS/1.0\r\n"):-2]  # the block's lines, without version and end
+        if len(_USER_LINES) >= USER_LINES_CACHE:
+            _USER_LINES.clear()
+        _USER_LINES[tlv] = lines
+    return lines
+
+
+# Distinct header blocks remembered by _user_lines / _tlv_of: a few hundred KiB at most.
+USER_LINES_CACHE = 1024
+_USER_LINES: dict[bytes, bytes] = {}
+_TLV_OF: dict[bytes, bytes] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,23 +160,53 @@ def decode_message(header: bytes | None) -> StoredMessage:
     message Ferry did not write (no ``Ferry-Store`` first line)."""
     if not header:
         raise InvalidArgument("stored message without a Ferry-Store header")
+    header = bytes(header)
+    if header.startswith(_FAST_HEAD):  # what encode_message writes: read it without a full parse
+        end = header.find(b"\r\n", len(_FAST_HEAD))
+        second = header.find(b"\r\n", end + 2)
+        if end > 0 and second > 0 and header.startswith(_MSG_ID_LINE, end + 2):
+            rest = header[second + 2:]
+            if rest == b"\r\n":
+                tlv = b""
+            else:
+                tlv = _TLV_OF.get(rest)
+                if tlv is None:
+                    tlv = _decode_user(parse_headers(b"NATS/1.0\r\n" + rest).items)
+                    if len(_TLV_OF) >= USER_LINES_CACHE:
+                        _TLV_OF.clear()
+                    _TLV_OF[rest] = tlv
+            mid, ts, origin, producer = _system(header[len(_FAST_HEAD):end].decode("ascii", "replace"))
+            return StoredMessage(mid, ts, origin, tlv, producer)
     block = parse_headers(header)
     items = block.items
     if not items or items[0][0] != STORE_HEADER:
         raise InvalidArgument("stored message without a Ferry-Store header")
-    parts = items[0][1].split(";")
+    mid, ts, origin, producer = _system(items[0][1])
+    rest = items[1:]
+    if rest and rest[0][0] == MSG_ID:
+        rest = rest[1:]
+    return StoredMessage(mid, ts, origin, _decode_user(rest), producer)
+
+
+_FAST_HEAD = f"NATS/1.0\r\n{STORE_HEADER}: ".encode("ascii")
+_MSG_ID_LINE = f"{MSG_ID}: ".encode("ascii")
+
+
+def _system(text: str) -> tuple[int, int, int, tuple[str, int] | None]:
+    parts = text.split(";")
     try:
         if parts[0] != FORMAT or len(parts) not in (4, 6):
             raise ValueError(parts[0])
         mid, ts, origin = int(parts[1], 16), int(parts[2]), int(parts[3])
         producer = None
-        rest = items[1:]
         if len(parts) == 6:
             producer = (base64.urlsafe_b64decode(parts[4]).decode("utf-8", "surrogateescape"), int(parts[5]))
-        if rest and rest[0][0] == MSG_ID:
-            rest = rest[1:]
     except (ValueError, binascii.Error) as exc:
-        raise InvalidArgument(f"malformed Ferry-Store header: {items[0][1]!r}") from exc
+        raise InvalidArgument(f"malformed Ferry-Store header: {text!r}") from exc
+    return mid, ts, origin, producer
+
+
+def _decode_user(rest) -> bytes:
     if rest and rest[0][0] == RAW_HEADERS:
         try:
             tlv = base64.b64decode(rest[0][1], validate=True)
@@ -169,7 +214,7 @@ def decode_message(header: bytes | None) -> StoredMessage:
             raise InvalidArgument("malformed Ferry-Headers header") from exc
     else:
         tlv = block_to_headers(HeaderBlock(tuple(rest))).encode() if rest else b""
-    return StoredMessage(mid, ts, origin, tlv, producer)
+    return tlv
 
 
 def _b64url(data: bytes) -> str:
@@ -233,6 +278,9 @@ def api_answer(data: bytes) -> dict:
 
 def pub_ack(data: bytes) -> tuple[int, bool]:
     """``(sequence, duplicate)`` of a PubAck; raises ApiError for a refused publish."""
+    m = _PLAIN_ACK.fullmatch(data)
+    if m is not None:  # the common answer, read without a JSON parse
+        return int(m.group(1)), False
     doc = api_answer(data)
     try:
         return int(doc["seq"]), bool(doc.get("duplicate", False))

@@ -553,7 +553,10 @@ class _Mirror:
         self.heard = trio.current_time()
         if self.restart.is_set():
             return
-        if msg.header is not None and status_of(msg)[0] == STATUS_CONTROL:
+        header = msg.header
+        # A status line ("NATS/1.0 100 ...") marks a control message; stored messages' blocks
+        # start "NATS/1.0\r\n", so one byte tells them apart without parsing the block.
+        if header is not None and header[8:9] == b" " and status_of(msg)[0] == STATUS_CONTROL:
             if msg.reply:  # flow control: answer so the server sends on (ADR-9)
                 self.store.nc.publish(msg.reply, b"")
             else:  # idle heartbeat: it names the last sequence sent; past ours = a gap
