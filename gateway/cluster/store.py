@@ -73,6 +73,10 @@ REQUEST_TIMEOUT_S = 8.0
 # How long the pump keeps re-sending a message whose acknowledgement did not come
 # (no stream leader during an election, a lost connection): past it the append fails.
 PUBLISH_RETRY_S = 30.0
+# Bytes the cluster connection may hold unsent: above the largest message a gateway stores
+# (a Pravega event of 8 MiB; nats-server's max_payload caps it at 64 MiB), with room for
+# a burst of others.
+CLUSTER_OUTBOX_BYTES = 64 * 1024 * 1024
 PUBLISH_ANYWHERE_TRIES = 20  # a reorderable metadata write's attempts against a busy log
 INFO_TIMEOUT_S = 2.0  # one start-up probe of JetStream (retried until the start-up budget is spent)
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -160,7 +164,7 @@ class JetStreamStore:
             self._nursery = nursery
             # echo off: this gateway's forwarded publishes must not come back to it.
             self.nc = TrioNats(self.cfg.urls, name=self.name, request_timeout_s=REQUEST_TIMEOUT_S, echo=False,
-                               **self._auth)
+                               max_pending_bytes=CLUSTER_OUTBOX_BYTES, **self._auth)
             await self.nc.connect(nursery)
             self.nc.on_reconnect.append(lambda _nc: self._restart_mirrors())
             self._running = True

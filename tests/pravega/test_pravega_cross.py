@@ -23,7 +23,8 @@ from ferry_harness import running_gateway
 from iggy_clients import SCENARIO_TIMEOUT_S, SCRIPTS, client_python
 from pravega_clients import run_scenario
 
-pytestmark = pytest.mark.slow
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.slow, pytest.mark.store]
 
 
 def iggy(port: int, *args: str) -> list[dict]:

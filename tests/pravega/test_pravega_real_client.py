@@ -15,7 +15,8 @@ import pytest
 from ferry_harness import running_gateway
 from pravega_clients import run_scenario
 
-pytestmark = pytest.mark.slow
+# store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
+pytestmark = [pytest.mark.slow, pytest.mark.store]
 
 
 @pytest.fixture

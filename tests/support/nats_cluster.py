@@ -53,6 +53,7 @@ HTTP_TIMEOUT_S = 2.0     # one monitoring request; a live node answers in millis
 POLL_INTERVAL_S = 0.05
 LOG_TAIL_LINES = 25      # per node, in a readiness error
 CLUSTER_NAME = "ferry-test"
+MAX_PAYLOAD = "16MB"  # nats-server's default is 1 MB
 
 
 def find_nats_server() -> str | None:
@@ -163,6 +164,9 @@ class NatsCluster:
             f"server_name: {self.name(i)}",
             f"listen: 127.0.0.1:{self.client_ports[i]}",
             f"http: 127.0.0.1:{self.http_ports[i]}",
+            # Ferry stores each message as one JetStream message: Pravega's largest event
+            # (8 MiB) must fit with its headers (docs/scale-out.md, "Cluster settings").
+            f"max_payload: {MAX_PAYLOAD}",
         ]
         if self.js:
             lines.append(f"jetstream {{ store_dir: {json.dumps(str(self.store_dir(i)))} }}")
