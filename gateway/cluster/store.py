@@ -50,6 +50,7 @@ from core.errors import FerryError, InvalidArgument, StorageError
 from core.log.config import FSYNC_NEVER
 from core.log.remote import Outgoing, RemotePartition
 from core.message import now_us, uuid7_parts
+from core.metrics import metrics_for
 
 from .blocking import BlockingNats, new_inbox_prefix
 from .client import TrioNats
@@ -143,6 +144,7 @@ class JetStreamStore:
         """Called by ``Broker.open`` before it reads anything: make the metadata log,
         replicate the SQLite file through it and catch it up."""
         self.broker = broker
+        metrics_for(broker).add_collector(self._metrics)
         self.check()
         try:
             self._ensure_stream(self.layout.meta_stream, self.layout.meta_subject)
@@ -188,6 +190,21 @@ class JetStreamStore:
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
         self.blocking.close()
+
+    def _metrics(self):
+        """``/metrics`` families of the store (core/metrics.py collectors)."""
+        parts = [entry[0] for entry in self.parts.values()]
+        connected = 1 if self.nc is not None and self.nc.connected else 0
+        yield ("ferry_store_connected", "gauge", "1 while the cluster connection is up", [({}, connected)])
+        yield ("ferry_store_outbox_bytes", "gauge", "message bytes queued for the cluster, all partitions",
+               [({}, sum(p.outbox_bytes for p in parts))])
+        yield ("ferry_store_in_flight_messages", "gauge", "messages published and not yet applied here",
+               [({}, sum(p.in_flight for p in parts))])
+        yield ("ferry_store_metadata_sequence", "gauge", "last metadata log entry this gateway holds",
+               [({}, self.broker.meta.db.replica_seq if self.broker is not None else 0)])
+        yield ("ferry_store_forward_dropped_total", "counter",
+               "plain NATS publishes the cluster connection could not take", [({}, self.forward_dropped)])
+        yield ("ferry_store_mirrors", "gauge", "streams this gateway mirrors", [({}, len(self._mirrors))])
 
     # -- metadata: core.metadb.Replicator ----------------------------------------------
     def before_write(self, db: "MetaDb") -> None:

@@ -155,6 +155,10 @@ def test_core_nats_crosses_gateways(tmp_path, cluster):
             return got, reply, first
 
         got, reply, first = asyncio.run(main())
+        text = httpx.get(f"http://127.0.0.1:{a.ports['http']}/metrics", timeout=WAIT).text
+        metrics = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("ferry_store_"))
+        assert metrics["ferry_store_connected"] == "1" and int(metrics["ferry_store_metadata_sequence"]) > 0
+        assert metrics["ferry_store_forward_dropped_total"] == "0"
         assert (got.subject, got.data, got.headers) == ("news.eu", b"hello", {"k": "v"})
         assert reply.data == b"echo:ping"
         assert first.data == b"once"
