@@ -496,6 +496,12 @@ def _store(values: Mapping[str, Any]) -> StoreConfig:
                               key="store.url", value=store.url)
     if store.urls and store.token and store.user:
         raise ConfigError("store: give a token or a user/password, not both", key="store.token")
+    for key in ("tls_ca", "tls_cert", "tls_key"):
+        path = getattr(store, key)
+        if store.urls and path and not Path(path).is_file():
+            raise ConfigError(f"store.{key}: {path!r} is not a readable file", key=f"store.{key}", value=path)
+    if store.urls and bool(store.tls_cert) != bool(store.tls_key):
+        raise ConfigError("store: tls_cert and tls_key go together (mutual TLS)", key="store.tls_cert")
     return store
 
 

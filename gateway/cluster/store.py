@@ -94,7 +94,10 @@ class JetStreamStore:
     def __init__(self, cfg: "StoreConfig", *, name: str = "ferry-gateway") -> None:
         self.cfg = cfg
         self.layout = Layout(cfg.prefix, cfg.replicas)
-        self.tls = _tls_context(cfg)
+        try:
+            self.tls = _tls_context(cfg)
+        except (OSError, ssl.SSLError) as exc:  # a certificate or key that does not load
+            raise ClusterUnreachable(f"TLS settings for the cluster: {exc}") from None
         auth = dict(user=cfg.user or None, password=cfg.password or None, token=cfg.token or None, tls=self.tls)
         self._auth = auth
         self.name = name

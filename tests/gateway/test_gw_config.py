@@ -274,3 +274,20 @@ def test_relative_data_dir_in_a_file_is_relative_to_the_file(tmp_path, monkeypat
     conf.write_text('[server]\ndata_dir = "store"\n')
     assert load_config(conf, env={"FERRY_SERVER_DATA_DIR": "here"}).server.data_dir == Path("here")
     assert load_config(conf, env={}, flags={("server", "data_dir"): ("cwd", "--data")}).server.data_dir == Path("cwd")
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"FERRY_STORE_URL": "http://x:1"}, "is not nats://host:port"),
+    ({"FERRY_STORE_URL": "nats://x"}, "is not nats://host:port"),
+    ({"FERRY_STORE_URL": "nats://a:1", "FERRY_STORE_TOKEN": "t", "FERRY_STORE_USER": "u"}, "not both"),
+    ({"FERRY_STORE_URL": "nats://a:1", "FERRY_STORE_TLS_CA": "/nope/ca.pem"}, "store.tls_ca: '/nope/ca.pem' is not"),
+    ({"FERRY_STORE_URL": "nats://a:1", "FERRY_STORE_TLS_CERT": __file__}, "go together"),
+])
+def test_store_settings_are_checked_at_load(env, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(env=env)
+
+
+def test_store_urls_take_one_scheme_for_all():
+    cfg = load_config(env={"FERRY_STORE_URL": "tls://a:1, b:2"})
+    assert cfg.store.urls == ["tls://a:1", "tls://b:2"] and load_config(env={}).store.urls == []
