@@ -253,9 +253,20 @@ def test_node_then_gateway_killed_loses_and_duplicates_no_acknowledged_message(t
     assert len(stored) == len(set(stored)), "a message was stored twice"
 
 
-def _member(gw, seconds: float) -> subprocess.Popen:
+def _until(check, limit_s: float = 60) -> None:
+    """Wait for ``check()`` (a bound on a hang, not a timing assertion)."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.1)
+
+
+def _member(gw, seconds: float, until: str = "") -> subprocess.Popen:
     proc = subprocess.Popen([str(client_python("apache-iggy==0.9.0")), str(IGGY), str(gw.ports["iggy_tcp"]), "group",
-                             str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(seconds), *([until] if until else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert json.loads(proc.stdout.readline()) == {"ready": True}, proc.stderr.read()
     return proc
 
@@ -269,20 +280,21 @@ def _lines(proc: subprocess.Popen) -> list[dict]:
 def test_a_consumer_group_spans_gateways_and_rebalances_when_one_dies(tmp_path, cluster):
     """Members connected to A and to B share the topic's two partitions (each reads
     one, together all); when B goes away its lease runs out and A's member takes both."""
-    from gateway.cluster.groups import LEASE_S
 
     with gateways(tmp_path, cluster, tag="g") as (a, b):
         iggy(a, "setup")
-        first = _member(a, 6 + 3 * LEASE_S)
-        second = _member(b, 6)
-        import time
-        time.sleep(1.5)  # both joins reached both gateways (a KV write and its mirror)
+        first = _member(a, 120, until="-102")  # (120 s bounds a hang)
+        second = _member(b, 8)
+        with http(a) as ha, http(b) as hb:  # both joins reached both gateways (a KV write and its mirror)
+            for c in (ha, hb):
+                _until(lambda: c.get("/streams/orders/topics/eu/consumer-groups/g").json()["members_count"] == 2)
         iggy(a, "sendp", 0, 5, 0)
         iggy(b, "sendp", 1, 5, 0)
         got_b = _lines(second)
         (pb,) = {m["partition"] for m in got_b} or {None}
         b.stop()  # its gateway goes: no more lease renewals
-        time.sleep(LEASE_S + 2 * 2.0)  # the lease runs out and A's coordinator notices
+        with http(a) as ha:  # the lease runs out and A's coordinator notices
+            _until(lambda: ha.get("/streams/orders/topics/eu/consumer-groups/g").json()["members_count"] == 1)
         iggy(a, "sendp", pb, 3, 100)  # to the partition B's member had
         got_a = _lines(first)
     parts_a = {m["partition"] for m in got_a if not m["payload"].endswith(("-100", "-101", "-102"))}

@@ -4,8 +4,9 @@ MODE ``setup``: create stream ``orders`` and topic ``eu`` with 2 partitions.
 MODE ``send N START``: send N messages (payload ``m<i>``, headers trace/n) to partition 0, one call.
 MODE ``poll COUNT``: print the next COUNT messages of partition 0 for consumer 7, committing the offset.
 MODE ``sendp PARTITION N START``: send N messages to one partition.
-MODE ``group SECONDS``: join consumer group ``g`` (created if missing), print ``ready``, then poll as a
-member (auto commit) for SECONDS, printing each message's partition and payload."""
+MODE ``group SECONDS [UNTIL]``: join consumer group ``g`` (created if missing), print ``ready``, then poll
+as a member (auto commit) for SECONDS, or until a payload ending in UNTIL, printing each message's
+partition and payload."""
 
 import time
 
@@ -37,11 +38,14 @@ async def main(port: int, mode: str, args: list[str]) -> None:
         await c.join_consumer_group("orders", "eu", "g")
         print(json.dumps({"ready": True}), flush=True)
         end = time.monotonic() + float(args[0])
+        until = args[1] if len(args) > 1 else None  # stop early once a payload ends with this
         while time.monotonic() < end:
             msgs = await c.poll_messages("orders", "eu", consumer=Consumer.Group("g"),
                                          polling_strategy=PollingStrategy.Next(), count=100, auto_commit=True)
             for m in msgs:
                 print(json.dumps({"partition": m.partition_id(), "payload": m.payload().decode()}), flush=True)
+            if until and any(m.payload().decode().endswith(until) for m in msgs):
+                break
             if not msgs:
                 await asyncio.sleep(0.1)
     elif mode == "send":
