@@ -284,7 +284,7 @@ def test_a_consumer_group_spans_gateways_and_rebalances_when_one_dies(tmp_path, 
     with gateways(tmp_path, cluster, tag="g") as (a, b):
         iggy(a, "setup")
         first = _member(a, 120, until="-102")  # (120 s bounds a hang)
-        second = _member(b, 8)
+        second = _member(b, 120, until="-4")  # its partition's last message
         with http(a) as ha, http(b) as hb:  # both joins reached both gateways (a KV write and its mirror)
             for c in (ha, hb):
                 _until(lambda: c.get("/streams/orders/topics/eu/consumer-groups/g").json()["members_count"] == 2)
