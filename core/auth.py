@@ -180,7 +180,14 @@ class UserStore:
         row = self._db.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (ROOT_USER_ID,))
         if row is not None:
             return _user(row)
-        return self.create_user(username, password, ACTIVE, Permissions.root(), user_id=ROOT_USER_ID)
+        try:
+            return self.create_user(username, password, ACTIVE, Permissions.root(), user_id=ROOT_USER_ID)
+        except UserAlreadyExists:
+            # Another gateway of the same store cluster created it first (docs/scale-out.md).
+            row = self._db.one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (ROOT_USER_ID,))
+            if row is None:
+                raise
+            return _user(row)
 
     def get_user(self, user: Ident) -> UserInfo:
         """The user by id or username; raises UserNotFound."""

@@ -36,7 +36,7 @@ import xxhash
 from .addressing import SUBJECT_HEADER, Addressing, Binding
 from .header_value import HeaderKind
 from .consumers import ConsumerOps
-from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
+from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown, StorageError
 from .kvtables import KvTables
 from .live import Delivery, LiveHub
 from .log import AppendInput, AppendResult, LogConfig, Partition
@@ -138,7 +138,13 @@ class Broker(ConsumerOps, TopicOps):
             attach = getattr(store, "attach", None)
             if attach is not None:
                 attach(broker)
-            meta.ensure_root(cfg.root_username, cfg.root_password)
+            for attempt in range(3):  # another gateway of the same store may write at that moment
+                try:
+                    meta.ensure_root(cfg.root_username, cfg.root_password)
+                    break
+                except StorageError:
+                    if not broker.store.remote or attempt == 2:
+                        raise
             broker._recover()
         except BaseException:
             # Release whatever was opened before the failure: a caller that

@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from contextlib import suppress
 from typing import IO, Mapping
 
 import trio
 
 from core.broker import Broker
-from core.errors import StreamNotFound, TopicNotFound
+from core.errors import StorageError, StreamAlreadyExists, StreamNotFound, TopicAlreadyExists, TopicNotFound
 from core.flusher import run_broker_tasks
 
 from . import diagnostics, version
@@ -53,14 +54,20 @@ def ensure_bound_topics(broker: Broker) -> list[tuple[str, str]]:
     not exist yet; returns the ``(stream, topic)`` pairs created."""
     created = []
     for b in broker.addressing.bindings_to_create():
+        # Gateways sharing a store cluster (docs/scale-out.md) start together: another
+        # one may create the same stream or topic first; that is as good as ours.
         try:
             broker.get_stream(b.stream)
         except StreamNotFound:
-            broker.create_stream(b.stream)
+            with suppress(StreamAlreadyExists):
+                broker.create_stream(b.stream)
         try:
             broker.get_topic(b.stream, b.topic)
         except TopicNotFound:
-            broker.create_topic(b.stream, b.topic, b.partitions or 1)
+            try:
+                broker.create_topic(b.stream, b.topic, b.partitions or 1)
+            except TopicAlreadyExists:
+                continue
             created.append((b.stream, b.topic))
             log.info("created bound topic", extra={"stream": b.stream, "topic": b.topic})
     return created
@@ -95,7 +102,7 @@ async def run_gateway(
             async with trio.open_nursery() as cluster:
                 if store is not None:  # the cluster connection, the pump and the mirrors
                     await cluster.start(store.run)
-                ensure_bound_topics(broker)
+                await _with_retries(ensure_bound_topics, broker, store is not None)
                 await _run_broker(broker, cfg, stop, registry, out or sys.stdout, task_status)
                 if store is not None:
                     await _drain(broker, cfg.server.grace_seconds)
@@ -106,6 +113,21 @@ async def run_gateway(
             if store is not None:
                 store.close()
             log.info("broker closed", extra={"data_dir": str(cfg.server.data_dir)})
+
+
+# A metadata write that met another gateway's (compare-and-set on the store's metadata
+# log, docs/scale-out.md) fails and is tried again from the new state: a few times.
+START_WRITE_TRIES = 5
+
+
+async def _with_retries(step, broker, remote: bool):
+    for attempt in range(START_WRITE_TRIES):
+        try:
+            return step(broker)
+        except StorageError:
+            if not remote or attempt == START_WRITE_TRIES - 1:
+                raise
+            await trio.sleep(0.05 * (attempt + 1))
 
 
 def _store(cfg: Config):

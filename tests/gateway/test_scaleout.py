@@ -336,3 +336,33 @@ def test_a_store_that_cannot_be_used_stops_start_up_with_exit_code_2(tmp_path, c
     assert last.startswith("ferry: error: cannot use the store cluster: "), done.stderr
     assert ("JetStream is not enabled" if case == "no_jetstream" else "connection refused") in last
     assert "Traceback" not in done.stderr
+
+
+def test_gateways_started_together_on_an_empty_store_all_come_up(tmp_path, cluster):
+    """The compose case: gateways start at once on a new cluster; each tries to create the
+    root user and the bound topic, one wins, the others take what it made."""
+    import threading
+
+    from ferry_harness import GatewayThread, gateway_config
+
+    prefix = f"T{next(_prefixes)}s"
+    cfgs = []
+    for name in "abc":
+        (tmp_path / name).mkdir()
+        cfgs.append(gateway_config(tmp_path / name, ORDERS_TOML, FERRY_STORE_URL=cluster.url,
+                                   FERRY_STORE_PREFIX=prefix))
+    gws = [GatewayThread(cfg) for cfg in cfgs]
+    starters = [threading.Thread(target=gw.start) for gw in gws]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join(60)
+    try:
+        assert all(gw.ports for gw in gws), [gw._error for gw in gws]
+        for gw in gws:
+            with http(gw) as c:
+                assert [t["name"] for t in c.get("/streams/orders/topics").json()] == ["eu"]
+    finally:
+        for gw in gws:
+            if gw.ports:
+                gw.stop()
