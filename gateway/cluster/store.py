@@ -149,18 +149,26 @@ class JetStreamStore:
         self.broker = broker
         metrics_for(broker).add_collector(self._metrics)
         self.check()
-        try:
-            self._ensure_stream(self.layout.meta_stream, self.layout.meta_subject)
-        except StorageError as exc:
-            raise ClusterUnreachable(str(exc)) from None
         dbs = {id(db): db for db in (broker.meta.db, getattr(broker.meta, "_offsets_db", broker.meta.db))}
-        for db in dbs.values():
-            db.replicate(self)
-        self.before_write(broker.meta.db)
-        try:
-            self.groups.ensure_bucket()
-        except StorageError as exc:
-            raise ClusterUnreachable(str(exc)) from None
+        # Each step is retried within the start-up budget: a node lost just before we
+        # started leaves streams without a leader until their election (about 5 s).
+        deadline = time.monotonic() + self.cfg.connect_timeout_seconds
+        steps = [
+            lambda: self._ensure_stream(self.layout.meta_stream, self.layout.meta_subject),
+            lambda: [db.replicate(self) for db in dbs.values()],
+            lambda: self.before_write(broker.meta.db),
+            self.groups.ensure_bucket,
+        ]
+        for step in steps:
+            while True:
+                try:
+                    step()
+                    break
+                except StorageError as exc:
+                    if time.monotonic() > deadline:
+                        raise ClusterUnreachable(f"{exc} (waited {self.cfg.connect_timeout_seconds:g} s, "
+                                                 "store.connect_timeout_seconds)") from None
+                    time.sleep(0.25)
         broker.group_hook = self.groups.changed
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

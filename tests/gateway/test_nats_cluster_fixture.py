@@ -86,8 +86,17 @@ async def stream_leader(js, cluster: NatsCluster, *, not_this: int | None = None
 
 
 async def read_all(js, expected: int) -> list[bytes]:
-    """Every payload in the stream, in order, through an ephemeral pull consumer."""
-    sub = await js.pull_subscribe("orders.>", stream=STREAM)
+    """Every payload in the stream, in order, through an ephemeral pull consumer (its
+    creation retried: just after an election the new leader may not answer at once)."""
+    deadline = time.monotonic() + ELECTION_LIMIT_S
+    while True:
+        try:
+            sub = await js.pull_subscribe("orders.>", stream=STREAM)
+            break
+        except nats.errors.Error:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
     got: list[bytes] = []
     while len(got) < expected:
         for msg in await sub.fetch(expected - len(got), timeout=5):

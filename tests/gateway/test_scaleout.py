@@ -172,7 +172,8 @@ def _serve(tmp_path: Path, name: str, cluster, prefix: str):
 
     cwd = tmp_path / name
     cwd.mkdir(exist_ok=True)
-    (cwd / "ferry.toml").write_text(f'[store]\nprefix = "{prefix}"\n\n' + ORDERS_TOML)
+    # A gateway started just after a node was killed waits for the elections (docs/scale-out.md).
+    (cwd / "ferry.toml").write_text(f'[store]\nprefix = "{prefix}"\nconnect_timeout_seconds = 60\n\n' + ORDERS_TOML)
     proc, banner = serve_process(cwd, cwd / "data", "--config", "ferry.toml", "--store", cluster.url,
                                  "--only", "nats,http", "--nats-port", "0", "--http-port", "0")
     nport = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
