@@ -79,7 +79,8 @@ PUBLISH_RETRY_S = 30.0
 # a burst of others.
 CLUSTER_OUTBOX_BYTES = 64 * 1024 * 1024
 PUBLISH_ANYWHERE_TRIES = 20  # a reorderable metadata write's attempts against a busy log
-INFO_TIMEOUT_S = 2.0  # one start-up probe of JetStream (retried until the start-up budget is spent)
+INFO_TIMEOUT_S = 2.0
+RUNNING_DIAL_TIMEOUT_S = 1.0  # one TCP dial of the blocking connection once the gateway runs  # one start-up probe of JetStream (retried until the start-up budget is spent)
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 # A mirror that hears nothing (no message, no heartbeat) for this long recreates its
 # consumer: the server holding it died or forgot it (3 missed 5 s heartbeats).
@@ -181,6 +182,9 @@ class JetStreamStore:
             await self.nc.connect(nursery)
             self.nc.on_reconnect.append(lambda _nc: self._restart_mirrors())
             self._running = True
+            # From now on the blocking connection's reconnects hold the event loop: keep
+            # each dial short (a dead host's SYN would otherwise wait out the start-up budget).
+            self.blocking.connect_timeout_s = min(self.blocking.connect_timeout_s, RUNNING_DIAL_TIMEOUT_S)
             self.nc.subscribe(f"{self._live}.>", self._live_in)
             self.broker.forward = self._forward
             self._start_mirror("meta", self.layout.meta_stream, self._apply_meta,
