@@ -274,7 +274,10 @@ class Broker(ConsumerOps, TopicOps):
         if gone:
             self.store.partitions_closed(gone)
             for sid, tid in {(k[0], k[1]) for k in gone}:
-                self._topic_partitions_changed(sid, tid)
+                if any(k[:2] == (sid, tid) for k in wanted):
+                    self._topic_partitions_changed(sid, tid)
+                else:  # the topic itself went: its groups and round robin go too, as in delete_topic
+                    self._forget_topic(sid, tid)
         opened: dict[tuple[int, int], list[int]] = {}
         for key, topic in wanted.items():
             if key not in self._partitions:

@@ -192,3 +192,24 @@ def test_a_stored_offset_skips_the_catch_up(tmp_path):
               ("c", 4))
     assert a.one("SELECT v FROM consumer_offsets") == (4,) and a.replica_seq == 1
     assert log.caught_up == before + 1  # only publish_anywhere's own (this Log catches up there)
+
+
+def test_resync_follows_topics_deleted_and_grown_under_the_broker(tmp_path):
+    """What a replicated store's replay does (core/metadb.py): the metadata changes
+    without the broker's own calls; resync closes, opens and rebalances to match."""
+    from core.broker import Broker
+
+    with Broker.open(tmp_path / "d") as b:
+        b.create_stream("s")
+        gone = b.create_topic("s", "gone", 2)
+        kept = b.create_topic("s", "kept", 1)
+        b.create_group("s", "gone", "g")
+        b.join_group("s", "gone", "g", 7)
+        b.create_group("s", "kept", "h")
+        assert b.join_group("s", "kept", "h", 7) == (0,)
+        b.meta.delete_topic(gone.stream_id, gone.id)
+        b.meta.add_partitions(kept.stream_id, kept.id, 1)
+        b.resync()
+        assert sorted(k for k in b._partitions) == [(0, kept.id, 0), (0, kept.id, 1)]
+        assert b.group_members("s", "kept", "h") == {7: (0, 1)}
+        assert (0, gone.id, 0) not in b._groups and b.groups_of(7) == [(0, kept.id, 0)]
