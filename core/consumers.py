@@ -171,7 +171,8 @@ class ConsumerOps:
 
     def set_group_members(self, key: tuple[int, int, int], ordered: list) -> None:
         """Scale-out: the group's members across every gateway, in the order all of
-        them use (local members by their own ids, the others' as opaque tuples)."""
+        them use (local members by their own ids, the others' by ids gateway/cluster/groups.py
+        derives for them)."""
         state = self._groups.get(key)
         if state is None:
             if not ordered:

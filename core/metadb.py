@@ -328,7 +328,8 @@ class MetaDb:
             except BaseException:
                 if conn.in_transaction:
                     conn.rollback()
-                self.replica_seq = self._stored_replica_seq() if rep is not None else self.replica_seq
+                if rep is not None:  # a publish that went through before COMMIT failed is not ours
+                    self.replica_seq = self._stored_replica_seq()
                 raise
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> int:

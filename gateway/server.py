@@ -144,8 +144,7 @@ async def _drain(broker, grace_seconds: float) -> None:
     """Give appends already taken (queued for, or awaiting, the cluster) up to the
     grace period to be acknowledged before the store's connection closes."""
     with trio.move_on_after(max(grace_seconds, 0.1)):
-        while any(getattr(p, "outbox", None) or getattr(p, "in_flight", 0) or getattr(p, "_waiting", None)
-                  for p in broker.partitions()):
+        while any(getattr(p, "unsettled", False) for p in broker.partitions()):
             await trio.sleep(0.01)
 
 

@@ -367,11 +367,8 @@ class NatsSession:
         nats-server finds it)."""
         broker = self.broker
         if broker.forward is not None:  # scale-out: every publish also goes to the cluster
-            for subject, reply, _count, size, start, end in runs:
-                for _s, _r, _arg, payload in _expand_run(buf, start, end):
-                    self._publish_parts(subject, reply, b"", bytes(payload))
-                self.msgs_in += _count
-                self.bytes_in += size
+            for *_, start, end in runs:
+                self.publish_batch(_expand_run(buf, start, end))
             return
         js = self.js
         stamp = (broker.live.trie.generation, broker.subject_generation, js.streams.generation if js else 0)

@@ -87,6 +87,11 @@ class RemotePartition(Partition):
             wake()
 
     @property
+    def unsettled(self) -> bool:
+        """Appends taken whose ``on_durable`` has not fired: queued, published, or awaiting the mirror."""
+        return bool(self.outbox or self.in_flight or self._waiting)
+
+    @property
     def over_limit(self) -> bool:
         return self.outbox_bytes > MAX_OUTBOX_BYTES or super().over_limit
 

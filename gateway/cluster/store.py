@@ -307,13 +307,7 @@ class JetStreamStore:
             entry = self.parts.get((stream_id, topic_id, pid))
             self.partitions_closed([(stream_id, topic_id, pid)])
             if entry is not None:
-                try:
-                    self._call(f"$JS.API.STREAM.DELETE.{entry[1]}")
-                except ApiError as exc:
-                    if exc.err_code != STREAM_NOT_FOUND:
-                        log.warning("could not delete stream %s: %s", entry[1], exc)
-                except StorageError as exc:
-                    log.warning("could not delete stream %s: %s", entry[1], exc)
+                self._delete_stream(entry[1])
 
     def partitions_closed(self, keys) -> None:
         for key in keys:
@@ -338,10 +332,18 @@ class JetStreamStore:
         self.broker.meta.set_topic_attrs(topic.stream_id, topic.id, {EPOCH_ATTR: str(epoch)})
         self.broker.resync()
         for name in old:
-            try:
-                self._call(f"$JS.API.STREAM.DELETE.{name}")
-            except (ApiError, StorageError) as exc:
-                log.warning("could not delete purged stream %s: %s", name, exc)
+            self._delete_stream(name)
+
+    def _delete_stream(self, name: str) -> None:
+        """Delete one of our streams; one already gone is fine, a refusal only logged
+        (the stream is orphaned, nothing reads it)."""
+        try:
+            self._call(f"$JS.API.STREAM.DELETE.{name}")
+        except ApiError as exc:
+            if exc.err_code != STREAM_NOT_FOUND:
+                log.warning("could not delete stream %s: %s", name, exc)
+        except StorageError as exc:
+            log.warning("could not delete stream %s: %s", name, exc)
 
     def _ensure_stream(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0) -> None:
         self._ensure_stream_config(name, self.layout.stream_config(name, subject, max_age_us=max_age_us,
@@ -385,9 +387,10 @@ class JetStreamStore:
     def _send(self, part: RemotePartition, subject: str, out: Outgoing) -> None:
         call = _Call(part, out)
         ts = now_us()
+        deadline = trio.current_time() + PUBLISH_RETRY_S
         for i, (mid, origin, headers, payload) in enumerate(out.messages):
             header = encode_message(mid, ts, origin, headers, out.producer, i)
-            self._publish(call, i, subject, header, payload, trio.current_time() + PUBLISH_RETRY_S, 0)
+            self._publish(call, i, subject, header, payload, deadline, 0)
 
     def _publish(self, call: "_Call", index: int, subject: str, header: bytes, payload: bytes,
                  deadline: float, attempt: int) -> None:
