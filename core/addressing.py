@@ -39,6 +39,8 @@ from typing import Callable, Iterable, Mapping
 from urllib.parse import quote
 
 from .errors import InvalidArgument
+from .header_value import HeaderKind
+from .message import Headers
 from .subjects import SEP, is_valid_subject
 
 ExistsFn = Callable[[str, str], bool]
@@ -364,6 +366,33 @@ class Addressing:
         return f"/streams/{quote(str(stream), safe='')}/topics/{quote(str(topic), safe='')}"
 
 
+
+def stored_subject(tlv: bytes | memoryview) -> str | None:
+    """The :data:`SUBJECT_HEADER` value of a canonical block (the NATS subject a message
+    was published on), if any. Cached by block: a subject's messages usually carry the
+    same headers, and a scale-out gateway asks for every message it applies."""
+    if not tlv:
+        return None
+    data = tlv if type(tlv) is bytes else bytes(tlv)
+    if _SUBJECT_BYTES not in data:  # the key is stored as its raw bytes: absent, no decode
+        return None
+    try:
+        return _STORED_SUBJECTS[data]
+    except KeyError:
+        pass
+    value = Headers.decode(data).get(SUBJECT_HEADER)
+    subject = value.as_str() if value is not None and value.kind is HeaderKind.STRING else None
+    if len(_STORED_SUBJECTS) >= STORED_SUBJECTS_MAX:
+        _STORED_SUBJECTS.clear()
+    _STORED_SUBJECTS[data] = subject
+    return subject
+
+
+# Distinct header blocks remembered by stored_subject (a few hundred KiB at most).
+STORED_SUBJECTS_MAX = 10_000
+_SUBJECT_BYTES = SUBJECT_HEADER.encode()
+_STORED_SUBJECTS: dict[bytes, str | None] = {}
+
 __all__ = [
     "Addressing",
     "Binding",
@@ -374,6 +403,7 @@ __all__ = [
     "PARTITION_KEY_HEADER",
     "RESERVED_NATS_HEADERS",
     "SUBJECT_HEADER",
+    "stored_subject",
     "is_nats_token",
     "is_pravega_name",
     "parse_bindings",

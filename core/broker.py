@@ -33,8 +33,7 @@ from typing import Callable, Iterable, Sequence
 
 import xxhash
 
-from .addressing import SUBJECT_HEADER, Addressing, Binding
-from .header_value import HeaderKind
+from .addressing import Addressing, Binding, stored_subject
 from .consumers import ConsumerOps
 from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown, StorageError
 from .kvtables import KvTables
@@ -569,7 +568,7 @@ class Broker(ConsumerOps, TopicOps):
         for listener in self._append_listeners:
             listener(info, pid, result, items)
         if self.live.trie.count:
-            self._deliver_live(info, pid, result, items, _stored_subject(items[0].headers), "", None, None, None)
+            self._deliver_live(info, pid, result, items, stored_subject(items[0].headers), "", None, None, None)
 
     def _deliver_live(self, info, pid, result, items, live_subject, origin, native, publisher, reply) -> None:
         if not self.live.trie.count:  # nobody subscribed to anything: skip the subject lookups (a
@@ -683,28 +682,6 @@ class Broker(ConsumerOps, TopicOps):
                     if part is not None:
                         removed += part.enforce_retention(now, topic.message_expiry, per_part)
         return removed
-
-
-def _stored_subject(tlv: bytes) -> str | None:
-    """The NATS subject a message was published on (``SUBJECT_HEADER`` in its stored
-    headers), so a message applied from a cluster reaches the same subscribers. Cached
-    by block: a subject's messages carry the same headers, usually."""
-    if not tlv or _SUBJECT_BYTES not in tlv:
-        return None
-    try:
-        return _SUBJECTS[tlv]
-    except KeyError:
-        pass
-    value = Headers.decode(tlv).get(SUBJECT_HEADER)
-    subject = value.as_str() if value is not None and value.kind is HeaderKind.STRING else None
-    if len(_SUBJECTS) >= SUBJECT_CACHE_MAX:
-        _SUBJECTS.clear()
-    _SUBJECTS[bytes(tlv)] = subject
-    return subject
-
-
-_SUBJECT_BYTES = SUBJECT_HEADER.encode()
-_SUBJECTS: dict[bytes, str | None] = {}
 
 
 __all__ = ["Broker", "BrokerConfig", "Delivery", "Headers"]

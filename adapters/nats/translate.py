@@ -37,7 +37,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from core.addressing import KINDS_HEADER, RESERVED_NATS_HEADERS, SUBJECT_HEADER
+from core.addressing import KINDS_HEADER, RESERVED_NATS_HEADERS, SUBJECT_HEADER, stored_subject
 from core.errors import InvalidHeaderKey, InvalidHeaderValue
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers
@@ -184,14 +184,6 @@ def block_to_canonical(block: HeaderBlock | None, subject: str) -> bytes:
     headers = block_to_headers(block) if block is not None else Headers()
     headers.add(SUBJECT_HEADER, subject)
     return headers.encode()
-
-
-def stored_subject(tlv: bytes | memoryview) -> str | None:
-    """The ``ferry-nats-subject`` value of a canonical block, if any."""
-    if not tlv:
-        return None
-    value = Headers.decode(tlv).get(SUBJECT_HEADER)
-    return value.as_str() if value is not None and value.kind is _STRING else None
 
 
 __all__ = ["MAX_KIND_ENTRIES", "NatsHeaderError", "block_to_canonical", "block_to_headers", "canonical_to_nats",
