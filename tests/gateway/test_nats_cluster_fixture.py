@@ -57,6 +57,13 @@ async def make_stream(js) -> None:
     await js.add_stream(StreamConfig(name=STREAM, subjects=["orders.>"], num_replicas=3))
 
 
+async def fill_stream(js) -> None:
+    """The R3 stream, with messages 1..COUNT acknowledged."""
+    await make_stream(js)
+    for seq in range(1, COUNT + 1):
+        await publish(js, seq)
+
+
 async def publish(js, seq: int):
     """Publish message ``seq`` until the stream acks it (bounded by ELECTION_LIMIT_S)."""
     deadline = time.monotonic() + ELECTION_LIMIT_S
@@ -141,9 +148,7 @@ def test_follower_killed_quorum_still_acks(nats_cluster):  # noqa: F811
         nc = await connect(cluster)
         try:
             js = nc.jetstream()
-            await make_stream(js)
-            for seq in range(1, COUNT + 1):
-                await publish(js, seq)
+            await fill_stream(js)
             leader = await stream_leader(js, cluster)
             # A follower of the stream; not the meta leader either when there is a choice,
             # so the test loses exactly one stream replica and nothing else.
@@ -174,9 +179,7 @@ def test_stream_leader_killed_new_leader_takes_over(nats_cluster):  # noqa: F811
     async def scenario():
         nc = await connect(cluster)
         js = nc.jetstream()
-        await make_stream(js)
-        for seq in range(1, COUNT + 1):
-            await publish(js, seq)
+        await fill_stream(js)
         old = await stream_leader(js, cluster)
         await nc.close()
         cluster.kill(old)
@@ -206,9 +209,7 @@ def test_restart_all_keeps_messages(nats_cluster, hard):  # noqa: F811
         nc = await connect(cluster)
         try:
             js = nc.jetstream()
-            await make_stream(js)
-            for seq in range(1, COUNT + 1):
-                await publish(js, seq)
+            await fill_stream(js)
         finally:
             await nc.close()
 
