@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Callable
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from .credentials import CredentialChange, Watcher, Watchers
+from .access import LoginGuard, audit, current_actor
+from .credentials import CHANGED, CredentialChange, Watcher, Watchers
 from .errors import (
     CannotChangePermissions,
     CannotDeleteUser,
@@ -54,6 +55,7 @@ from .errors import (
     InvalidToken,
     InvalidTokenName,
     InvalidUsername,
+    LoginThrottled,
     PermissionDenied,
     TokenAlreadyExists,
     TokenExpired,
@@ -135,6 +137,16 @@ class UserStore:
         # holds a row a commit replaced: readers and writers share that lock).
         self._live: dict[int, UserInfo] = {}
         self._watchers = Watchers()
+        # Failed logins per source address, on every protocol together (core/access.py).
+        self.login_guard = LoginGuard()
+        # Bumped by every write to `users`: a session that caches a decision
+        # (adapters/nats/ferryauth.py) compares it instead of re-reading.
+        self.users_version = 0
+
+    def _users_changed(self) -> None:
+        """Inside a transaction that wrote `users`: no cached copy survives it."""
+        self._live.clear()
+        self.users_version += 1
 
     # -- users -------------------------------------------------------------------
     def create_user(
@@ -169,7 +181,8 @@ class UserStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (user_id, username, pw_hash, status, self._clock(), perms_json),
             )
-            self._live.clear()
+            self._users_changed()
+        audit("user.create", target=username, target_id=user_id, status=status)
         return self.get_user(user_id)
 
     def ensure_root(self, username: str, password: str) -> UserInfo:
@@ -214,8 +227,11 @@ class UserStore:
                 if uid == ROOT_USER_ID and status != ACTIVE:
                     raise PermissionDenied("the root user cannot be deactivated")
                 conn.execute("UPDATE users SET status = ? WHERE id = ?", (status, uid))
-            self._live.clear()
-        return self.get_user(uid)
+            self._users_changed()
+        info = self.get_user(uid)
+        audit("user.update", target=info.username, target_id=uid, renamed=username is not None, status=status)
+        self._watchers.announce(CredentialChange(uid, info.created_at, CHANGED))
+        return info
 
     def update_permissions(self, user: Ident, permissions: Permissions | None) -> UserInfo:
         """Replace a user's permissions (``None`` = none). Raises UserNotFound,
@@ -226,8 +242,11 @@ class UserStore:
             if uid == ROOT_USER_ID:
                 raise CannotChangePermissions("the root user's permissions cannot be changed")
             conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (perms_json, uid))
-            self._live.clear()
-        return self.get_user(uid)
+            self._users_changed()
+        info = self.get_user(uid)
+        audit("user.permissions", target=info.username, target_id=uid)
+        self._watchers.announce(CredentialChange(uid, info.created_at, CHANGED))
+        return info
 
     def change_password(self, user: Ident, current_password: str, new_password: str) -> None:
         """Raises UserNotFound, InvalidCredentials (wrong current), InvalidPassword."""
@@ -243,6 +262,8 @@ class UserStore:
             )
             if cur.rowcount != 1:
                 raise InvalidCredentials("the password changed meanwhile")
+        self.users_version += 1   # remembered verifications of the old password are void
+        audit("user.password", target_id=uid)
 
     def delete_user(self, user: Ident) -> None:
         """Delete a user and its tokens (the foreign key cascades), then tell the
@@ -252,14 +273,35 @@ class UserStore:
             if uid == ROOT_USER_ID:
                 raise CannotDeleteUser("the root user cannot be deleted")
             conn.execute("DELETE FROM users WHERE id = ?", (uid,))
-            self._live.clear()
+            self._users_changed()
+        audit("user.delete", target_id=uid)
         self._watchers.announce(CredentialChange(uid, created_at))
 
     def authenticate(self, username: Ident, password: str) -> UserInfo:
-        """The user whose credentials these are.
+        """The user whose credentials these are, for the current actor's address
+        (core/access.py: the login guard and the audit log).
 
         Raises InvalidCredentials (unknown user or wrong password, the same
-        error), UserInactive (right password, inactive user)."""
+        error), LoginThrottled (too many failures from this address: not
+        checked), UserInactive (right password, inactive user)."""
+        return self._guarded(self._check_password, username, password, target=str(username)[:MAX_USERNAME_BYTES])
+
+    def _guarded(self, check, *args, target: str) -> UserInfo:
+        actor = current_actor()
+        wait = self.login_guard.retry_after(actor.addr)
+        if wait > 0:
+            audit("login", "throttled", target=target, retry_after_s=round(wait, 1))
+            raise LoginThrottled(f"too many failed logins from {actor.addr}; retry in {wait:.0f} s")
+        try:
+            info = check(*args)
+        except (InvalidCredentials, UserInactive, TokenExpired) as exc:
+            self.login_guard.failed(actor.addr)
+            audit("login", "failed", target=target, reason=exc.code)
+            raise
+        self.login_guard.succeeded(actor.addr)
+        return info
+
+    def _check_password(self, username: Ident, password: str) -> UserInfo:
         try:
             row = self._user_row(username, f"{_USER_COLUMNS}, password_hash")
         except (UserNotFound, InvalidArgument):
@@ -346,6 +388,7 @@ class UserStore:
                 " VALUES (?, ?, ?, ?, ?)",
                 (uid, name, _token_hash(raw), now, expiry_at),
             )
+        audit("token.create", target_id=uid, name=name)
         return raw
 
     def list_pats(self, user_id: int) -> list[TokenInfo]:
@@ -364,6 +407,8 @@ class UserStore:
             cur = conn.execute("DELETE FROM personal_access_tokens WHERE user_id = ? AND name = ?", (uid, name))
             if cur.rowcount == 0:
                 raise TokenNotFound(f"personal access token {name!r} not found")
+        self.users_version += 1   # remembered token logins are void
+        audit("token.delete", target_id=uid, name=name)
 
     def delete_expired_pats(self) -> int:
         """Drop every expired token (Iggy runs a periodic cleaner); returns how many."""
@@ -373,7 +418,10 @@ class UserStore:
 
     def login_with_pat(self, token: str) -> UserInfo:
         """The user owning ``token``. Raises InvalidToken (unknown), TokenExpired,
-        UserInactive."""
+        UserInactive, LoginThrottled (as :meth:`authenticate`)."""
+        return self._guarded(self._check_pat, token, target="<token>")
+
+    def _check_pat(self, token: str) -> UserInfo:
         if not isinstance(token, str) or not 1 <= len(token.encode("utf-8", "replace")) <= MAX_TOKEN_BYTES:
             raise InvalidToken("invalid personal access token")
         row = self._db.one(
@@ -428,7 +476,7 @@ class UserStore:
             new = perms.without_stream(stream_id) if topic_id is None else perms.without_topic(stream_id, topic_id)
             if new is not perms:
                 conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (new.to_json(), uid))
-                self._live.clear()
+                self._users_changed()
 
 
 def _user(row: tuple) -> UserInfo:

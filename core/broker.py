@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Sequence
 
 import xxhash
 
+from .access import audit
 from .addressing import Addressing, Binding, stored_subject
 from .consumers import ConsumerOps
 from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown, StorageError
@@ -400,6 +401,7 @@ class Broker(ConsumerOps, TopicOps):
             self._partitions[(info.stream_id, info.id, pid)].purge()
         self.meta.delete_topic_offsets(info.stream_id, info.id)
         self.meta.clear_logical_starts(info.stream_id, info.id)  # byte positions restart at 0
+        audit("topic.purge", stream_id=info.stream_id, topic=info.name, topic_id=info.id)
 
     def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
         self._forget_subjects()

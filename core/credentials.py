@@ -43,13 +43,23 @@ from typing import Callable
 log = logging.getLogger("ferry.auth")
 
 
+DELETED, CHANGED = "deleted", "changed"
+
+
 @dataclass(frozen=True, slots=True)
 class CredentialChange:
-    """A user deleted: its id and ``created_at`` (µs), which tells it from a later
-    user given the same id."""
+    """A user deleted (``kind`` DELETED) or its status or permissions changed
+    (CHANGED): its id and ``created_at`` (µs), which tells it from a later user
+    given the same id. Sessions that cache a decision (NATS subscriptions,
+    Pravega delegation grants) drop it on CHANGED; the rest read the user afresh."""
 
     user_id: int
     created_at: int
+    kind: str = DELETED
+
+    @property
+    def deleted(self) -> bool:
+        return self.kind == DELETED
 
 
 Watcher = Callable[[CredentialChange], None]
@@ -79,4 +89,4 @@ class Watchers:
                 log.exception("credential watcher failed", extra={"user_id": change.user_id})
 
 
-__all__ = ["CredentialChange", "Watcher", "Watchers"]
+__all__ = ["CHANGED", "CredentialChange", "DELETED", "Watcher", "Watchers"]

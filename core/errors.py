@@ -201,6 +201,13 @@ class InvalidCredentials(Unauthenticated):
     code = "invalid_credentials"
 
 
+class LoginThrottled(InvalidCredentials):
+    """Too many failed logins from this address: refused without checking
+    (core/access.py); every protocol answers it as invalid credentials."""
+
+    code = "invalid_credentials"
+
+
 class InvalidToken(InvalidCredentials):
     """A personal access token that matches none stored (Iggy code 53)."""
 

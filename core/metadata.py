@@ -46,6 +46,7 @@ from typing import Callable, Iterable, Sequence
 
 from argon2 import PasswordHasher
 
+from .access import audit
 from .auth import INACTIVE, ACTIVE, TokenInfo, UserInfo, UserStore
 from .errors import (
     ConsumerGroupAlreadyExists,
@@ -214,6 +215,7 @@ class Metadata(UserStore, TopicStateStore):
         self._streams[stream_id] = info
         self._stream_ids[name] = stream_id
         self._topics[stream_id] = {}
+        audit("stream.create", stream=name, stream_id=stream_id)
         return info
 
     def get_stream(self, stream: Ident) -> StreamInfo:
@@ -237,6 +239,7 @@ class Metadata(UserStore, TopicStateStore):
         del self._stream_ids[old.name]
         self._stream_ids[name] = sid
         info = self._streams[sid] = replace(old, name=name)
+        audit("stream.update", stream=name, stream_id=sid, old_name=old.name)
         return info
 
     def delete_stream(self, stream: Ident) -> None:
@@ -250,6 +253,7 @@ class Metadata(UserStore, TopicStateStore):
         del self._stream_ids[info.name]
         for topic in self._topics.pop(sid).values():
             del self._topic_ids[(sid, topic.name)]
+        audit("stream.delete", stream=info.name, stream_id=sid)
 
     # -- topics ------------------------------------------------------------------
     def create_topic(
@@ -293,7 +297,9 @@ class Metadata(UserStore, TopicStateStore):
                 (sid, topic_id, name, created, *settings, *log_settings),
             )
             _insert_partitions(conn, sid, topic_id, range(partitions), created)
-        return self._reload_topic(sid, topic_id)
+        info = self._reload_topic(sid, topic_id)
+        audit("topic.create", stream_id=sid, topic=name, topic_id=topic_id, partitions=partitions)
+        return info
 
     def get_topic(self, stream: Ident, topic: Ident) -> TopicInfo:
         """Raises StreamNotFound, TopicNotFound (``field`` "id" or "name")."""
@@ -335,6 +341,7 @@ class Metadata(UserStore, TopicStateStore):
                 (new_name, *settings, old.stream_id, old.id),
             )
         del self._topic_ids[(old.stream_id, old.name)]
+        audit("topic.update", stream_id=old.stream_id, topic=new_name, topic_id=old.id)
         return self._reload_topic(old.stream_id, old.id)
 
     def delete_topic(self, stream: Ident, topic: Ident) -> None:
@@ -345,6 +352,7 @@ class Metadata(UserStore, TopicStateStore):
             self._forget_grants(conn, info.stream_id, info.id)
         self._forget_logical_starts(info.stream_id, info.id)
         self._drop_topic(info)
+        audit("topic.delete", stream_id=info.stream_id, topic=info.name, topic_id=info.id)
 
     # -- partitions ----------------------------------------------------------------
     def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:

@@ -196,10 +196,10 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "ping_interval": "seconds between server PINGs",
         "ping_max": "unanswered PINGs before 'Stale Connection'",
         "server_name": "server name in INFO and /varz (empty: the server id)",
-        "user": "require this user name (with password)",
-        "password": "the password of user",
-        "token": "require this token instead of user/password",
-        "auth_file": "a nats-server config file whose authorization block (users, permissions) applies",
+        "anonymous_user": "a Ferry user that clients without credentials act as (empty: credentials required); "
+                          "opens the door, and the banner says so",
+        "auth_file": "a nats-server config file whose authorization block narrows what Ferry's users may "
+                     "publish and subscribe (an extra subject filter, not a second user list)",
         "tls_cert": "PEM certificate chain; set it (with tls_key) and INFO says tls_required",
         "tls_key": _TLS["tls_key"],
         "tls_ca": "CA that signs client certificates (with tls_verify)",
@@ -211,9 +211,12 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "advertised_host": "host the controller's getURI names for segments (empty: the bind address, "
                            "127.0.0.1 for a wildcard)",
         "tail_park_ms": "how long a read at the tail waits for data before an empty answer (1..25000)",
+        "anonymous_user": "a Ferry user that segment-store requests without a delegation token act as "
+                          "(empty: a token is required); the banner says so",
     },
     "pravega_controller": {
-        "auth": "require a Ferry user's Basic credentials on every controller RPC (and delegation tokens)",
+        "anonymous_user": "a Ferry user that RPCs without credentials act as (empty: Basic credentials "
+                          "required); the banner says so",
     },
 })
 

@@ -299,7 +299,10 @@ def _unchanged_since(meta, user):
 
 def _credentials_changed(sessions: dict[int, IggySession], change: CredentialChange) -> None:
     """The store's watcher (one per broker): end the deleted user's logins, on every
-    session of the broker, whatever listener (TCP, QUIC, WebSocket) made it."""
+    session of the broker, whatever listener (TCP, QUIC, WebSocket) made it. Other
+    changes need nothing here: every request reads the user afresh."""
+    if not change.deleted:
+        return
     for session in list(sessions.values()):
         user = session.user
         if user is not None and user.id == change.user_id and user.created_at == change.created_at:

@@ -216,7 +216,9 @@ def test_vsr_logout_without_a_login_is_ok_and_legacy_is_40(broker):
     assert Client(broker, 2).call("user.logout")[0] == E.UNAUTHENTICATED
 
 
-def test_the_store_announces_only_committed_user_deletions(broker):
+def test_the_store_announces_committed_deletions_and_grant_changes(broker):
+    """Deletions end logins; status and permission changes are announced as CHANGED
+    (sessions that cache a decision drop it); renames, passwords and tokens are not."""
     seen = []
     stop = broker.meta.watch_credentials(seen.append)
     alice = broker.meta.create_user("alice", "secret1")
@@ -226,7 +228,9 @@ def test_the_store_announces_only_committed_user_deletions(broker):
     broker.meta.change_password("alicia", "secret1", "secret2")
     broker.meta.update_user("alicia", status="inactive")
     broker.meta.delete_pat(alice.id, "tok")
-    assert seen == []
+    assert [c.kind for c in seen] == ["changed", "changed", "changed"]   # permissions, rename, status
+    assert not any(c.deleted for c in seen)
+    seen.clear()
     with pytest.raises(CannotDeleteUser):
         broker.meta.delete_user(0)  # root: refused, nothing announced
     broker.meta.delete_user("alicia")
