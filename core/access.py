@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 audit_log = logging.getLogger("ferry.audit")
+# A LogRecord's own attributes cannot be extra fields (logging raises KeyError).
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {"message", "asctime"}
 
 # -- the login guard's limits ---------------------------------------------------------
 FREE_FAILURES = 5          # typos a person makes before being slowed
@@ -117,7 +119,7 @@ def audit(event: str, outcome: str = "ok", *, actor: Actor | None = None, **fiel
              "user": who.user or "-"}
     for key, value in fields.items():
         if value is not None:
-            extra["obj_" + key if key in extra else key] = value
+            extra["obj_" + key if key in extra or key in _RECORD_ATTRS else key] = value
     audit_log.log(level, "audit", extra=extra)
 
 

@@ -52,20 +52,34 @@ def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Coll
     return f"    {lc.name:<{_NAME_WIDTH}} {status}"
 
 
-# Listeners whose clients log in as Ferry's users ([auth]: the root user among them).
-# NATS listeners are not here: they check nats-server's own authorization block
-# (adapters/nats/auth.py), so `ferry nats-server`, which runs only those, has no
-# Ferry login for a default password to open.
-_FERRY_LOGIN_LISTENERS = ("iggy_tcp", "iggy_quic", "iggy_ws", "http")
-# ... and these when their `auth` option is on (Basic credentials of a Ferry user).
-_FERRY_LOGIN_IF_AUTH = ("pravega_controller",)
+# Every listener's clients log in as Ferry's users (docs/security.md), except the
+# NATS ones run as the nats-server drop-in (`ferry nats-server`, auth_mode =
+# "nats-server"), which check nats-server's own user list and have no Ferry login
+# for a default password to open. nats_ws shares the nats listener's settings.
+_SHARES_SETTINGS_OF = {"nats_ws": "nats"}
+# Listeners with no login at all: monitoring endpoints (they show no message data).
+_NO_LOGIN = ("nats_monitor",)
+NATS_SERVER_MODE = "nats-server"
+
+
+def _settings_of(cfg: Config, lc: ListenerConfig) -> ListenerConfig:
+    owner = _SHARES_SETTINGS_OF.get(lc.name)
+    if owner is None:
+        return lc
+    try:
+        return cfg.listener(owner)
+    except KeyError:
+        return lc
+
+
+def _ferry_login(cfg: Config, lc: ListenerConfig) -> bool:
+    if lc.name in _NO_LOGIN:
+        return False
+    return _settings_of(cfg, lc).options.get("auth_mode", "ferry") != NATS_SERVER_MODE
 
 
 def _ferry_logins_served(cfg: Config) -> bool:
-    for lc in cfg.enabled_listeners():
-        if lc.name in _FERRY_LOGIN_LISTENERS or (lc.name in _FERRY_LOGIN_IF_AUTH and lc.options.get("auth")):
-            return True
-    return False
+    return any(_ferry_login(cfg, lc) for lc in cfg.enabled_listeners())
 
 
 def credential_warning(cfg: Config) -> str | None:
@@ -78,6 +92,21 @@ def credential_warning(cfg: Config) -> str | None:
         f"WARNING: the root user {cfg.auth.root_username!r} uses the default password; "
         f"set [auth] root_password or {var} before exposing this server"
     )
+
+
+def open_doors(cfg: Config) -> list[str]:
+    """One warning per enabled listener that admits clients without credentials
+    (its ``anonymous_user``, or the settings it shares), naming the user they act as."""
+    out = []
+    for lc in cfg.enabled_listeners():
+        if not _ferry_login(cfg, lc):
+            continue
+        owner = _settings_of(cfg, lc)
+        user = str(owner.options.get("anonymous_user", "") or "")
+        if user:
+            out.append(f"WARNING: {lc.name} admits clients without credentials as Ferry user {user!r} "
+                       f"([listeners.{owner.name}] anonymous_user)")
+    return out
 
 
 def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[str], version: str,
@@ -104,8 +133,9 @@ def format_banner(cfg: Config, ports: Mapping[str, int], available: Collection[s
     warning = credential_warning(cfg)
     if warning:
         lines.append(warning)
+    lines.extend(open_doors(cfg))
     lines.append(READY_LINE)
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["READY_LINE", "credential_warning", "format_address", "format_banner"]
+__all__ = ["READY_LINE", "credential_warning", "format_address", "format_banner", "open_doors"]

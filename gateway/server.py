@@ -37,7 +37,7 @@ from core.errors import StorageError, StreamAlreadyExists, StreamNotFound, Topic
 from core.flusher import run_broker_tasks
 
 from . import diagnostics, version
-from .banner import credential_warning, format_banner
+from .banner import credential_warning, format_banner, open_doors
 from .config import Config
 from .lock import DataDirLock
 from .registry import ListenerStartError, Registry, default_registry
@@ -157,7 +157,7 @@ async def _run_broker(broker, cfg, stop, registry, out, task_status) -> None:
                 out.write(format_banner(cfg, ports, set(registry.specs), version()))
                 out.flush()
                 log.info("gateway started", extra={"ports": dict(ports)})
-                if (warning := credential_warning(cfg)) is not None:
+                for warning in filter(None, [credential_warning(cfg), *open_doors(cfg)]):
                     log.warning(warning)  # also in the logs: collectors rarely keep stdout banners
                 task_status.started(ports)
                 await stop.wait()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote
 
+from core.access import Actor, current_actor, denied, use_actor
 from core.errors import FerryError
 from core.metadata import UserInfo
 from core.metrics import MetricsRegistry, listener_metrics
@@ -142,6 +143,7 @@ class Ctx:
         login (docs/iggy.md "What a credential change does to live sessions")."""
         if self.user is None or not self.app.broker.meta.can(self.user, action, stream_id, topic_id,
                                                              ignore_status=True):
+            denied(str(action), stream_id=stream_id, topic_id=topic_id, path=self.request.target[:200])
             raise forbidden(str(action))
 
     def json(self) -> Any:
@@ -268,6 +270,8 @@ class HttpApp:
         except (UnicodeDecodeError, ValueError):
             raise HttpError.http(400, "malformed query string", "query") from None
         ctx = Ctx(self, request, params, query)
+        base = current_actor()  # the connection's; a request starts as nobody from there
+        use_actor(Actor(base.protocol, base.addr))
         if not route.public:
             self._authenticate(ctx)
         return self.guard(route.handler, self, ctx, entity=route.entity)
@@ -282,6 +286,8 @@ class HttpApp:
         except (TokenError, UnicodeDecodeError):
             raise unauthenticated() from None
         ctx.user, ctx.claims = user, claims
+        # This request's own actor (an HTTP/2 connection carries many users' requests).
+        use_actor(Actor(self.listener, current_actor().addr, user.username, user.id))
 
     def user_of(self, claims: Claims) -> UserInfo:
         """The user a valid token acts for, as stored now (so permission changes

@@ -41,6 +41,7 @@ import trio
 
 from .app import EventStream, HttpApp, Offload, Park
 from .connection import HttpServerConnection, StreamReset
+from core.access import bind_actor
 from core.errors import FerryError
 
 from .errors import Response, internal_error
@@ -267,6 +268,14 @@ class _Session:
                     await self.stream.send_all(data)
 
 
+def _peer_ip(stream) -> str:
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    try:
+        return str(sock.getpeername()[0]) if sock is not None else "unknown"
+    except OSError:
+        return "unknown"
+
+
 async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stream: trio.abc.Stream) -> None:
     """Serve one connection until it closes; never raises (STYLE.md section 3)."""
     counters = app.counters
@@ -276,6 +285,7 @@ async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stre
         return
     counters["connections_total"].inc(app.listener)
     counters["connections_open"].inc(app.listener)
+    bind_actor(app.listener, _peer_ip(stream))  # each request task copies it (core/access.py)
     try:
         alpn, tls = None, isinstance(stream, trio.SSLStream)
         if tls:

@@ -145,6 +145,7 @@ def login_register_pat(s, v):
 
 def logout(s, v):
     s.user = None
+    s.actor.logged_out()
     return b""
 
 

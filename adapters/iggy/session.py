@@ -49,6 +49,7 @@ import xxhash
 
 from core import errors as ce
 from core.consumers import Consumer, PollStrategy
+from core.access import Actor, denied, host_of, use_actor
 from core.credentials import CredentialChange
 from core.log.encoded import block_of
 from core.message import Headers
@@ -107,6 +108,8 @@ class IggySession:
         self.transport = transport
         self.user = None
         self.vsr_session = 0
+        # Who this connection speaks for, in audit lines and the login guard (core/access.py).
+        self.actor = Actor("iggy", host_of(address))
         from . import handlers  # the handler table lives next door (module size)
 
         self._handlers: dict[str, Callable] = handlers.HANDLERS
@@ -123,6 +126,7 @@ class IggySession:
     # -- dispatch ----------------------------------------------------------------------
     def handle(self, event: Request | BadRequest) -> Reply | Evict | Deferred:
         """Answer one event. Never raises for anything the peer sent."""
+        use_actor(self.actor)  # a QUIC server task serves many sessions: set per request
         if isinstance(event, BadRequest):
             # Not logged in beats "undecodable": before login the legacy dialect
             # is still a guess (connection.py), so a body may only look malformed.
@@ -146,6 +150,8 @@ class IggySession:
         except IggyStatus as err:
             return Reply(err.code, command=cmd)
         except ce.FerryError as exc:
+            if isinstance(exc, ce.PermissionDenied):
+                denied(cmd.name, reason=exc.message)
             return Reply(status_for(exc, _entity_of(cmd.name)), command=cmd)
         except Exception:  # a bug of ours (STYLE.md 5): log it, answer a generic error, keep serving
             log.exception("iggy handler failed", extra={"command": cmd.name})
@@ -193,6 +199,7 @@ class IggySession:
             return
         log.info("iggy login ended", extra={"client_id": self.client_id, "user_id": self.user.id, "reason": reason})
         self.user = None
+        self.actor.logged_out()
         self.broker.disconnect(self.client_id)
 
     # -- helpers for handlers -------------------------------------------------------------
@@ -249,7 +256,8 @@ class IggySession:
 
     # -- login (shared by the four login commands) ------------------------------------------
     def login_password(self, username: str, password: str, protocol: int = 0) -> Deferred:
-        def work():
+        def work():  # in a worker thread, which inherits no context from a QUIC server task
+            use_actor(self.actor)
             return self.broker.meta.authenticate(username, password)
 
         return Deferred(lambda user: self._logged_in(_unchanged_since(self.broker.meta, user), protocol), work)
@@ -267,6 +275,7 @@ class IggySession:
                 return Reply(status_for(user))
             raise user
         self.user = user
+        self.actor.logged_in(user.username, user.id)
         if self.dialect == 3:
             self.vsr_session = next(_VSR_SESSIONS)
             body = R.LOGIN_REPLY.encode(3, R.LOGIN_REPLY.make(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.banner import READY_LINE, credential_warning, format_address, format_banner
+from gateway.banner import READY_LINE, credential_warning, format_address, format_banner, open_doors
 from gateway.config import load_config
 from gateway.registry import ListenerSpec, Registry
 
@@ -42,6 +42,20 @@ def test_default_credentials_warn_and_custom_ones_do_not():
     cfg, text = banner({"FERRY_AUTH_ROOT_PASSWORD": "something-long"})
     assert "WARNING" not in text and credential_warning(cfg) is None
     assert "something-long" not in text
+
+
+def test_every_listener_that_admits_anonymous_clients_is_named():
+    _, text = banner()
+    assert "without credentials" not in text   # secure by default: no door open
+    cfg, text = banner({"FERRY_NATS_ANONYMOUS_USER": "guest", "FERRY_PRAVEGA_CONTROLLER_ANONYMOUS_USER": "guest"})
+    doors = [line for line in text.splitlines() if "without credentials" in line]
+    assert doors == [
+        "WARNING: nats admits clients without credentials as Ferry user 'guest' ([listeners.nats] anonymous_user)",
+        "WARNING: nats_ws admits clients without credentials as Ferry user 'guest' ([listeners.nats] anonymous_user)",
+        "WARNING: pravega_controller admits clients without credentials as Ferry user 'guest' "
+        "([listeners.pravega_controller] anonymous_user)",
+    ]
+    assert open_doors(cfg) == doors
 
 
 def test_fsync_policies_are_explained():

@@ -82,9 +82,9 @@ def test_nats_server_mode_prints_no_iggy_password_warning(tmp_path):
 @pytest.mark.parametrize("enabled, warns", [
     ({"FERRY_IGGY_TCP_ENABLED": "true"}, True),
     ({"FERRY_HTTP_ENABLED": "true"}, True),
-    ({"FERRY_PRAVEGA_CONTROLLER_ENABLED": "true"}, False),  # no auth: no Ferry login
-    ({"FERRY_PRAVEGA_CONTROLLER_ENABLED": "true", "FERRY_PRAVEGA_CONTROLLER_AUTH": "true"}, True),
-    ({"FERRY_NATS_ENABLED": "true", "FERRY_NATS_WS_ENABLED": "true"}, False),
+    ({"FERRY_PRAVEGA_CONTROLLER_ENABLED": "true"}, True),   # every listener takes Ferry logins
+    ({"FERRY_NATS_ENABLED": "true", "FERRY_NATS_WS_ENABLED": "true"}, True),
+    ({"FERRY_NATS_MONITOR_ENABLED": "true"}, False),   # monitoring only: no login at all
 ])
 def test_the_warning_follows_the_listeners_that_take_ferry_logins(enabled, warns):
     from gateway.banner import credential_warning
