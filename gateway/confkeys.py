@@ -198,6 +198,8 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "server_name": "server name in INFO and /varz (empty: the server id)",
         "anonymous_user": "a Ferry user that clients without credentials act as (empty: credentials required); "
                           "opens the door, and the banner says so",
+        "auth_mode": "'ferry': clients log in as Ferry users with Ferry's permissions; 'nats-server': "
+                     "nats-server's own model, open unless auth_file has users (what `ferry nats-server` sets)",
         "auth_file": "a nats-server config file whose authorization block narrows what Ferry's users may "
                      "publish and subscribe (an extra subject filter, not a second user list)",
         "tls_cert": "PEM certificate chain; set it (with tls_key) and INFO says tls_required",
@@ -215,6 +217,8 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
                           "(empty: a token is required); the banner says so",
     },
     "pravega_controller": {
+        "auth": "always true: Basic credentials of a Ferry user on every RPC, delegation tokens at the "
+                "segment store; false is refused at start (set anonymous_user instead)",
         "anonymous_user": "a Ferry user that RPCs without credentials act as (empty: Basic credentials "
                           "required); the banner says so",
     },

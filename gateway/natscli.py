@@ -38,7 +38,7 @@ from typing import Any, Sequence
 from adapters.nats.natsconf import lookup
 from core.errors import InvalidArgument
 
-from .listeners.nats import read_conf
+from .listeners.nats import NATS_SERVER_MODE, read_conf, with_credentials
 
 log = logging.getLogger("ferry.natscli")
 
@@ -243,7 +243,8 @@ def _apply_flags(s: dict[str, Any], args: argparse.Namespace) -> None:
         opts["max_payload"] = args.max_payload
     if args.user is not None or args.password is not None or args.auth is not None:
         opts.pop("auth_file", None)   # flags replace the config's authorization block
-        opts.update(user=args.user or "", password=args.password or "", token=args.auth or "")
+        # Handed to the listener in process (listeners/nats.py with_credentials), not as config keys.
+        s["credentials"] = (args.user or "", args.password or "", args.auth or "")
     for flag, opt in (("tlscert", "tls_cert"), ("tlskey", "tls_key"), ("tlscacert", "tls_ca")):
         if getattr(args, flag):
             opts[opt] = getattr(args, flag)
@@ -271,7 +272,8 @@ def _port(port: int | None) -> int | None:
 def config_flags(s: dict[str, Any], data_dir: str, known) -> dict:
     """``{key path: (value, source)}`` for :func:`gateway.config.load_config`."""
     src = "ferry nats-server"
-    flags: dict = {("server", "data_dir"): (data_dir, src),
+    flags: dict = {("listeners", "nats", "auth_mode"): (NATS_SERVER_MODE, src),  # nats-server's own users
+                   ("server", "data_dir"): (data_dir, src),
                    ("server", "log_level"): ("debug" if s["debug"] else "info", src),
                    ("server", "grace_seconds"): (GRACE_SECONDS, src)}
     enabled = {"nats": True, "nats_monitor": s["http_port"] is not None, "nats_ws": s["ws"] is not None}
@@ -321,6 +323,8 @@ def main(argv: Sequence[str]) -> int:
         except ConfigError as exc:
             print(f"ferry nats-server: {exc}", file=sys.stderr)
             return 2
+        if s.get("credentials"):
+            cfg = with_credentials(cfg, *s["credentials"])
         return _run(cfg, s)
     finally:
         if temp is not None:

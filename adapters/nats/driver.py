@@ -47,8 +47,10 @@ from functools import partial
 
 import trio
 
+from core.access import bind_actor
+
 from .connection import NatsServerConnection
-from .errors import NatsError, NatsProtocolError
+from .errors import AUTHORIZATION_VIOLATION, NatsError, NatsProtocolError
 from .events import Info
 from .server_state import ClientRecord, Meter, NatsServerState, meter_for
 from .session import WRITE_NOW_MAX_FRAMES, NatsSession, Outbox
@@ -104,6 +106,9 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     client's TLS handshake follows on the same stream (nats.md section 13);
     a WebSocket's TLS, if any, is the WebSocket listener's business."""
     client_ip, client_port = _peer(stream)
+    # Who this task speaks for (core/access.py): the login guard and the audit
+    # lines of a login or a refusal on this connection name it; a login adds the user.
+    bind_actor("nats" if kind == "nats" else "nats_ws", client_ip or "local")
     upgrade = kind == "nats" and state.ssl_context is not None
     info = state.info if upgrade or not state.info.tls_required else \
         replace(state.info, tls_required=False, tls_verify=False)
@@ -142,6 +147,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
             nursery.start_soon(_write_loop, stream, conn, session, wakeup, final, nursery.cancel_scope, meter,
                                drained)
             record.wake = partial(_lame_duck_now, conn, outbox, final, wakeup)
+            record.revoke = partial(_revoke_now, conn, outbox, final, wakeup)
             await _read_loop(stream, conn, session, state, final, meter, drained)
             final.done = True
             wakeup.set()
@@ -304,6 +310,18 @@ def _lame_duck_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wa
     except NatsError:
         return
     outbox.offer(conn.data_to_send())
+    final.done = True
+    wakeup.set()
+
+
+def _revoke_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wakeup: _Wakeup) -> None:
+    """The connection's user was deleted (``server_state.revoke_user``): send what
+    is queued, then ``-ERR 'Authorization Violation'`` (nats-server's words when it
+    revokes a user), then close; the writer does it, which also ends the read."""
+    if final.done:
+        return
+    outbox.offer(conn.data_to_send())
+    final.error = NatsProtocolError(AUTHORIZATION_VIOLATION, "user deleted").wire
     final.done = True
     wakeup.set()
 

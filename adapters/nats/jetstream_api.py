@@ -88,23 +88,35 @@ class JetStreamApi:
         self.total = self.errors = 0
         self.consumers = JsConsumers(streams, tables)
         self.timers_running = False                 # the NATS listener's timer task (driver.py)
+        # The asking user's view during one handle() (STREAM.NAMES/LIST leave out
+        # the streams it may not read: adapters/nats/ferryauth.py); None = all.
+        self._visible: Callable[[str], bool] | None = None
         streams.consumer_count = self.consumers.count
 
     # -- requests ------------------------------------------------------------------
-    def handle(self, subject: str, payload: bytes) -> bytes | None:
-        """The reply to a request on ``subject``, or None (nats-server stays silent)."""
+    def handle(self, subject: str, payload: bytes, visible: Callable[[str], bool] | None = None) -> bytes | None:
+        """The reply to a request on ``subject``, or None (nats-server stays silent).
+        ``visible(name)``: whether the asker may see a stream in STREAM.NAMES/LIST."""
         rest = subject[len(API_PREFIX) + 1:]
         route = _route(rest)
         if route is None:
             return None
         suffix, kind, handler, name = route
         self.total += 1
+        self._visible = visible
         try:
             doc = handler(self, name, payload)
             return go_json({"type": TYPE_PREFIX + kind, **doc})
         except JsApiError as err:
             self.errors += 1
             return go_json({"type": TYPE_PREFIX + kind, "error": err.to_json(), **_ERROR_EXTRAS.get(suffix, {})})
+        finally:
+            self._visible = None
+
+    def _names(self, subject: str | None) -> list[str]:
+        names = self.streams.names(subject)
+        visible = self._visible
+        return names if visible is None else [n for n in names if visible(n)]
 
     def account_info(self, _name: str, _payload: bytes) -> dict:
         memory, storage = self.streams.totals()
@@ -130,14 +142,14 @@ class JetStreamApi:
 
     def names(self, _name: str, payload: bytes) -> dict:
         req = _body(payload, "JSApiStreamNamesRequest", {"offset": "int", "subject": "string"})
-        names = self.streams.names(req.get("subject"))
+        names = self._names(req.get("subject"))
         offset = min(max(req.get("offset", 0), 0), len(names))
         return {"total": len(names), "offset": offset, "limit": NAMES_LIMIT,
                 "streams": names[offset:offset + NAMES_LIMIT]}
 
     def list(self, _name: str, payload: bytes) -> dict:
         req = _body(payload, "JSApiStreamListRequest", {"offset": "int", "subject": "string"})
-        names = self.streams.names(req.get("subject"))
+        names = self._names(req.get("subject"))
         offset = min(max(req.get("offset", 0), 0), len(names))
         infos = [self._info(self.streams.streams[n]) for n in names[offset:offset + LIST_LIMIT]]
         return {"total": len(names), "offset": offset, "limit": LIST_LIMIT, "streams": infos}

@@ -88,7 +88,8 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
                 session._no_responders(subject, reply)      # no such stream, or not allow_direct
         return True
     if subject.startswith("$JS.API."):
-        data = js.handle(subject, payload)
+        visible = getattr(session.conn.permissions, "visible_stream", None)   # ferryauth: NAMES/LIST
+        data = js.handle(subject, payload, visible)
         if data is not None and reply:
             session._reply(reply, data)
         return True

@@ -61,6 +61,7 @@ class ClientRecord:
     tls_version: str = ""
     tls_cipher: str = ""
     wake: Callable[[], None] = lambda: None           # interrupts an idle read (lame duck)
+    revoke: Callable[[], None] = lambda: None         # -ERR 'Authorization Violation', then close
 
 
 @dataclass(eq=False)
@@ -118,6 +119,23 @@ class NatsServerState:
             record.wake()
 
 
+def revoke_user(state: NatsServerState, change) -> int:
+    """A credential watcher (``broker.meta.watch_credentials``): when a Ferry user
+    is deleted, close its connections at once with ``-ERR 'Authorization
+    Violation'``, as nats-server does when it revokes a user. Permission
+    changes need nothing here: the connections' decisions follow
+    ``meta.users_version`` (adapters/nats/ferryauth.py). Returns how many closed."""
+    if not change.deleted:
+        return 0
+    closed = 0
+    for record in list(state.clients.values()):
+        perms = record.session.conn.permissions
+        if getattr(perms, "user_id", None) == change.user_id and getattr(perms, "created_at", None) == change.created_at:
+            record.revoke()
+            closed += 1
+    return closed
+
+
 _METRIC_KEYS = ("messages_in", "bytes_in", "messages_out", "bytes_out", "errors")
 
 
@@ -173,4 +191,5 @@ def shared_state(broker) -> NatsServerState | None:
     return _STATES.get(broker)
 
 
-__all__ = ["ClientRecord", "Meter", "NatsServerState", "meter_for", "TLS_TIMEOUT", "Totals", "register", "shared_state"]
+__all__ = ["ClientRecord", "Meter", "NatsServerState", "meter_for", "TLS_TIMEOUT", "Totals", "register",
+           "revoke_user", "shared_state"]

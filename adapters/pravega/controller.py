@@ -30,6 +30,7 @@ import time
 import uuid
 from typing import Callable
 
+from core.access import denied
 from core.addressing import is_pravega_name
 from core.errors import (
     FerryError,
@@ -150,7 +151,11 @@ class ControllerService:
         except AuthError as exc:
             # Missing or wrong credentials get PERMISSION_DENIED, not UNAUTHENTICATED: the 0.3.8
             # client retries UNAUTHENTICATED with backoff for minutes, PERMISSION_DENIED is final
-            # (pravega-client.md section 4), and a retry cannot fix a wrong password.
+            # (pravega-client.md section 4), and a retry cannot fix a wrong password. Login
+            # failures are audited by the user store; a refused permission here.
+            if exc.code == "PERMISSION_DENIED":
+                scope, stream = _addressed(request)
+                denied(exc.action or method, scope=scope or None, stream=stream or None, rpc=method)
             conn.fail(call.stream_id, GrpcStatus.PERMISSION_DENIED, exc.message)
             return
         except _Status as s:
@@ -174,6 +179,8 @@ class ControllerService:
         need = _NEEDS.get(method)
         if need is None:  # getDelegationToken decides in its handler; the rest answer UNIMPLEMENTED
             return
+        if method in _TXN_BY_ID and self._permit_txn(request):
+            return
         scope, stream = _addressed(request)
         if need in _GLOBAL_ACTIONS:
             self.auth.require(self.user, need)
@@ -195,6 +202,20 @@ class ControllerService:
             return
         self.auth.require(self.user, need, sid, topic.id)
 
+    def _permit_txn(self, request) -> bool:
+        """A transaction named by id is checked against its own topic, whatever stream the
+        request names; False when there is no such transaction (then the request's stream)."""
+        self.state.expire(self.clock_ms())
+        txn = self.state.get(uuid_of(request.txn_id))
+        if txn is None:
+            return False
+        try:
+            topic = self.broker.get_topic(txn.stream, txn.topic)
+        except NotFound:
+            return False
+        self.auth.require(self.user, Action.SEND_MESSAGES, topic.stream_id, topic.id)
+        return True
+
     def delegation_token(self, req: P.StreamInfo) -> P.DelegationToken:
         if self.auth is None:
             return P.DelegationToken(delegation_token="")  # auth is off: segment stores take ""
@@ -214,9 +235,10 @@ class ControllerService:
         else:  # a reader group's table (scope/<group>_kvtable): anyone who may read the scope
             ops = {READ, WRITE} if meta.can(user, Action.READ_STREAM, sid) else set()
         if not ops:
-            raise _Status(GrpcStatus.PERMISSION_DENIED, f"user {user.username!r} may not read or write "
-                          f"{req.scope}/{req.stream}")
-        token = self.auth.issuer.issue(user.id, req.scope, req.stream, frozenset(ops))
+            raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not read or write "
+                            f"{req.scope}/{req.stream}",
+                            action=(Action.POLL_MESSAGES if topic is not None else Action.READ_STREAM).value)
+        token = self.auth.issuer.issue(user.id, req.scope, req.stream, frozenset(ops), created_at=user.created_at)
         return P.DelegationToken(delegation_token=token)
 
     # -- names -------------------------------------------------------------------------------
@@ -592,6 +614,8 @@ _NEEDS: dict[str, Action] = {
                      "checkTransactionState"), Action.SEND_MESSAGES),
 }
 _GLOBAL_ACTIONS = frozenset({Action.CREATE_STREAM, Action.READ_STREAMS})
+# Transaction RPCs that name the transaction by id: checked against the transaction's topic.
+_TXN_BY_ID = frozenset({"commitTransaction", "abortTransaction", "pingTransaction", "checkTransactionState"})
 _STREAM_ACTIONS = frozenset({Action.MANAGE_STREAM, Action.CREATE_TOPIC, Action.READ_TOPICS})
 
 

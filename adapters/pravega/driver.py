@@ -27,12 +27,15 @@ the listener keeps serving.
 from __future__ import annotations
 
 import logging
+import weakref
 from functools import partial
 
 import trio
 
+from core.access import bind_actor
 from core.metrics import listener_metrics, metrics_for
 
+from .auth import TokenIssuer, load_secret
 from .codec import NEED_DATA, FrameDecoder
 from .errors import PravegaProtocolError
 from .grpc import GrpcServerConnection
@@ -53,6 +56,29 @@ MAX_OUTBOX_BYTES = 8 * 1024 * 1024
 # so this is far above any real reader and bounds a misbehaving one.
 MAX_PARKED_READS = 1024
 DEFAULT_TAIL_PARK_S = 5.0  # answered well before the client's 30 s timeout (pravega.md section 7)
+
+
+_ISSUER_LOCKS: "weakref.WeakKeyDictionary[object, trio.Lock]" = weakref.WeakKeyDictionary()
+
+
+async def ensure_issuer(broker) -> TokenIssuer:
+    """The broker's delegation-token issuer, made once from the key under its data dir
+    (both Pravega listeners call this before serving; the lock keeps two first starts
+    from racing on the key file)."""
+    state = state_of(broker)
+    lock = _ISSUER_LOCKS.setdefault(state, trio.Lock())
+    async with lock:
+        if state.issuer is None:
+            state.issuer = TokenIssuer(await trio.to_thread.run_sync(load_secret, broker.data_dir))
+    return state.issuer
+
+
+def _peer(stream) -> str:
+    """The peer's address of a trio SocketStream ("local" for anything else)."""
+    try:
+        return stream.socket.getpeername()
+    except (AttributeError, OSError):
+        return "local"
 
 
 class Outbox:
@@ -96,6 +122,7 @@ async def serve_segment_store(broker, host: str, port: int, conn_nursery, *, adv
 
 
 async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park_s: float = DEFAULT_TAIL_PARK_S) -> None:
+    bind_actor("pravega", _peer(stream))  # who the audit lines and the login guard see
     outbox = Outbox()
     session = SegmentStoreSession(broker, outbox.put, on_ack=outbox.poke)
     counters = session.counters
@@ -185,6 +212,7 @@ async def serve_controller(broker, host: str, port: int, conn_nursery, *, servic
 
 
 async def controller_connection(service, stream: trio.abc.Stream) -> None:
+    bind_actor("pravega_controller", _peer(stream))  # the login guard counts failures per address
     conn = GrpcServerConnection()
     counters = listener_metrics(metrics_for(service.broker))
     counters["connections_total"].inc("pravega_controller")
@@ -210,4 +238,4 @@ async def controller_connection(service, stream: trio.abc.Stream) -> None:
         await trio.aclose_forcefully(stream)
 
 
-__all__ = ["Outbox", "controller_connection", "segment_store_connection", "serve_controller", "serve_segment_store"]
+__all__ = ["Outbox", "controller_connection", "ensure_issuer", "segment_store_connection", "serve_controller", "serve_segment_store"]

@@ -53,12 +53,14 @@ from core.errors import (
     StorageError,
     TopicSealed,
 )
+from core.access import denied
 from core.log.encoded import payload_block
 from core.log.partition import AppendInput
 from core.metrics import listener_metrics, metrics_for
+from core.permissions import Action
 
 from . import commands as C
-from .auth import READ, WRITE, AuthError
+from .auth import AUTH_CHECK_FAILED, READ, WRITE, AuthError, Principal, check_segment, permit
 from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .errors import Reply as _Reply
@@ -99,8 +101,10 @@ MAX_WRITERS = 10_000
 
 
 # Requests that carry a delegation token: the field naming the segment and what
-# the token must allow (checked only with auth on). Reader-group tables need READ:
-# a reader keeps its group's state there (adapters/pravega/auth.py).
+# the token must allow (checked whenever the state has an issuer: always under
+# `ferry serve`). Reader-group tables need READ: a reader keeps its group's state
+# there (adapters/pravega/auth.py). Append blocks carry no token: their writer's
+# principal is re-checked live on each block instead.
 _AUTH = {
     C.SetupAppend: ("segment", WRITE), C.ReadSegment: ("segment", READ),
     C.GetStreamSegmentInfo: ("segment_name", READ), C.SealSegment: ("segment", WRITE),
@@ -134,6 +138,7 @@ class _Writer:
     raw: bool = False  # a byte stream: offsets count payload bytes only
     inflight: int = 0
     deferred: list | None = None  # error replies held until earlier blocks are acked
+    principal: Principal | None = None  # who set it up (auth on): re-checked on every block
 
 
 class SegmentStoreSession(TableSegmentOps):
@@ -152,6 +157,7 @@ class SegmentStoreSession(TableSegmentOps):
         self.unacked_bytes = 0  # appended, not yet acknowledged (the driver's read gate)
         self.close_after_flush = False  # set when the protocol says: reply, then close
         self.closed = False
+        self._principal: Principal | None = None  # who the request being handled acts as (auth on)
         self._handlers = {
             C.Hello: self._hello,
             C.KeepAlive: self._keep_alive,
@@ -184,8 +190,9 @@ class SegmentStoreSession(TableSegmentOps):
         handler = self._handlers.get(type(cmd))
         try:
             rule = _AUTH.get(type(cmd))
+            self._principal = None
             if rule is not None and self.state.issuer is not None:
-                self._authorize(cmd, *rule)
+                self._principal = self._authorize(cmd, *rule)
             if handler is None:
                 return self._unsupported(cmd)
             return handler(cmd)
@@ -202,16 +209,39 @@ class SegmentStoreSession(TableSegmentOps):
             self.counters["errors"].inc(LISTENER)
         self._emit(C.encode(reply))
 
-    def _authorize(self, cmd, field: str, op: str) -> None:
-        """Check the request's delegation token (auth on: adapters/pravega/auth.py)."""
+    def _authorize(self, cmd, field: str, op: str) -> Principal:
+        """Check the request's delegation token, or the anonymous user for an empty one,
+        and the user's permission now (adapters/pravega/auth.py ``check_segment``)."""
         segment = getattr(cmd, field)
-        parts = segment.split("/")
-        scope, stream = (parts[0], parts[1]) if len(parts) >= 2 else (segment, "")
         try:
-            self.state.issuer.check(cmd.delegation_token, scope, stream, op)
+            return check_segment(self.broker, self.state.issuer, self.state.anonymous, cmd.delegation_token,
+                                 segment, op)
         except AuthError as exc:
-            raise _Reply(C.AuthTokenCheckFailed(request_id=cmd.request_id, server_stack_trace=exc.message,
-                                                error_code=exc.code)) from None
+            raise self._refused(cmd.request_id, segment, op, exc) from None
+
+    def _refused(self, rid: int, segment: str, op: str, exc: AuthError) -> _Reply:
+        """The AuthTokenCheckFailed reply to raise, after the audit line of a denial
+        (an expired token is no denial: the client fetches a new one and retries)."""
+        if exc.code == AUTH_CHECK_FAILED:
+            scope, _, rest = segment.partition("/")
+            denied(exc.action or ("pravega_" + op), scope=scope, stream=rest.partition("/")[0], reason=exc.message)
+        return _Reply(C.AuthTokenCheckFailed(request_id=rid, server_stack_trace=exc.message, error_code=exc.code))
+
+    def _recheck(self, w: _Writer, rid: int) -> bool:
+        """Before storing a block: may the writer's principal still send to its topic?
+        False after answering AuthTokenCheckFailed (the writer must set up again, and
+        its next token request meets the same check at the controller)."""
+        principal = w.principal
+        if principal is None:
+            return True
+        meta = self.broker.meta
+        try:
+            user = principal.live(meta)
+            permit(meta, principal, user, Action.SEND_MESSAGES, w.stream_id, w.topic_id)
+        except AuthError as exc:
+            self._fail(w, self._refused(rid, w.segment, WRITE, exc).reply)
+            return False
+        return True
 
     def close(self) -> None:
         self.closed = True
@@ -293,7 +323,7 @@ class SegmentStoreSession(TableSegmentOps):
                                         message=f"{MAX_WRITERS} writers are set up on this connection"))
         self.writers[cmd.writer_id] = _Writer(seg, topic.stream_id, topic.id, name.number, last,
                                               str(cmd.writer_id), txn, seg if name.transient else None,
-                                              self.is_bytes(topic))
+                                              self.is_bytes(topic), principal=self._principal)
         self.send(C.AppendSetup(request_id=rid, segment=seg, writer_id=cmd.writer_id, last_event_number=last))
 
     def _setup_settled(self, cmd) -> None:
@@ -328,6 +358,8 @@ class SegmentStoreSession(TableSegmentOps):
         for p in payloads:
             if len(p) > MAX_EVENT_BYTES:
                 raise PravegaProtocolError(f"event of {len(p)} bytes exceeds {MAX_EVENT_BYTES}")
+        if not self._recheck(w, ev.request_id):
+            return None
         if w.txn is not None:
             return self._append_txn(w, ev, payloads)
         self._store(w, ev.request_id, ev.last_event_number, ev.num_events, payloads, len(ev.data))
@@ -449,6 +481,8 @@ class SegmentStoreSession(TableSegmentOps):
 
     def _conditional_append(self, cmd) -> None:
         w = self._writer(cmd.writer_id)
+        if not self._recheck(w, cmd.request_id):
+            return
         part = self._writer_part(w, cmd.request_id, cmd.event_number)
         if part is None:
             return
@@ -462,6 +496,8 @@ class SegmentStoreSession(TableSegmentOps):
         """Raw bytes at an expected offset (pravega.md section 5.5): a byte stream's
         write, or one part of a large event on a transient segment."""
         w = self._writer(cmd.writer_id)
+        if not self._recheck(w, cmd.request_id):
+            return
         if w.transient is not None:
             return self._transient_part(w, cmd)
         part = self._writer_part(w, cmd.request_id, cmd.event_number)
@@ -593,6 +629,8 @@ class SegmentStoreSession(TableSegmentOps):
     def read(self, cmd, parked: bool = False) -> Park | None:
         rid, seg = cmd.request_id, cmd.segment
         try:
+            if parked and self.state.issuer is not None:  # waited at the tail: is it still allowed?
+                self._authorize(cmd, "segment", READ)
             name, topic = self._target(rid, seg)
         except _Reply as r:
             self.send(r.reply)

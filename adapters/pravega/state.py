@@ -92,7 +92,11 @@ class PravegaState:
 
     def __init__(self) -> None:
         self.segment_store: tuple[str, int] | None = None  # advertised (host, port) for getURI
-        self.issuer = None  # an auth.TokenIssuer when the controller has auth on: tokens are checked
+        # An auth.TokenIssuer: set by both Pravega listeners before they serve (always under
+        # `ferry serve`); from then on every segment-store request is checked. None only for
+        # sessions built without a gateway (unit tests, embedding).
+        self.issuer = None
+        self.anonymous = None  # an auth.Principal: who requests with an empty token act as
         self.txns: dict[uuid.UUID, Txn] = {}
         self.txn_bytes = 0
         # (stream_id, topic_id, created_at) -> "events" | "bytes" (topic attribute pravega.kind)

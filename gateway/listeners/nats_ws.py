@@ -12,7 +12,8 @@ Options of ``[listeners.nats_ws]``: ``tls_cert`` and ``tls_key`` for
 ``wss://`` (TLS at the WebSocket layer, as nats-server's ``websocket { tls
 {...} }``; the NATS-level upgrade of the TCP listener never happens here).
 Without a running ``nats`` listener the WebSocket listener uses
-nats-server's defaults and **no authentication**, and says so in the log.
+nats-server's default limits, and its clients log in as Ferry users
+(adapters/nats/ferryauth.py, no ``anonymous_user``); the log says so.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
 from adapters.nats.connection import ServerInfo
 from adapters.nats.driver import nats_connection, new_server_id
-from adapters.nats.server_state import NatsServerState, register, shared_state
+from adapters.nats.ferryauth import FerryAuthenticator
+from adapters.nats.server_state import NatsServerState, register, revoke_user, shared_state
 from adapters.wsmask import install as install_compiled_unmask
 
 from ..registry import ListenerSpec
@@ -83,15 +85,19 @@ class WebSocketStream(trio.abc.Stream):
         await self._ws.aclose()
 
 
-def _state_for(broker, cfg) -> NatsServerState:
+def _state_for(broker, cfg) -> tuple[NatsServerState, bool]:
+    """The nats listener's shared state, or (it is not running) one of our own;
+    True when it is our own."""
     state = shared_state(broker)
-    if state is None:
-        log.warning("listeners.nats is not running: NATS over WebSocket uses nats-server defaults "
-                    "and no authentication")
-        state = NatsServerState(broker=broker, info=ServerInfo(server_id=new_server_id(),
-                                                               host=cfg.host, port=cfg.port))
-        register(state)
-    return state
+    if state is not None:
+        return state, False
+    log.warning("listeners.nats is not running: NATS over WebSocket uses nats-server's default limits; "
+                "clients log in as Ferry users")
+    state = NatsServerState(broker=broker, info=ServerInfo(server_id=new_server_id(), host=cfg.host,
+                                                           port=cfg.port, auth_required=True),
+                            authenticate=FerryAuthenticator(broker))
+    register(state)
+    return state, True
 
 
 async def _handle(state: NatsServerState, request: WebSocketRequest) -> None:
@@ -103,7 +109,9 @@ async def _handle(state: NatsServerState, request: WebSocketRequest) -> None:
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
-    state = _state_for(broker, cfg)
+    state, own = _state_for(broker, cfg)
+    # Our own state: a deleted user's connections close here (else the nats listener does it).
+    unwatch = broker.meta.watch_credentials(partial(revoke_user, state)) if own else (lambda: None)
     install_compiled_unmask()  # RFC 6455 unmasking in C (adapters/wsmask.py)
     opts = cfg.options
     ctx = server_ssl_context("nats_ws", opts["tls_cert"], opts["tls_key"])
@@ -117,6 +125,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
             state.ports["websocket"] = server.port
             task_status.started(server.port)
     finally:
+        unwatch()
         if getattr(broker, "draining", False):
             state.enter_lame_duck()
 

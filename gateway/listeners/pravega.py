@@ -16,17 +16,27 @@ advertised_host  ""       the host name clients are told to connect to for
 tail_park_ms     5000     how long a read at the tail waits for new data
                           before it is answered empty (the client re-asks at
                           once; its own timeout is 30 s)
+anonymous_user   ""       a Ferry user that requests with an empty delegation
+                          token (a client with auth disabled) act as, with
+                          that user's permissions checked on each request
+                          (empty: a token from the controller is required)
 ===============  =======  ====================================================
+
+Every other request needs a delegation token from the controller's
+``getDelegationToken``, re-checked against the user's current permissions on
+each request (adapters/pravega/auth.py).
 """
 
 from __future__ import annotations
 
-from adapters.pravega.driver import serve_segment_store
+from adapters.pravega.auth import Principal
+from adapters.pravega.driver import ensure_issuer, serve_segment_store
+from adapters.pravega.state import state_of
 from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
 
-OPTIONS = {"advertised_host": "", "tail_park_ms": 5000}
+OPTIONS = {"advertised_host": "", "tail_park_ms": 5000, "anonymous_user": ""}
 WILDCARDS = ("0.0.0.0", "::", "")
 MAX_TAIL_PARK_MS = 25_000  # the 0.3.8 client's request timeout is 30 s (pravega.md section 7)
 
@@ -44,6 +54,10 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     park = int(opts["tail_park_ms"])
     if not 1 <= park <= MAX_TAIL_PARK_MS:
         raise InvalidArgument(f"listeners.pravega.tail_park_ms must be 1..{MAX_TAIL_PARK_MS}, got {park}")
+    name = str(opts["anonymous_user"]).strip()
+    anonymous = Principal.anonymous_user(broker.meta, name, "listeners.pravega.anonymous_user") if name else None
+    await ensure_issuer(broker)  # tokens are checked from the first request on
+    state_of(broker).anonymous = anonymous
     await serve_segment_store(broker, cfg.host, cfg.port, conn_nursery,
                               advertised_host=advertised(cfg.host, str(opts["advertised_host"])),
                               tail_park_s=park / 1000, task_status=task_status)

@@ -6,16 +6,24 @@ trio + h2 stack (adapters/pravega/grpc.py), no second event loop. Segment
 addresses it hands out are the ``pravega`` listener's (its
 ``advertised_host``); docs/pravega.md.
 
+Every RPC needs Basic credentials of a Ferry user (clients: ``auth_enabled=True``,
+``pravega_client_auth_method=Basic``) and that user's permission, and the segment
+store needs a delegation token from ``getDelegationToken``, as a Pravega cluster
+with auth enabled (adapters/pravega/auth.py, docs/pravega.md "Authentication").
+
 Options of ``[listeners.pravega_controller]`` (also ``FERRY_PRAVEGA_CONTROLLER_<KEY>``):
 
-====  =======  ================================================================
-key   default  meaning
-====  =======  ================================================================
-auth  false    require Basic credentials of a Ferry user on every RPC and a
-               delegation token (from ``getDelegationToken``) on every
-               segment-store request, as a Pravega cluster with auth enabled
-               (clients: ``auth_enabled=True``, ``pravega_client_auth_method=Basic``)
-====  =======  ================================================================
+==============  =======  ======================================================
+key             default  meaning
+==============  =======  ======================================================
+auth            true     kept for old configuration files: ``true`` is the
+                         only behaviour; ``false`` is refused at start (use
+                         ``anonymous_user`` to let clients in without
+                         credentials)
+anonymous_user  ""       a Ferry user that RPCs without credentials act as,
+                         with exactly its permissions (empty: credentials
+                         are required); it must exist at start
+==============  =======  ======================================================
 
 Metrics (core/metrics.py ``listener_metrics``, ``listener="pravega_controller"``):
 connections (counted by adapters/pravega/driver.py); each gRPC call is a
@@ -25,17 +33,15 @@ message in (``bytes_in``: its protobuf bytes), each OK answer a message out
 
 from __future__ import annotations
 
-import trio
-
-from adapters.pravega.auth import Authenticator, TokenIssuer, load_secret
+from adapters.pravega.auth import Authenticator, Principal
 from adapters.pravega.controller import ControllerService
-from adapters.pravega.driver import serve_controller
-from adapters.pravega.state import state_of
+from adapters.pravega.driver import ensure_issuer, serve_controller
+from core.errors import InvalidArgument
 from core.metrics import listener_metrics, metrics_for
 
 from ..registry import ListenerSpec
 
-OPTIONS = {"auth": False}
+OPTIONS = {"auth": True, "anonymous_user": ""}
 NAME = "pravega_controller"  # the metrics label: this listener's name
 
 
@@ -72,11 +78,13 @@ class _MeteredConn:
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     opts = {**OPTIONS, **dict(cfg.options)}
-    auth = None
-    if opts["auth"]:
-        issuer = TokenIssuer(await trio.to_thread.run_sync(load_secret, broker.data_dir))
-        state_of(broker).issuer = issuer  # the segment store checks tokens from now on
-        auth = Authenticator(broker, issuer)
+    if not opts["auth"]:
+        raise InvalidArgument(f"listeners.{NAME}.auth = false: anonymous access is no longer a switch; set "
+                              f"listeners.{NAME}.anonymous_user (and listeners.pravega.anonymous_user) to a "
+                              f"Ferry user whose permissions credential-less clients get")
+    name = str(opts["anonymous_user"]).strip()
+    anonymous = Principal.anonymous_user(broker.meta, name, f"listeners.{NAME}.anonymous_user") if name else None
+    auth = Authenticator(broker, await ensure_issuer(broker), anonymous=anonymous)
     await serve_controller(broker, cfg.host, cfg.port, conn_nursery, service=_MeteredController(broker, auth=auth),
                            task_status=task_status)
 

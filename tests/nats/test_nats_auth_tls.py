@@ -1,4 +1,6 @@
-"""nats-py against Ferry with per-user permissions (auth_file) and TLS (trustme certificates)."""
+"""nats-py against Ferry with nats-server's per-user permissions (auth_file, ``auth_mode =
+"nats-server"``, the model ``ferry nats-server`` runs) and TLS (trustme certificates).
+Ferry's own users and permissions under ``ferry serve``: test_nats_ferry_auth.py."""
 
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def _errors():
 
 def test_per_user_permissions_refuse_without_closing(tmp_path):
     (tmp_path / "auth.conf").write_text(AUTH_CONF)
-    with running_gateway(tmp_path, FERRY_NATS_AUTH_FILE=str(tmp_path / "auth.conf")) as gw:
+    with running_gateway(tmp_path, FERRY_NATS_AUTH_FILE=str(tmp_path / "auth.conf"),
+                         FERRY_NATS_AUTH_MODE="nats-server") as gw:
         async def main():
             seen, cb = _errors()
             alice = await nats.connect(gw.url(), user="alice", password="a1", error_cb=cb, allow_reconnect=False)
@@ -229,7 +232,8 @@ def test_tls_handshake_first_sends_info_inside_tls(tmp_path, pki):
 
 def test_no_auth_user_with_nats_py(tmp_path):
     (tmp_path / "auth.conf").write_text(AUTH_CONF + "\nno_auth_user: alice\n")
-    with running_gateway(tmp_path, FERRY_NATS_AUTH_FILE=str(tmp_path / "auth.conf")) as gw:
+    with running_gateway(tmp_path, FERRY_NATS_AUTH_FILE=str(tmp_path / "auth.conf"),
+                         FERRY_NATS_AUTH_MODE="nats-server") as gw:
         async def main():
             seen, cb = _errors()
             anon = await nats.connect(gw.url(), error_cb=cb)     # no credentials: alice's rights

@@ -64,11 +64,12 @@ def test_websocket_client_talks_to_tcp_clients(tmp_path):
 
 def test_websocket_shares_the_nats_listener_auth(tmp_path):
     pytest.importorskip("aiohttp")
-    with running_gateway(tmp_path, FERRY_NATS_TOKEN="tok") as gw:
-        url = f"ws://127.0.0.1:{gw.ports['nats_ws']}"
+    with running_gateway(tmp_path) as gw:
+        url = gw.url("nats_ws", "ws", login=False)
+        user, password = gw.nats_credentials()
 
         async def main():
-            nc = await nats.connect(url, token="tok")
+            nc = await nats.connect(url, user=user, password=password)   # a Ferry user, as over TCP
             assert nc._server_info["auth_required"] is True
             await nc.close()
             with pytest.raises(Exception) as info:
@@ -82,11 +83,14 @@ def test_websocket_alone_uses_defaults_and_the_monitor_still_sees_it(tmp_path, c
     with running_gateway(tmp_path, FERRY_NATS_ENABLED="false") as gw:
         assert "nats" not in gw.ports
         async def main():
-            nc = await nats.connect(f"ws://127.0.0.1:{gw.ports['nats_ws']}", name="alone")
-            assert not nc._server_info.get("auth_required")
+            with pytest.raises(Exception) as info:   # still Ferry's users: no open door
+                await nats.connect(gw.url("nats_ws", "ws", login=False), allow_reconnect=False)
+            assert "authorization violation" in str(info.value).lower()
+            nc = await nats.connect(gw.url("nats_ws", "ws"), name="alone")
+            assert nc._server_info.get("auth_required")
             await nc.flush()
             connz = httpx.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz").json()
             assert [c["name"] for c in connz["connections"]] == ["alone"]
             await nc.close()
         run(main())
-    assert any("no authentication" in r.getMessage() for r in caplog.records)
+    assert any("clients log in as Ferry users" in r.getMessage() for r in caplog.records)

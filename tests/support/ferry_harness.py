@@ -18,6 +18,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 import pytest
 import trio
@@ -158,8 +159,26 @@ class GatewayThread:
             raise RuntimeError(f"gateway did not start: {self._error!r}")
         return self
 
-    def url(self, listener: str = "nats", scheme: str = "nats") -> str:
-        return f"{scheme}://127.0.0.1:{self.ports[listener]}"
+    def url(self, listener: str = "nats", scheme: str = "nats", *, login: bool = True) -> str:
+        """The listener's URL. NATS clients log in as Ferry users under ``ferry
+        serve`` (docs/nats.md "Authentication and permissions"): for the nats and
+        nats_ws listeners the URL carries the root user's credentials (nats-py
+        reads them from it) unless ``login`` is False or the listener runs in
+        nats-server's model (``auth_mode = "nats-server"``)."""
+        creds = self.nats_credentials() if login and listener in ("nats", "nats_ws") else None
+        userinfo = f"{quote(creds[0], safe='')}:{quote(creds[1], safe='')}@" if creds else ""
+        return f"{scheme}://{userinfo}127.0.0.1:{self.ports[listener]}"
+
+    def nats_credentials(self) -> tuple[str, str] | None:
+        """(user, password) NATS clients of this gateway log in with (the root
+        user's), or None when the NATS listener uses nats-server's own model."""
+        try:
+            mode = self.cfg.listener("nats").options.get("auth_mode", "ferry")
+        except KeyError:
+            mode = "ferry"
+        if mode != "ferry":
+            return None
+        return self.cfg.auth.root_username, self.cfg.auth.root_password
 
     def stop(self) -> None:
         if self._token is not None and self._stop is not None and self._thread.is_alive():
