@@ -49,6 +49,15 @@ log = logging.getLogger("ferry.iggy")
 
 RECV_CHUNK = 256 * 1024  # bytes per receive: one typical batch of 1 000 x 128 B messages
 IDLE_TIMEOUT_S = 600.0  # no byte for this long: the client is gone (its heartbeat is every 5 s)
+# A connection that has not logged in this long after it opened is closed
+# (docs/security.md "Floods"): every Iggy SDK logs in right after connecting, and
+# an unauthenticated connection may only ping and ask its identity. nats-server
+# gives CONNECT 2 s; Iggy has no such limit, so this leaves room for slow TLS and
+# a client's own connection retries.
+LOGIN_TIMEOUT_S = 30.0
+# Open connections per listener before new ones are closed at once (Iggy has no
+# error frame before a login, so the close is the answer); 0 = unlimited.
+DEFAULT_MAX_CONNECTIONS = 10_000
 # Requests read ahead of their replies. Real Iggy clients never pipeline; a raw
 # producer that does gets its sends into one group commit (nats bench's w256
 # window, PERF-ANCHORS.md section 3). The bytes bound keeps a connection's
@@ -97,6 +106,13 @@ class IggyMeter:
     def closed(self) -> None:
         self.c["connections_open"].dec(self.label)
 
+    def full(self, limit: int) -> bool:
+        """At ``limit`` open connections (0 = no limit): count a refusal and say so."""
+        if limit and self.c["connections_open"].value(self.label) >= limit:
+            self.c["connections_refused"].inc(self.label)
+            return True
+        return False
+
     def error(self) -> None:
         """A fatal framing error (the connection ends)."""
         self.c["errors"].inc(self.label)
@@ -143,6 +159,7 @@ class IggyMeter:
 
 
 async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_context=None,
+                         max_connections: int = DEFAULT_MAX_CONNECTIONS,
                          task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind ``host:port`` (0 = a free port) and serve Iggy clients until cancelled;
     with ``ssl_context`` every connection is TLS from its first byte (Iggy's
@@ -155,7 +172,8 @@ async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_cont
         # https_compatible=False: Iggy clients expect a close_notify at the end (trio docs).
         listeners = [trio.SSLListener(lst, ssl_context, https_compatible=False) for lst in listeners]
     task_status.started(bound)
-    await trio.serve_listeners(partial(iggy_connection, broker, meter=meter), listeners,
+    await trio.serve_listeners(partial(iggy_connection, broker, meter=meter, max_connections=max_connections),
+                               listeners,
                                handler_nursery=conn_nursery)
 
 
@@ -168,21 +186,27 @@ def _peer(stream) -> str:
         return "unknown"
 
 
-async def iggy_connection(broker, stream: trio.abc.Stream, *, meter: IggyMeter | None = None) -> None:
+async def iggy_connection(broker, stream: trio.abc.Stream, *, meter: IggyMeter | None = None,
+                          max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """Serve one Iggy client until it leaves or breaks the framing (counted by
     ``meter``, the listener's; a test may leave it out)."""
     try:
         await serve_session(broker, stream, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=_peer(stream),
-                            transport=TRANSPORT_TCP, what="iggy session", meter=meter)
+                            transport=TRANSPORT_TCP, what="iggy session", meter=meter,
+                            max_connections=max_connections)
     finally:
         await trio.aclose_forcefully(stream)
 
 
 async def serve_session(broker, stream, *, client_id: int, address: str, transport: int, what: str,
-                        meter: IggyMeter | None) -> None:
+                        meter: IggyMeter | None, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """One connection's session, from open to close (TCP and WebSocket share it; the
     caller closes the stream): an IggySession reading ahead ``MAX_PIPELINED`` requests,
     counted in ``meter``, served by :func:`serve_pipeline` until the peer leaves."""
+    if meter is not None and meter.full(max_connections):
+        log.warning("iggy connection refused: listener at max_connections",
+                    extra={"peer": address, "listener": meter.label, "max_connections": max_connections})
+        return   # the caller closes the stream
     session = IggySession(broker, client_id=client_id, address=address, transport=transport)
     session.conn.max_in_flight = MAX_PIPELINED
     if meter is not None:
@@ -225,12 +249,25 @@ class _Pipeline:
         # while the reader waits; a set with nobody waiting leaves _progressed.
         self._progress: trio.Event | None = None
         self._progressed = False
+        # Until the first login (None after it: a later logout and re-login, as the
+        # 0.9 client does after a credential change, is not a new connection).
+        self.login_deadline: float | None = trio.current_time() + LOGIN_TIMEOUT_S
 
     async def read_loop(self) -> None:
         conn, session = self.session.conn, self.session
         try:
             while True:
-                with trio.fail_after(IDLE_TIMEOUT_S):
+                timeout = IDLE_TIMEOUT_S
+                if self.login_deadline is not None:
+                    if session.user is not None:
+                        self.login_deadline = None
+                    else:
+                        timeout = self.login_deadline - trio.current_time()
+                        if timeout <= 0:
+                            log.info("iggy connection closed: no login in time",
+                                     extra={"peer": session.address, "login_timeout_s": LOGIN_TIMEOUT_S})
+                            return
+                with trio.fail_after(min(timeout, IDLE_TIMEOUT_S)):
                     data = await self.stream.receive_some(RECV_CHUNK)
                 conn.receive_data(data)
                 if not await self._serve_frames(conn, session):

@@ -50,7 +50,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 from core.metrics import metrics_for
 
 from ..wsmask import install as install_compiled_unmask
-from .driver import RECV_CHUNK, IggyMeter, serve_session
+from .driver import DEFAULT_MAX_CONNECTIONS, RECV_CHUNK, IggyMeter, serve_session
 from .ws import (
     CLOSE_MESSAGE_TOO_BIG,
     WS_MAX_MESSAGE,
@@ -176,6 +176,7 @@ class IggyWsStream(trio.abc.Stream):
 
 
 async def serve_iggy_ws(broker, host: str, port: int, conn_nursery, *, ssl_context=None,
+                        max_connections: int = DEFAULT_MAX_CONNECTIONS,
                         task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind ``host:port`` (0 = a free port) and serve Iggy WebSocket clients
     (``iggy+ws://``; with ``ssl_context``, ``wss://``: the SDKs' ``tls=true``)
@@ -185,25 +186,27 @@ async def serve_iggy_ws(broker, host: str, port: int, conn_nursery, *, ssl_conte
     install_compiled_unmask()  # RFC 6455 unmasking in C (adapters/wsmask.py): a quarter of a send's time
     async with trio.open_nursery() as nursery:
         server = await nursery.start(partial(
-            serve_websocket, partial(_handle, broker, metrics), host, port, ssl_context,
+            serve_websocket, partial(_handle, broker, metrics, max_connections), host, port, ssl_context,
             handler_nursery=conn_nursery, message_queue_size=WS_MESSAGE_QUEUE, max_message_size=WS_MAX_MESSAGE,
             receive_buffer_size=RECV_CHUNK, connect_timeout=HANDSHAKE_TIMEOUT_S, disconnect_timeout=CLOSE_GRACE_S))
         task_status.started(server.port)
 
 
-async def _handle(broker, metrics: WsMetrics, request: WebSocketRequest) -> None:
+async def _handle(broker, metrics: WsMetrics, max_connections: int, request: WebSocketRequest) -> None:
     try:
         ws = await request.accept()
     except ConnectionClosed:
         return
-    await iggy_ws_connection(broker, IggyWsStream(ws, metrics), metrics)
+    await iggy_ws_connection(broker, IggyWsStream(ws, metrics), metrics, max_connections)
 
 
-async def iggy_ws_connection(broker, stream: IggyWsStream, metrics: WsMetrics) -> None:
+async def iggy_ws_connection(broker, stream: IggyWsStream, metrics: WsMetrics,
+                             max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """Serve one upgraded Iggy WebSocket client until it leaves or breaks the framing."""
     try:
         await serve_session(broker, stream, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=stream.peer,
-                            transport=TRANSPORT_WEBSOCKET, what="iggy websocket session", meter=metrics.meter)
+                            transport=TRANSPORT_WEBSOCKET, what="iggy websocket session", meter=metrics.meter,
+                            max_connections=max_connections)
     finally:
         await stream.aclose()
 

@@ -13,6 +13,9 @@ tls_cert   ""       PEM certificate chain; set it (and tls_key) and every
                     connection is TLS (Iggy's ``[tcp.tls]``; the SDKs'
                     ``tls_enabled``)
 tls_key    ""       PEM private key (may be inside tls_cert)
+max_con-   10000    open connections; past it a new one is closed at once
+nections            (0 = unlimited). A connection that has not logged in
+                    30 s after it opened is closed (docs/security.md)
 =========  =======  ==========================================================
 """
 
@@ -20,12 +23,12 @@ from __future__ import annotations
 
 import ssl
 
-from adapters.iggy.driver import serve_iggy_tcp
+from adapters.iggy.driver import DEFAULT_MAX_CONNECTIONS, serve_iggy_tcp
 from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
 
-OPTIONS = {"tls_cert": "", "tls_key": ""}
+OPTIONS = {"tls_cert": "", "tls_key": "", "max_connections": DEFAULT_MAX_CONNECTIONS}
 
 
 def server_ssl_context(cert: str, key: str = "", listener: str = "iggy_tcp") -> ssl.SSLContext:
@@ -46,7 +49,8 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     if opts["tls_key"] and not opts["tls_cert"]:
         raise InvalidArgument("listeners.iggy_tcp: tls_key needs tls_cert")
     ctx = server_ssl_context(str(opts["tls_cert"]), str(opts["tls_key"])) if opts["tls_cert"] else None
-    await serve_iggy_tcp(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx, task_status=task_status)
+    await serve_iggy_tcp(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx,
+                         max_connections=int(opts["max_connections"]), task_status=task_status)
 
 
 LISTENER = ListenerSpec(name="iggy_tcp", default_port=8090, transport="tcp", serve=serve, options=OPTIONS,

@@ -14,18 +14,22 @@ key        default  meaning
 tls_cert   ""       PEM certificate chain; set it (and tls_key) and every
                     connection is ``wss://`` (Iggy's ``[websocket.tls]``)
 tls_key    ""       PEM private key (may be inside tls_cert)
+max_con-   10000    open connections; past it a new one is closed at once
+nections            (0 = unlimited). A connection that has not logged in
+                    30 s after it opened is closed (docs/security.md)
 =========  =======  ==========================================================
 """
 
 from __future__ import annotations
 
+from adapters.iggy.driver import DEFAULT_MAX_CONNECTIONS
 from adapters.iggy.ws_driver import serve_iggy_ws
 from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
 from .iggy_tcp import server_ssl_context
 
-OPTIONS = {"tls_cert": "", "tls_key": ""}
+OPTIONS = {"tls_cert": "", "tls_key": "", "max_connections": DEFAULT_MAX_CONNECTIONS}
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
@@ -33,7 +37,8 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     if opts["tls_key"] and not opts["tls_cert"]:
         raise InvalidArgument("listeners.iggy_ws: tls_key needs tls_cert")
     ctx = server_ssl_context(str(opts["tls_cert"]), str(opts["tls_key"]), "iggy_ws") if opts["tls_cert"] else None
-    await serve_iggy_ws(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx, task_status=task_status)
+    await serve_iggy_ws(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx,
+                         max_connections=int(opts["max_connections"]), task_status=task_status)
 
 
 LISTENER = ListenerSpec(name="iggy_ws", default_port=8092, transport="tcp", serve=serve, options=OPTIONS,

@@ -116,3 +116,54 @@ async def test_pipelined_sends_are_answered_in_order_after_durability(broker, nu
         assert await reply(client) == (0, b"")  # ping
         assert broker.partition("s", "t", 0).durable_next_offset == 30
         await client.aclose()
+
+
+async def test_a_connection_that_never_logs_in_is_closed_after_the_login_timeout(broker, nursery, monkeypatch):
+    """docs/security.md "Floods": pings do not keep an unauthenticated connection open;
+    a logged-in one stays, and so does one that logged out and in again."""
+    import adapters.iggy.driver as driver
+
+    monkeypatch.setattr(driver, "LOGIN_TIMEOUT_S", 0.3)
+    with trio.fail_after(LIMIT_S):
+        idle, server = trio.testing.memory_stream_pair()
+        nursery.start_soon(iggy_connection, broker, server)
+        ready, server2 = trio.testing.memory_stream_pair()
+        nursery.start_soon(iggy_connection, broker, server2)
+        await ready.send_all(frame("user.login", username="iggy", password="iggy", version="0.10.0"))
+        assert (await reply(ready))[0] == 0
+        closed = False
+        with trio.move_on_after(5):
+            while not closed:   # a ping every 50 ms: answered until the deadline, then closed
+                try:
+                    await idle.send_all(legacy_request(1))
+                    head = await idle.receive_some(8)
+                except trio.BrokenResourceError:
+                    head = b""
+                closed = head == b""
+                assert closed or head == bytes(8)
+                await trio.sleep(0.05)
+        assert closed
+        await trio.sleep(0.4)   # past the deadline: the logged-in connection is still served
+        await ready.send_all(frame("user.logout"))
+        assert (await reply(ready))[0] == 0
+        await ready.send_all(legacy_request(1))
+        assert await reply(ready) == (0, b"")
+        await ready.aclose()
+
+
+async def test_connections_past_max_connections_are_closed_at_once(broker, nursery):
+    from adapters.iggy.driver import IggyMeter
+
+    meter = IggyMeter(broker, "iggy_limits_test")
+    with trio.fail_after(LIMIT_S):
+        first, server = trio.testing.memory_stream_pair()
+        nursery.start_soon(lambda: iggy_connection(broker, server, meter=meter, max_connections=1))
+        await first.send_all(legacy_request(1))
+        assert await reply(first) == (0, b"")
+        second, server2 = trio.testing.memory_stream_pair()
+        nursery.start_soon(lambda: iggy_connection(broker, server2, meter=meter, max_connections=1))
+        assert await second.receive_some(8) == b""       # refused: closed without an answer
+        assert meter.c["connections_refused"].value("iggy_limits_test") == 1
+        await first.send_all(legacy_request(1))            # the first is unaffected
+        assert await reply(first) == (0, b"")
+        await first.aclose()
