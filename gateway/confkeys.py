@@ -173,9 +173,10 @@ class Key:
 # without a line here, so the sample cannot silently lose a key's meaning.
 _TLS = {"tls_cert": "PEM certificate chain; set it (with tls_key) and every connection is TLS",
         "tls_key": "PEM private key of tls_cert (empty: the key is in tls_cert's file)"}
+_MAX_CONN = {"max_connections": "open connections; past it a new one is closed at once (0 = unlimited)"}
 LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    "iggy_tcp": _TLS,
-    "iggy_ws": _TLS,
+    "iggy_tcp": {**_TLS, **_MAX_CONN},
+    "iggy_ws": {**_TLS, **_MAX_CONN},
     "nats_ws": {"tls_cert": "PEM certificate chain; set it (with tls_key) to serve wss:// instead of ws://",
                 "tls_key": _TLS["tls_key"]},
     "http": {
