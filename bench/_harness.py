@@ -34,9 +34,19 @@ class BenchFailure(Exception):
 
 
 # -- server processes ---------------------------------------------------------------------------
+# The benchmarks' clients (nats-py, the raw JetStream API helper, the pravega client)
+# talk to Ferry and to the reference servers alike, without credentials: the gateway
+# under test admits them as the root user (docs/security.md "Opening a door on
+# purpose"). Root's connections skip the permission checks, as a logged-in root's do,
+# so this measures the same path a client logging in as root takes.
+BENCH_DOORS = {"FERRY_NATS_ANONYMOUS_USER": "iggy", "FERRY_PRAVEGA_ANONYMOUS_USER": "iggy",
+               "FERRY_PRAVEGA_CONTROLLER_ANONYMOUS_USER": "iggy"}
+
+
 def ferry_env(**extra: str) -> dict[str, str]:
-    """This process's environment without ``FERRY_*`` settings, plus ``extra``."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | extra
+    """This process's environment without ``FERRY_*`` settings, plus the benchmark's
+    open doors (:data:`BENCH_DOORS`) and ``extra``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")} | BENCH_DOORS | extra
 
 
 def free_port() -> int:

@@ -133,7 +133,10 @@ def main() -> None:
             ferry = [str(ROOT / ".venv" / "bin" / "ferry"), "serve", "--only", "nats", "--host", "127.0.0.1",
                      "--nats-port", str(ferry_port), "--data", str(work / "data")]
         procs.append(_start(ferry, ferry_port, work, "ferry"))
-        servers = {"nats-server": f"nats://127.0.0.1:{ref_port}", "ferry": f"nats://127.0.0.1:{ferry_port}"}
+        # Ferry asks for credentials (docs/security.md); nats-server without an
+        # authorization block ignores them, so both get the same CONNECT.
+        servers = {"nats-server": f"nats://iggy:iggy@127.0.0.1:{ref_port}",
+                   "ferry": f"nats://iggy:iggy@127.0.0.1:{ferry_port}"}
         results: dict = {}
         for rep in range(a.repeats):
             for mode in a.modes.split(","):

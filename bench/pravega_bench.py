@@ -106,7 +106,10 @@ def pct(lat, q):
 
 PRAVEGA_SCRIPT = COMMON + r'''
 import pravega_client
-m = pravega_client.StreamManager(f"tcp://127.0.0.1:{cfg['port']}")
+# Ferry's controller requires a Ferry user's credentials: the root user's (docs/pravega.md).
+os.environ.update(pravega_client_auth_method="Basic", pravega_client_auth_username="iggy",
+                  pravega_client_auth_password="iggy")
+m = pravega_client.StreamManager(f"tcp://127.0.0.1:{cfg['port']}", auth_enabled=True)
 
 async def drive(w, events, window, lat):
     """write_event_async with at most `window` futures outstanding; per-event latency from
