@@ -520,7 +520,7 @@ class Metadata(UserStore, TopicStateStore):
         replayed another gateway's writes, core/metadb.py)."""
         with self._db.lock:
             self._load_cache()
-            self._live.clear()
+            self._users_changed()   # users too may have changed: no cached decision survives
 
     def _load_cache(self) -> None:
         self._streams: dict[int, StreamInfo] = {}
