@@ -7,6 +7,9 @@ sub_command.go, reply_command.go, util.go ``outPutMSGBody``): status lines go to
 stderr behind an ``HH:MM:SS`` stamp (Go's ``log`` package), message bodies to
 stdout. Connection options and their variables are natscli's (``NATS_URL``,
 ``NATS_USER``, ``NATS_PASSWORD``, ``NATS_TOKEN``, ``NATS_CREDS``, ``NATS_TIMEOUT``).
+Without any of those credentials (nor any in the URL) they log in as the admin
+commands do (:func:`ferry_login`: ``$FERRY_TOKEN``, ``$FERRY_USER``/``$FERRY_PASSWORD``,
+else the configured root user), since ``ferry serve`` admits only Ferry users.
 
 Exit codes are gateway/cli.py's: 0 done (Ctrl-C is how ``sub`` and ``reply``
 end, so it is 0 there, as for ``ferry tail --follow``; a closed stdout pipe too),
@@ -206,9 +209,11 @@ def add_connection_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("connection (natscli's flags and variables)")
     g.add_argument("-s", "--server", metavar="URL[,URL]",
                    help=f"server URLs, comma-separated (default $NATS_URL, else {DEFAULT_URL})")
-    g.add_argument("--user", metavar="USER", help="user name (default $NATS_USER)")
-    g.add_argument("--password", metavar="PASSWORD", help="password (default $NATS_PASSWORD)")
-    g.add_argument("--token", metavar="TOKEN", help="authentication token (default $NATS_TOKEN)")
+    g.add_argument("--user", metavar="USER", help="user name (default $NATS_USER, else $FERRY_USER, "
+                   "else the configured root user)")
+    g.add_argument("--password", metavar="PASSWORD", help="password (default $NATS_PASSWORD, else $FERRY_PASSWORD)")
+    g.add_argument("--token", metavar="TOKEN", help="authentication token, e.g. a Ferry personal access token "
+                   "(default $NATS_TOKEN, else $FERRY_TOKEN)")
     g.add_argument("--creds", metavar="FILE", help="user credentials file (default $NATS_CREDS; needs nkeys)")
     g.add_argument("--timeout", metavar="DURATION", type=parse_duration,
                    help="connect and reply timeout (default $NATS_TIMEOUT, else 5s)")
@@ -255,10 +260,33 @@ def connection_settings(args: argparse.Namespace, env=os.environ) -> dict:
             import nkeys  # noqa: F401 - nats-py signs the server's nonce with it
         except ImportError:
             raise NatsCliError("--creds needs the nkeys package (pip install nkeys)", EXIT_USAGE) from None
-    return {"servers": server_urls(pick("server", "NATS_URL") or DEFAULT_URL),
-            "user": pick("user", "NATS_USER"), "password": pick("password", "NATS_PASSWORD"),
-            "token": pick("token", "NATS_TOKEN"), "creds": creds,
+    servers = server_urls(pick("server", "NATS_URL") or DEFAULT_URL)
+    user, password, token = pick("user", "NATS_USER"), pick("password", "NATS_PASSWORD"), pick("token", "NATS_TOKEN")
+    if user is None and token is None and creds is None and not any(urlsplit(u).username for u in servers):
+        user, password, token = ferry_login(env)
+    return {"servers": servers, "user": user, "password": password, "token": token, "creds": creds,
             "timeout": DEFAULT_TIMEOUT_S if timeout is None else timeout}
+
+
+def ferry_login(env) -> tuple[str | None, str | None, str | None]:
+    """``(user, password, token)`` when no NATS credentials were given: Ferry's
+    login, as the admin commands make it (gateway/remote_target.py ``resolve_auth``):
+    ``$FERRY_TOKEN`` (a personal access token, sent as ``auth_token``), else
+    ``$FERRY_USER``/``$FERRY_PASSWORD``, else the configured root user (``iggy``/
+    ``iggy`` by default). ``ferry serve``'s NATS listener requires a login; a server
+    without authentication (nats-server's default) ignores it."""
+    from .config import ConfigError, load_config
+    from .remote_target import resolve_auth
+
+    try:
+        auth = resolve_auth(load_config(None, env=env), token=None, user=None, password=None, env=env)
+    except ConfigError:   # an unreadable config: the defaults, as a server without one has them
+        from .config import DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME
+        return env.get("FERRY_USER") or DEFAULT_ROOT_USERNAME, env.get("FERRY_PASSWORD") or DEFAULT_ROOT_PASSWORD, \
+            env.get("FERRY_TOKEN") or None
+    if auth.token:
+        return None, None, auth.token
+    return auth.username, auth.password, None
 
 
 def reason(exc: BaseException) -> str:

@@ -133,9 +133,11 @@ def _conn_info(cid: int, rec, now: float, subs: bool, auth: bool) -> dict[str, A
         "in_bytes": session.bytes_in, "out_bytes": session.bytes_out,
         "subscriptions": len(conn.subscriptions),
     }
+    # A Ferry login (adapters/nats/ferryauth.py) knows its user even when it came with a token.
+    user = getattr(conn.permissions, "username", "") or opts.user
     for key, value in (("name", opts.name), ("lang", opts.lang), ("version", opts.version),
                        ("tls_version", rec.tls_version), ("tls_cipher_suite", rec.tls_cipher),
-                       ("authorized_user", opts.user if auth and conn.info.auth_required else "")):
+                       ("authorized_user", user if auth and conn.info.auth_required else "")):
         if value:
             info[key] = value
     if subs:

@@ -35,7 +35,7 @@ RTT = re.compile(rb"rtt [0-9.]+(ns|\xc2\xb5s|ms|s)")
 def servers(tmp_path_factory):
     """{"ferry": url, "nats-server": url}: a gateway thread and, if installed, nats-server."""
     with running_gateway(tmp_path_factory.mktemp("ferry")) as gw:
-        urls = {"ferry": gw.url()}
+        urls = {"ferry": gw.url(login=False)}   # the commands log in as root by default (ferry_login)
         proc = None
         if NATS_SERVER:
             port = free_port()
@@ -120,7 +120,7 @@ def same(results: dict):
 # -- pub -----------------------------------------------------------------------
 def test_pub_headers_templates_and_stdin_reach_a_nats_py_subscriber(servers):
     async def scenario(url):
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         got = []
 
         async def keep(msg):
@@ -169,7 +169,7 @@ def test_sub_prints_like_nats_and_stops_after_count(servers):
         for p in (plain, heads):
             await p.wait_for(b"Subscribing on orders.*\n")
         await asyncio.sleep(0.5)  # --raw prints no status line: give it time to subscribe
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         await nc.publish("other.eu", b"not for them")
         await nc.publish("orders.eu", b"hello")
         await nc.publish("orders.us", b"body\n", reply="r.1", headers={"X-A": "1", "X-B": "two"})
@@ -193,7 +193,7 @@ def test_sub_queue_group_shares_messages_and_ctrl_c_exits_0(servers):
         watcher = await Running.start("sub", "work", "--count", "20", "-s", url)
         await watcher.wait_for(b"Subscribing on work\n")
         await asyncio.sleep(0.5)  # the raw members print no status line
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         for i in range(20):
             await nc.publish("work", f"job{i}".encode())
         await nc.flush()
@@ -215,7 +215,7 @@ def test_sub_into_head_ends_cleanly(servers, tmp_path):
         shell = (f"set -o pipefail; {' '.join(cmd('sub', 'feed', '--raw', '-s', url))} 2>sub.err | head -3")
         proc = await asyncio.create_subprocess_exec("bash", "-c", shell, stdout=subprocess.PIPE, env=env(),
                                                     cwd=workdir)
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         i = 0
         while proc.returncode is None and i < 2000:  # head took 3 lines; the next write meets a closed pipe
             i += 1
@@ -248,7 +248,7 @@ async def responder(nc, subject: str, tag: bytes, queue: str = ""):
 
 def test_req_prints_the_reply_of_a_nats_py_responder(servers):
     async def scenario(url):
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         await responder(nc, "svc.echo", b"re:")
         await nc.flush()
         full = await ferry("req", "svc.echo", "hello {{Count}}", "-H", "X-Req: 1", "-s", url)
@@ -285,7 +285,7 @@ def test_reply_answers_nats_py_requests(servers):
         echo = await Running.start("reply", "svc.echo", "--count", "1", "-H", "X-By:ferry", "-s", url)
         await fixed.wait_for(b'Listening on "svc.time" in group "NATS-RPLY-22"\n')
         await echo.wait_for(b'Listening on "svc.echo" in group "NATS-RPLY-22"\n')
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         answers = [await nc.request("svc.time", b, timeout=HANG_GUARD) for b in (b"a", b"b")]
         echoed = await nc.request("svc.echo", b"same\n", headers={"K": "v"}, timeout=HANG_GUARD)
         done = [await fixed.finish(), await echo.finish()]
@@ -423,9 +423,9 @@ def test_sub_reports_a_lost_connection_in_one_line(tmp_path):
         return code, out, norm(err).splitlines()
 
     with running_gateway(tmp_path) as gw:
-        code, out, lines = asyncio.run(scenario(gw.url(), gw.stop))
+        code, out, lines = asyncio.run(scenario(gw.url(login=False), gw.stop))
     assert (code, out) == (1, b"") and lines[0] == b"Subscribing on x", lines
-    assert len(lines) == 2 and lines[1].startswith(f"ferry: connection to {gw.url()} lost: ".encode()), lines
+    assert len(lines) == 2 and lines[1].startswith(f"ferry: connection to {gw.url(login=False)} lost: ".encode()), lines
     if NATS_SERVER:
         port = free_port()
         proc = subprocess.Popen([NATS_SERVER, "-a", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
@@ -447,7 +447,7 @@ def test_bench_that_stops_moving_fails_instead_of_hanging(servers):
         bench = await Running.start("bench", "bench.out", "--pub", "0", "--sub", "1", "--msgs", "3",
                                     "--timeout", "1s", "-s", url)
         await bench.wait_for(b"Starting Core NATS pub/sub benchmark")  # printed once subscribed
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user="iggy", password="iggy")
         for body in (b"1", b"2"):
             await nc.publish("bench.out", body)
         await nc.flush()

@@ -130,7 +130,7 @@ def test_sample_to_a_file_refuses_to_overwrite_without_force(tmp_path, sample):
 # -- check -------------------------------------------------------------------
 def test_check_reports_each_values_source(sample, tmp_path):
     text = set_key(sample, "log", "segment_bytes", '"64MiB"')
-    text = set_key(text, "listeners.nats", "password", '"s3cret-pw"')
+    text = set_key(text, "store", "password", '"s3cret-pw"')
     (tmp_path / "ferry.toml").write_text(text)
     proc = run_ferry("config", "check", "ferry.toml", "--nats-port", "4333", "--json", cwd=tmp_path,
                      env={"FERRY_LOG_FSYNC": "always"})
@@ -146,7 +146,7 @@ def test_check_reports_each_values_source(sample, tmp_path):
     assert keys["listeners.nats.port"]["source"] == "flag" and keys["listeners.nats.port"]["from"] == "--nats-port"
     assert keys["server.data_dir"] == {"value": "data", "source": "default", "from": None,
                                        "env": "FERRY_SERVER_DATA_DIR"}
-    assert keys["listeners.nats.password"]["value"] == "<hidden>"  # never printed
+    assert keys["store.password"]["value"] == "<hidden>"  # never printed
     assert b"s3cret-pw" not in proc.stdout
     assert set(keys) == {".".join(p) for p in schema_for(default_registry().known())}
     assert doc["warnings"] and "root_password" in doc["warnings"][0]

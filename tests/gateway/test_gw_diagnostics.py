@@ -13,7 +13,7 @@ from gateway.logs import ROOT_LOGGER
 
 def test_config_data_is_plain_and_snapshot_redacts_secrets(tmp_path):
     env = {"FERRY_SERVER_DATA_DIR": str(tmp_path / "d"), "FERRY_AUTH_ROOT_PASSWORD": "hunter2-root",
-           "FERRY_HTTP_JWT_SECRET": "jwt-very-secret", "FERRY_NATS_TOKEN": "nats-tok-1", "FERRY_NATS_PORT": "4333"}
+           "FERRY_HTTP_JWT_SECRET": "jwt-very-secret", "FERRY_STORE_TOKEN": "nats-tok-1", "FERRY_NATS_PORT": "4333"}
     data = config_data(load_config(None, env=env))
     text = json.dumps(data)  # JSON-ready: paths and mappings made plain
     assert "hunter2-root" not in text  # dropped here already
@@ -24,7 +24,7 @@ def test_config_data_is_plain_and_snapshot_redacts_secrets(tmp_path):
         assert secret not in written
     shown = json.loads(written.split("\n", 1)[1])
     assert shown["listeners"]["http"]["jwt_secret"] == snapshot.REDACTED
-    assert shown["listeners"]["nats"]["password"] == ""  # unset stays visible as unset
+    assert shown["auth"]["root_username"] == "iggy"
     assert shown["log"]["fsync"] == "batch"
 
 

@@ -130,7 +130,7 @@ async def _produce(url: str, producer: int, cycle: int, seq_start: int, killed: 
 def test_acknowledged_messages_survive_kill_9(tmp_path, fsync):
     (tmp_path / "ferry.toml").write_text(BINDING)
     port = free_port()
-    url = f"nats://127.0.0.1:{port}"
+    url = f"nats://iggy:iggy@127.0.0.1:{port}"   # NATS clients log in as Ferry users (root here)
     rng = random.Random(20261122)
     sent: dict = {}
     acked: dict = {}

@@ -104,7 +104,7 @@ def test_every_listener_reports_the_shared_families(tmp_path):
             assert done == {"step": "done", "polled": N, "payload_bytes": 10 * N, "again": "error"}
         http_traffic(base)
         nats_bytes = asyncio.run(nats_traffic(gw.url("nats")))
-        asyncio.run(nats_traffic(f"ws://127.0.0.1:{gw.ports['nats_ws']}"))
+        asyncio.run(nats_traffic(gw.url("nats_ws", "ws")))
         monitor = f"http://127.0.0.1:{gw.ports['nats_monitor']}"
         with httpx.Client(base_url=monitor, timeout=10) as mon:
             assert mon.get("/varz").status_code == 200
@@ -164,7 +164,7 @@ def test_nats_errors_are_counted(tmp_path):
         with socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=10) as s:
             f = s.makefile("rb")
             f.readline()
-            s.sendall(b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n')
+            s.sendall(b'CONNECT {"verbose":false,"user":"iggy","pass":"iggy"}\r\nSUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n')
             while f.readline() != b"PONG\r\n":
                 pass
             base = errors(gw)

@@ -179,7 +179,7 @@ def _serve(tmp_path: Path, name: str, cluster, prefix: str):
     nport = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
     hport = re.search(r"^\s+http +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
     assert nport and hport, banner
-    return proc, f"nats://127.0.0.1:{nport.group(1)}", int(hport.group(1))
+    return proc, f"nats://iggy:iggy@127.0.0.1:{nport.group(1)}", int(hport.group(1))
 
 
 ORDERS_TOML = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'

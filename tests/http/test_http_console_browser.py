@@ -211,7 +211,7 @@ async def test_console_session_in_headless_chromium(tmp_path):
             # -- publish through NATS; the overview's nats series must move
             await page.click("#nav button[data-view=overview]")
             assert not await page.eval(f"{NATS_MESSAGES_IN}.some(p => p[1] > 0)")  # nothing from NATS yet
-            await trio.to_thread.run_sync(publish_nats, f"nats://127.0.0.1:{ports['nats']}", "shop.orders", 20)
+            await trio.to_thread.run_sync(publish_nats, f"nats://iggy:iggy@127.0.0.1:{ports['nats']}", "shop.orders", 20)
             await page.wait_for(f"{NATS_MESSAGES_IN}.some(p => p[1] > 0)", "a positive nats messages-in rate")
             await page.wait_for("!!document.querySelector('#chart-messages_in polyline[data-series=\"nats\"]')",
                                 "the chart draws the nats listener")

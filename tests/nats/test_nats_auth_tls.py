@@ -150,7 +150,7 @@ def test_tls_info_first_then_upgrade(tmp_path, pki):
             assert line.startswith(b"INFO ") and b'"tls_required":true' in line and b"tls_verify" not in line
 
         async def main():
-            nc = await nats.connect(f"tls://127.0.0.1:{gw.ports['nats']}", tls=_client_ctx(pki, False))
+            nc = await nats.connect(gw.url("nats", "tls"), tls=_client_ctx(pki, False))
             sub = await nc.subscribe("t")
             await nc.publish("t", b"secret")
             assert (await sub.next_msg(WAIT)).data == b"secret"
@@ -161,7 +161,7 @@ def test_tls_info_first_then_upgrade(tmp_path, pki):
 
 def test_tls_client_certificates_required_when_verify(tmp_path, pki):
     with running_gateway(tmp_path, **_tls_env(tmp_path, verify=True)) as gw:
-        url = f"tls://127.0.0.1:{gw.ports['nats']}"
+        url = gw.url("nats", "tls")
 
         async def main():
             nc = await nats.connect(url, tls=_client_ctx(pki, True))
@@ -201,7 +201,7 @@ def test_wss_listener_with_its_own_certificate(tmp_path, pki):
            "FERRY_NATS_WS_TLS_KEY": str(tmp_path / "server.key")}
     with running_gateway(tmp_path, **env) as gw:
         async def main():
-            nc = await nats.connect(f"wss://127.0.0.1:{gw.ports['nats_ws']}", tls=_client_ctx(pki, False))
+            nc = await nats.connect(gw.url("nats_ws", "wss"), tls=_client_ctx(pki, False))
             sub = await nc.subscribe("w")
             await nc.flush()
             await nc.flush()
@@ -215,7 +215,7 @@ def test_tls_handshake_first_sends_info_inside_tls(tmp_path, pki):
     env = _tls_env(tmp_path, verify=False) | {"FERRY_NATS_TLS_HANDSHAKE_FIRST": "true"}
     with running_gateway(tmp_path, **env) as gw:
         async def main():
-            nc = await nats.connect(f"tls://127.0.0.1:{gw.ports['nats']}", tls=_client_ctx(pki, False),
+            nc = await nats.connect(gw.url("nats", "tls"), tls=_client_ctx(pki, False),
                                     tls_handshake_first=True)
             sub = await nc.subscribe("hf")
             await nc.flush()

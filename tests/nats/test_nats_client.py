@@ -61,7 +61,7 @@ def test_pub_sub_wildcards_and_multi_value_headers(tmp_path):
             await nc.close()
         run(main())
         raw = _raw_exchange(gw.ports["nats"],
-                            b'CONNECT {"verbose":false,"headers":true}\r\nSUB h 1\r\n'
+                            b'CONNECT {"verbose":false,"headers":true,"user":"iggy","pass":"iggy"}\r\nSUB h 1\r\n'
                             b"HPUB h 30 32\r\nNATS/1.0\r\nK: 1\r\nK: 2\r\nk: 3\r\n\r\nhi\r\nPING\r\n")
         assert b"HMSG h 1 30 32\r\nNATS/1.0\r\nK: 1\r\nK: 2\r\nk: 3\r\n\r\nhi\r\n" in raw
 
@@ -194,7 +194,7 @@ def test_reconnect_after_server_restart(tmp_path):
             reconnected.set()
         from ferry_harness import GatewayThread
         gw = GatewayThread(gateway_config(tmp_path, "", **env)).start()
-        nc = await nats.connect(f"nats://127.0.0.1:{port}", reconnected_cb=on_reconnect,
+        nc = await nats.connect(f"nats://iggy:iggy@127.0.0.1:{port}", reconnected_cb=on_reconnect,
                                 reconnect_time_wait=0.2, max_reconnect_attempts=100)
         sub = await nc.subscribe("r")
         await asyncio.to_thread(gw.stop)
@@ -209,13 +209,18 @@ def test_reconnect_after_server_restart(tmp_path):
     run(main())
 
 
-@pytest.mark.parametrize("env, good, bad", [
-    ({"FERRY_NATS_USER": "alice", "FERRY_NATS_PASSWORD": "s3cret"},
-     {"user": "alice", "password": "s3cret"}, {"user": "alice", "password": "wrong"}),
-    ({"FERRY_NATS_TOKEN": "tok"}, {"token": "tok"}, {"token": "nope"}),
+@pytest.mark.parametrize("creds, good, bad", [
+    (("alice", "s3cret", ""), {"user": "alice", "password": "s3cret"}, {"user": "alice", "password": "wrong"}),
+    (("", "", "tok"), {"token": "tok"}, {"token": "nope"}),
 ])
-def test_user_password_and_token_auth(tmp_path, env, good, bad):
-    with running_gateway(tmp_path, **env) as gw:
+def test_nats_server_mode_user_password_and_token_auth(tmp_path, creds, good, bad):
+    # `ferry nats-server --user/--pass` / `--auth`: nats-server's own credentials
+    # (Ferry's users under `ferry serve`: test_nats_ferry_auth.py).
+    from ferry_harness import GatewayThread
+    from gateway.listeners.nats import with_credentials
+    cfg = with_credentials(gateway_config(tmp_path, "", FERRY_NATS_AUTH_MODE="nats-server"), *creds)
+    gw = GatewayThread(cfg).start()
+    try:
         async def main():
             nc = await nats.connect(gw.url(), **good)
             assert nc._server_info.get("auth_required") is True
@@ -228,6 +233,8 @@ def test_user_password_and_token_auth(tmp_path, env, good, bad):
                 await nats.connect(gw.url(), allow_reconnect=False, error_cb=err_cb, **bad)
             assert "authorization violation" in str(info.value).lower()
         run(main())
+    finally:
+        gw.stop()
 
 
 def test_slow_consumer_is_closed_without_err_and_others_keep_going(tmp_path):
@@ -237,7 +244,7 @@ def test_slow_consumer_is_closed_without_err_and_others_keep_going(tmp_path):
     with running_gateway(tmp_path, **env) as gw:
         slow = socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT)
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read: a slow consumer
-        slow.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n')
+        slow.sendall(b'CONNECT {"verbose":false,"user":"iggy","pass":"iggy"}\r\nSUB flood 1\r\nPING\r\n')
 
         async def main():
             nc = await nats.connect(gw.url())

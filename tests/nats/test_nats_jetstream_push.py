@@ -329,7 +329,7 @@ def test_a_subscriber_that_does_not_read_is_paused_not_flooded(tmp_path):
     with running_gateway(tmp_path, **env) as gw:
         slow = socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT)
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)   # and no read for now
-        slow.sendall(b'CONNECT {"verbose":false}\r\nSUB deliver.slow 1\r\nPING\r\n')
+        slow.sendall(b'CONNECT {"verbose":false,"user":"iggy","pass":"iggy"}\r\nSUB deliver.slow 1\r\nPING\r\n')
 
         async def setup():
             nc = await nats.connect(gw.url())

@@ -197,7 +197,7 @@ def killed_gateway(tmp_path):
     try:
         port = re.search(r"^\s+nats +127\.0\.0\.1:(\d+)/tcp", banner, re.M)
         assert port, banner
-        yield f"nats://127.0.0.1:{port.group(1)}"
+        yield f"nats://iggy:iggy@127.0.0.1:{port.group(1)}"   # the root user's login
     finally:
         kill_process(proc)
 

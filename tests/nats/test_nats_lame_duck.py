@@ -35,9 +35,8 @@ def test_idle_clients_get_ldm_info_on_shutdown(tmp_path, scheme):
 
         async def on_ldm():
             ldm.set()
-        port = gw.ports["nats_ws" if scheme == "ws" else "nats"]
         extra = {"tls": ctx} if ctx else {}
-        nc = await nats.connect(f"{scheme}://127.0.0.1:{port}", lame_duck_mode_cb=on_ldm,
+        nc = await nats.connect(gw.url("nats_ws" if scheme == "ws" else "nats", scheme), lame_duck_mode_cb=on_ldm,
                                 allow_reconnect=False, **extra)
         await nc.flush()     # from here on the client is idle: the server's reader waits on the socket
         stopping = asyncio.create_task(asyncio.to_thread(gw.stop))

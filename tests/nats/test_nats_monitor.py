@@ -89,15 +89,14 @@ def test_connz_reports_tls_version_and_authorized_user(tmp_path):
     cert.private_key_pem.write_to_path(str(tmp_path / "s.key"))
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)
-    env = {"FERRY_NATS_TLS_CERT": str(tmp_path / "s.pem"), "FERRY_NATS_TLS_KEY": str(tmp_path / "s.key"),
-           "FERRY_NATS_USER": "u", "FERRY_NATS_PASSWORD": "p"}
+    env = {"FERRY_NATS_TLS_CERT": str(tmp_path / "s.pem"), "FERRY_NATS_TLS_KEY": str(tmp_path / "s.key")}
     with running_gateway(tmp_path, **env) as gw:
         async def main():
-            nc = await nats.connect(f"tls://u:p@127.0.0.1:{gw.ports['nats']}", tls=ctx)
+            nc = await nats.connect(gw.url("nats", "tls"), tls=ctx)   # the root user, iggy
             async with httpx.AsyncClient() as http:
                 connz = (await http.get(f"http://127.0.0.1:{gw.ports['nats_monitor']}/connz?auth=1")).json()
             (c,) = connz["connections"]
-            assert c["tls_version"].startswith("TLS") and c["tls_cipher_suite"] and c["authorized_user"] == "u"
+            assert c["tls_version"].startswith("TLS") and c["tls_cipher_suite"] and c["authorized_user"] == "iggy"
             await nc.close()
         run(main())
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,8 +32,10 @@ pytestmark = [
 
 def test_nats_js_pub_sub_request_headers_and_puback(tmp_path):
     with running_gateway(tmp_path, ORDERS) as gw:
+        user, password = gw.nats_credentials()
         done = subprocess.run([NODE, str(NODE_DIR / "scenario.js"), f"127.0.0.1:{gw.ports['nats']}",
-                               "orders.eu.node"], cwd=NODE_DIR, capture_output=True, timeout=60)
+                               "orders.eu.node"], cwd=NODE_DIR, capture_output=True, timeout=60,
+                              env={**os.environ, "NATS_USER": user, "NATS_PASS": password})
     assert done.returncode == 0, done.stderr.decode()
     out = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert out["info"] == {"headers": True, "max_payload": 1024 * 1024}

@@ -17,6 +17,7 @@ is missing.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -37,9 +38,10 @@ pytestmark = [
 ]
 
 
-def scenario(url: str) -> dict:
+def scenario(url: str, login: tuple[str, str] | None = None) -> dict:
+    env = {**os.environ, "NATS_USER": login[0], "NATS_PASS": login[1]} if login else None
     done = subprocess.run([NODE, str(SCENARIO), url], cwd=NODE_DIR, capture_output=True, timeout=300,
-                          check=False)
+                          check=False, env=env)
     assert done.returncode == 0, f"{url}: {done.stderr.decode()}"
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
@@ -50,7 +52,7 @@ def results(tmp_path_factory) -> dict:
     with nats_server_js(tmp_path_factory.mktemp("js")) as url:
         theirs = scenario(url)
     with running_gateway(tmp_path_factory.mktemp("ferry"), "") as gw:
-        ours = scenario(gw.url())
+        ours = scenario(gw.url(login=False), gw.nats_credentials())
     return {"nats-server": theirs, "ferry": ours}
 
 

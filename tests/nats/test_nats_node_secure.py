@@ -47,7 +47,7 @@ def test_nats_js_tls_client_cert_and_permission_violations(tmp_path):
     (tmp_path / "auth.conf").write_text(AUTH_CONF)
     env = {"FERRY_NATS_TLS_CERT": str(tmp_path / "s.pem"), "FERRY_NATS_TLS_KEY": str(tmp_path / "s.key"),
            "FERRY_NATS_TLS_CA": str(tmp_path / "ca.pem"), "FERRY_NATS_TLS_VERIFY": "true",
-           "FERRY_NATS_AUTH_FILE": str(tmp_path / "auth.conf")}
+           "FERRY_NATS_AUTH_FILE": str(tmp_path / "auth.conf"), "FERRY_NATS_AUTH_MODE": "nats-server"}
     with running_gateway(tmp_path, **env) as gw:
         done = subprocess.run([NODE, str(NODE_DIR / "secure_scenario.js"), f"127.0.0.1:{gw.ports['nats']}",
                                str(tmp_path / "ca.pem"), str(tmp_path / "c.pem"), str(tmp_path / "c.key")],

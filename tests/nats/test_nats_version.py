@@ -43,7 +43,7 @@ def test_every_place_reports_the_same_nats_version(tmp_path):
         seen = {"info_tcp": info_version(gw.ports["nats"])}
 
         async def over_ws() -> str:
-            nc = await nats.connect(f"ws://127.0.0.1:{gw.ports['nats_ws']}")
+            nc = await nats.connect(gw.url("nats_ws", "ws"))
             try:
                 return str(nc.connected_server_version).removeprefix("<nats server v").removesuffix(">")
             finally:

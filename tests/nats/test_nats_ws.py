@@ -36,7 +36,7 @@ def test_websocket_client_talks_to_tcp_clients(tmp_path):
     pytest.importorskip("aiohttp")
     with running_gateway(tmp_path) as gw:
         async def main():
-            ws = await nats.connect(f"ws://127.0.0.1:{gw.ports['nats_ws']}", name="browserish")
+            ws = await nats.connect(gw.url("nats_ws", "ws"), name="browserish")
             tcp = await nats.connect(gw.url())
             assert ws._server_info["headers"] is True and not ws._server_info.get("tls_required")
             from_tcp = await ws.subscribe("chat.>")

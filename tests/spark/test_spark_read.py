@@ -112,7 +112,7 @@ def test_nats_published_messages_are_read_with_headers(spark, ferry, client, str
     client.ensure_topic(stream_name, "t", 1)
 
     async def publish():
-        nc = await nats.connect(f"nats://127.0.0.1:{ferry.ports['nats']}")
+        nc = await nats.connect(ferry.url("nats"))   # the root user's login in the URL
         await nc.publish(f"{stream_name}.t", b"from-nats", headers={"trace": "xyz", "n": "7"})
         await nc.flush()
         await nc.close()

@@ -259,7 +259,7 @@ async function kv(js, jsm, out) {
 }
 
 async function main() {
-  const nc = await connect({ servers: process.argv[2], name: "node-jetstream-test" });
+  const nc = await connect({ servers: process.argv[2], name: "node-jetstream-test", ...login() });
   const jsm = await nc.jetstreamManager({ timeout: TIMEOUT_MS });
   const js = nc.jetstream({ timeout: TIMEOUT_MS });
   const out = { streams: {}, consumers: {}, kv: {} };
@@ -274,3 +274,9 @@ async function main() {
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });
+
+// `ferry serve` admits Ferry users only: the tests pass the login in NATS_USER/NATS_PASS
+// (nats-server without auth ignores it).
+function login() {
+  return process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASS } : {};
+}

@@ -3,7 +3,7 @@
 const { connect, headers, StringCodec } = require("nats");
 
 async function main() {
-  const nc = await connect({ servers: process.argv[2], name: "node-test" });
+  const nc = await connect({ servers: process.argv[2], name: "node-test", ...login() });
   const sc = StringCodec();
   const out = { info: { headers: nc.info.headers, max_payload: nc.info.max_payload } };
 
@@ -44,3 +44,9 @@ async function main() {
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });
+
+// `ferry serve` admits Ferry users only: the tests pass the login in NATS_USER/NATS_PASS
+// (nats-server without auth ignores it).
+function login() {
+  return process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASS } : {};
+}
