@@ -332,7 +332,7 @@ class FerryPermissions:
     def _alive(self) -> bool:
         return self._user() is not None
 
-    def _allowed(self, action: Action, stream_id: int | None, topic_id: int | None = None) -> bool:
+    def _allowed(self, action: Action, stream_id: int | None = None, topic_id: int | None = None) -> bool:
         user = self._user()
         if user is None:
             return False

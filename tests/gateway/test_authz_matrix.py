@@ -142,6 +142,70 @@ def http_row(gw, tag: str, creds) -> dict:
             "manage": (manage.status_code == 200, manage.status_code)}
 
 
+def nats_row(gw, tag: str, creds) -> dict:
+    """nats-py: SUB, then root publishes a live message on the topic's subject (stored:
+    :data:`ROOT_STORED`), PUB, then a JetStream STREAM.CREATE (a topic in Ferry stream
+    ``jetstream``). A refusal is nats-server's ``-ERR 'Permissions Violation ...'``."""
+    import nats
+    from nats.errors import Error as NatsError
+
+    url = gw.url("nats", login=False)
+
+    async def run() -> dict:
+        errors: list[str] = []
+
+        async def on_error(exc) -> None:
+            errors.append(str(exc))
+
+        root = await nats.connect(url, user="iggy", password="iggy", allow_reconnect=False)
+        root_got: asyncio.Queue = asyncio.Queue()
+        async def to_root(m) -> None:
+            root_got.put_nowait(m.data.decode())
+
+        await root.subscribe("secret.payroll", cb=to_root)
+        await root.flush()
+        kw = {"user": creds[0], "password": creds[1]} if creds else {}
+        try:
+            nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, error_cb=on_error,
+                                    connect_timeout=5, **kw)
+        except (NatsError, OSError, asyncio.TimeoutError) as exc:
+            # The connection itself was refused ('Authorization Violation'): nothing else to try.
+            live = f"live-{tag}"
+            await root.publish("secret.payroll", live.encode())
+            await root.flush()
+            assert await asyncio.wait_for(root_got.get(), 10) == live
+            await root.close()
+            return {op: (False, str(exc) or type(exc).__name__) for op in OPS}
+        got: list[str] = []
+
+        async def to_us(m) -> None:
+            got.append(m.data.decode())
+
+        await nc.subscribe("secret.payroll", cb=to_us)
+        await nc.flush()
+        live = f"live-{tag}"
+        await root.publish("secret.payroll", live.encode())
+        await root.flush()
+        assert await asyncio.wait_for(root_got.get(), 10) == live   # delivered to those who may read
+        await nc.flush()                                           # ours, if any, came before this PONG
+        read = (live in got, errors[-1] if errors else got)
+        before = len(errors)
+        await nc.publish("secret.payroll", f"from-{tag}".encode())
+        await nc.flush()
+        await asyncio.sleep(0.1)   # the -ERR came before the PONG; let its callback run
+        write = (len(errors) == before, errors[-1] if len(errors) > before else None)
+        try:
+            await nc.jetstream(timeout=2).add_stream(name=f"M_{tag}", subjects=[f"m.{tag}"])
+            manage = (True, None)
+        except Exception as exc:  # noqa: BLE001 - refused: no reply, the client times out
+            manage = (False, type(exc).__name__)
+        await nc.close()
+        await root.close()
+        return {"read": read, "write": write, "manage": manage}
+
+    return asyncio.run(run())
+
+
 def _check_denials(name: str, row: dict, identity: str) -> None:
     """Each denial is the protocol's own answer, not a crash."""
     for op, (allowed, detail) in row.items():
@@ -149,12 +213,14 @@ def _check_denials(name: str, row: dict, identity: str) -> None:
             continue
         if name == "http":
             assert detail in (400, 401, 403), (identity, op, detail)
+        elif name == "nats" and op in ("read", "write") and identity not in ("anonymous", "wrong_password"):
+            assert "permissions violation" in str(detail).lower() or detail == [], (identity, op, detail)
         elif name == "iggy":
             assert detail is None or "nauthori" in str(detail) or "nauthenticated" in str(detail) \
                 or "nvalid credentials" in str(detail), (identity, op, detail)
 
 
-PROTOCOLS = {"iggy": iggy_row, "http": http_row}
+PROTOCOLS = {"iggy": iggy_row, "http": http_row, "nats": nats_row}
 
 
 def test_every_protocol_every_identity_every_operation(tmp_path):
@@ -168,6 +234,8 @@ def test_every_protocol_every_identity_every_operation(tmp_path):
                 row = row_of(gw, tag, creds)
                 results[(name, identity)] = {op: row[op][0] for op in OPS}
                 _check_denials(name, row, identity)
+                if name == "nats":   # root's live message, stored before the row's own write
+                    allowed_writes.append(f"live-{tag}")
                 if row["write"][0]:
                     allowed_writes.append(f"from-{tag}")
                 if row["manage"][0]:
@@ -178,4 +246,6 @@ def test_every_protocol_every_identity_every_operation(tmp_path):
         # Nothing a denied write sent was stored; nothing a denied manage asked for exists.
         assert root.stored() == [SEED, *allowed_writes]
         assert root.topics() == {"payroll", *(m for m in allowed_manages if not m.startswith("m-nats"))}
+        js_streams = {t["name"] for t in root.ok("GET", "/streams/jetstream/topics").json()}
+        assert js_streams == {f"M_{m[2:]}" for m in allowed_manages if m.startswith("m-nats")}
         root.c.close()
