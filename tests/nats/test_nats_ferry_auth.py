@@ -321,3 +321,38 @@ def test_auth_file_is_read_as_a_subject_filter_without_passwords():
     assert has_passwords is True                              # said in a log line at start, then ignored
     assert filters["orders"].can_publish("orders.eu") and not filters["orders"].can_publish("billing.x")
     assert filters["ops"].can_subscribe("_INBOX.x", "") and not filters["ops"].can_subscribe("orders.eu", "")
+
+
+def test_revoking_poll_stops_live_jetstream_push_and_pull_consumers(tmp_path):
+    """docs/security.md "Changes apply to live sessions": a push consumer's deliveries carry
+    the stream's subject, so the subscriber's delivery check stops them at once; a pull
+    consumer's next fetch is a refused $JS.API request."""
+    with running_gateway(tmp_path) as gw:
+        admin = Admin(gw)
+
+        async def main():
+            root = await nats.connect(gw.url())
+            rjs = root.jetstream()
+            await rjs.add_stream(name="ORDERS", subjects=["orders.>"])
+            sid, tid = admin.ids("jetstream", "ORDERS")
+            uid = admin.user("reader", admin.on_topic("jetstream", "ORDERS", read_topic=True, poll_messages=True))
+            seen, cb = _errors()
+            reader = await _connect(gw, "reader", error_cb=cb)
+            js = reader.jetstream(timeout=2)
+            push = await js.subscribe("orders.>", stream="ORDERS")
+            pull = await js.pull_subscribe("orders.>", durable="p", stream="ORDERS")
+            await rjs.publish("orders.eu", b"one")
+            assert (await push.next_msg(WAIT)).data == b"one"
+            assert [m.data for m in await pull.fetch(1, timeout=WAIT)] == [b"one"]
+            admin.permissions(uid, None)                      # poll revoked
+            await rjs.publish("orders.eu", b"two")
+            with pytest.raises(NatsTimeout):
+                await push.next_msg(QUIET)                    # the push consumer's delivery is held back
+            with pytest.raises(NatsTimeout):
+                await pull.fetch(1, timeout=QUIET)           # MSG.NEXT refused
+            await reader.flush()
+            await asyncio.wait_for(_until(lambda: any("$js.api.consumer.msg.next.orders.p" in e for e in seen)),
+                                   WAIT)
+            await reader.close()
+            await root.close()
+        run(main())
