@@ -53,7 +53,6 @@ from typing import Callable
 import jwt
 
 from core import access
-from core.addressing import is_pravega_name
 from core.errors import FerryError, InvalidArgument, NotFound
 from core.keyfile import persistent_key
 from core.permissions import Action
@@ -221,7 +220,7 @@ def check_segment(broker, issuer: TokenIssuer, anonymous: Principal | None, toke
     user = principal.live(broker.meta)
     target = segment_target(broker, scope, stream, op)
     if target is not None:
-        permit(broker.meta, principal, user, *target)
+        permit(broker.meta, principal, user, *target, broker=broker)
     _logged_in(user)
     return principal
 
@@ -231,15 +230,15 @@ def segment_target(broker, scope: str, stream: str, op: str) -> tuple[Action, in
     a stream's poll/send permission, or for a reader group's table reading its scope.
     None when the stream is missing (the handler answers NoSuchSegment: nothing to protect)."""
     table = stream.endswith(TABLE_SUFFIX)
+    names = broker.addressing.topic_for_pravega(scope, stream)  # a [[binding]]'s names included
     try:
-        sid = broker.get_stream(scope).id
+        sid = broker.get_stream(names[0] if names else scope).id
     except (NotFound, InvalidArgument):
         if table:  # a table under no scope: nobody may make one
             return Action.READ_STREAM, None, None
         return None
     if table:
-        return Action.READ_STREAM, sid, None
-    names = broker.addressing.topic_for_pravega(scope, stream) if is_pravega_name(stream) else None
+        return Action.READ_STREAM, sid, None  # permit() also admits who may poll a topic of the scope
     try:
         topic = broker.get_topic(*names) if names else None
     except NotFound:
@@ -248,10 +247,24 @@ def segment_target(broker, scope: str, stream: str, op: str) -> tuple[Action, in
 
 
 def permit(meta, principal: Principal, user, action: Action, stream_id: int | None,
-           topic_id: int | None = None) -> None:
-    """AuthError (check failed) unless ``user`` may do ``action`` now."""
-    if stream_id is None or not principal.can(meta, user, action, stream_id, topic_id):
-        raise AuthError(AUTH_CHECK_FAILED, f"user {user.username!r} may not {action.value}", action=action.value)
+           topic_id: int | None = None, *, broker=None) -> None:
+    """AuthError (check failed) unless ``user`` may do ``action`` now (a reader group's
+    table, READ_STREAM with ``broker`` given: see :func:`table_reader`)."""
+    if stream_id is not None and principal.can(meta, user, action, stream_id, topic_id):
+        return
+    if (stream_id is not None and broker is not None and action is Action.READ_STREAM
+            and table_reader(broker, meta, user, stream_id, ignore_status=not principal.anonymous)):
+        return
+    raise AuthError(AUTH_CHECK_FAILED, f"user {user.username!r} may not {action.value}", action=action.value)
+
+
+def table_reader(broker, meta, user, stream_id: int, *, ignore_status: bool = False) -> bool:
+    """May ``user`` keep reader-group state under this scope? Who may read the scope, or poll
+    one of its topics (a reader group's table names no topic: a reader of any may have one)."""
+    if meta.can(user, Action.READ_STREAM, stream_id, ignore_status=ignore_status):
+        return True
+    return any(meta.can(user, Action.POLL_MESSAGES, stream_id, t.id, ignore_status=ignore_status)
+               for t in broker.list_topics(stream_id))
 
 
 def _logged_in(user) -> None:
@@ -312,7 +325,13 @@ class Authenticator:
             raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not {action.value}",
                             action=action.value)
 
+    def require_any(self, user, actions, stream_id: int | None = None, topic_id: int | None = None) -> None:
+        """PERMISSION_DENIED (naming the first action) unless ``user`` may do one of ``actions``."""
+        if not any(self.broker.meta.can(user, a, stream_id, topic_id) for a in actions):
+            raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not {actions[0].value}",
+                            action=actions[0].value)
+
 
 __all__ = ["AUTH_CHECK_FAILED", "AUTH_TOKEN_EXPIRED", "AuthError", "Authenticator", "Grant", "OP_ACTIONS",
            "Principal", "READ", "TokenIssuer", "WRITE", "check_segment", "load_secret", "parse_basic", "permit",
-           "scope_stream", "segment_target"]
+           "scope_stream", "segment_target", "TABLE_SUFFIX", "table_reader"]

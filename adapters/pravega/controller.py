@@ -45,7 +45,7 @@ from core.metrics import metrics_for
 from core.permissions import Action
 
 from . import controller_proto as P
-from .auth import READ, WRITE, AuthError, Authenticator
+from .auth import READ, TABLE_SUFFIX, WRITE, AuthError, Authenticator, table_reader
 from .grpc import GrpcStatus
 from .names import split_segment_id
 from .protobuf import ProtobufError
@@ -185,20 +185,29 @@ class ControllerService:
         if need in _GLOBAL_ACTIONS:
             self.auth.require(self.user, need)
             return
+        # The Ferry names, a [[binding]]'s included: its Pravega scope need not be a Ferry stream.
+        names = self._names(P.StreamInfo(scope=scope, stream=stream)) if stream else None
         try:
-            sid = self.broker.get_stream(scope).id
+            sid = self.broker.get_stream(names[0] if names else scope).id
         except (NotFound, InvalidArgument):
             return  # the handler answers "no such scope"; nothing to protect
         if need in _STREAM_ACTIONS or stream is None:
             self.auth.require(self.user, need if need in _STREAM_ACTIONS else Action.READ_STREAM, sid)
             return
-        names = self._names(P.StreamInfo(scope=scope, stream=stream))
         try:
             topic = self.broker.get_topic(*names) if names else None
         except NotFound:
             topic = None
+        if topic is None and stream.endswith(TABLE_SUFFIX):  # a reader group's table (getURI)
+            if not table_reader(self.broker, self.broker.meta, self.user, sid):
+                raise AuthError("PERMISSION_DENIED", f"user {self.user.username!r} may not read_stream",
+                                action=Action.READ_STREAM.value)
+            return
         if topic is None:
             self.auth.require(self.user, Action.READ_STREAM, sid)
+            return
+        if need is Action.READ_TOPIC:  # what a reader or writer must learn to find the segments
+            self.auth.require_any(self.user, _SEGMENT_READERS, sid, topic.id)
             return
         self.auth.require(self.user, need, sid, topic.id)
 
@@ -232,8 +241,8 @@ class ControllerService:
         if topic is not None:  # a stream: what the user may do with its messages
             ops = {op for op, action in ((READ, Action.POLL_MESSAGES), (WRITE, Action.SEND_MESSAGES))
                    if meta.can(user, action, sid, topic.id)}
-        else:  # a reader group's table (scope/<group>_kvtable): anyone who may read the scope
-            ops = {READ, WRITE} if meta.can(user, Action.READ_STREAM, sid) else set()
+        else:  # a reader group's table (scope/<group>_kvtable): who may read the scope or poll in it
+            ops = {READ, WRITE} if table_reader(self.broker, meta, user, sid) else set()
         if not ops:
             raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not read or write "
                             f"{req.scope}/{req.stream}",
@@ -614,6 +623,9 @@ _NEEDS: dict[str, Action] = {
                      "checkTransactionState"), Action.SEND_MESSAGES),
 }
 _GLOBAL_ACTIONS = frozenset({Action.CREATE_STREAM, Action.READ_STREAMS})
+# A stream's metadata and segments (the READ_TOPIC RPCs): readers and writers of the topic
+# need them to find its segments, so poll or send on it is enough.
+_SEGMENT_READERS = (Action.READ_TOPIC, Action.POLL_MESSAGES, Action.SEND_MESSAGES)
 # Transaction RPCs that name the transaction by id: checked against the transaction's topic.
 _TXN_BY_ID = frozenset({"commitTransaction", "abortTransaction", "pingTransaction", "checkTransactionState"})
 _STREAM_ACTIONS = frozenset({Action.MANAGE_STREAM, Action.CREATE_TOPIC, Action.READ_TOPICS})

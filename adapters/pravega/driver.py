@@ -238,4 +238,5 @@ async def controller_connection(service, stream: trio.abc.Stream) -> None:
         await trio.aclose_forcefully(stream)
 
 
-__all__ = ["Outbox", "controller_connection", "ensure_issuer", "segment_store_connection", "serve_controller", "serve_segment_store"]
+__all__ = ["Outbox", "controller_connection", "ensure_issuer", "segment_store_connection", "serve_controller",
+           "serve_segment_store"]

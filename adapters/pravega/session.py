@@ -60,7 +60,7 @@ from core.metrics import listener_metrics, metrics_for
 from core.permissions import Action
 
 from . import commands as C
-from .auth import AUTH_CHECK_FAILED, READ, WRITE, AuthError, Principal, check_segment, permit
+from .auth import AUTH_CHECK_FAILED, OP_ACTIONS, READ, WRITE, AuthError, Principal, check_segment, permit
 from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .errors import Reply as _Reply
@@ -224,7 +224,7 @@ class SegmentStoreSession(TableSegmentOps):
         (an expired token is no denial: the client fetches a new one and retries)."""
         if exc.code == AUTH_CHECK_FAILED:
             scope, _, rest = segment.partition("/")
-            denied(exc.action or ("pravega_" + op), scope=scope, stream=rest.partition("/")[0], reason=exc.message)
+            denied(exc.action or OP_ACTIONS[op].value, scope=scope, stream=rest.partition("/")[0], reason=exc.message)
         return _Reply(C.AuthTokenCheckFailed(request_id=rid, server_stack_trace=exc.message, error_code=exc.code))
 
     def _recheck(self, w: _Writer, rid: int) -> bool:

@@ -1,4 +1,5 @@
-"""Pravega with auth on (``[listeners.pravega_controller] auth = true``), with the real client.
+"""Pravega credentials and delegation tokens with the real client (always on; ``auth = true``
+is still accepted).
 
 The 0.3.8 client sends Basic credentials from its environment with every RPC,
 fetches delegation tokens and presents them to the segment store
@@ -10,14 +11,13 @@ from __future__ import annotations
 import pytest
 
 from ferry_harness import running_gateway
-from pravega_clients import run_scenario
+from pravega_clients import credentials, run_scenario
 
 pytestmark = pytest.mark.slow
 
 
 def creds(password: str, enabled: str = "1") -> dict:
-    return {"pravega_client_auth_method": "Basic", "pravega_client_auth_username": "iggy",
-            "pravega_client_auth_password": password, "AUTH": enabled}
+    return {**credentials("iggy", password), "AUTH": enabled}
 
 
 def test_basic_credentials_and_delegation_tokens(tmp_path):

@@ -181,6 +181,7 @@ def append(session, writer, payload: bytes, last: int, rid: int) -> list:
     out = []
     session._emit = out.append
     session.handle(Append(writer, event_frame(payload), 1, last, rid))
+    session.broker.flush()  # no flusher runs here: acknowledge what was appended
     dec = FrameDecoder()
     dec.receive_data(b"".join(out))
     got = []
@@ -206,8 +207,8 @@ def test_a_revoked_or_deleted_writer_fails_its_next_block(broker, secured, chang
     (r,) = replies(session, C.SetupAppend(request_id=1, writer_id=writer, segment=SEG,
                                           delegation_token=token_for(secured, user)))
     assert isinstance(r, C.AppendSetup)
-    append(session, writer, b"first", 1, 2)
-    assert stored(broker) == [b"first"]
+    (ack,) = append(session, writer, b"first", 1, 2)
+    assert isinstance(ack, C.DataAppended) and stored(broker) == [b"first"]
     if change == "revoke":
         broker.meta.update_permissions("writer", perms(poll_messages=True))
     else:
@@ -241,10 +242,18 @@ def test_read_is_rechecked_against_the_topic_permission_now(broker, secured):
     token = token_for(secured, user, frozenset({READ}))
     session = SegmentStoreSession(broker, lambda b: None)
     read = C.ReadSegment(segment=SEG, offset=0, suggested_length=100, request_id=1, delegation_token=token)
-    assert isinstance(session.handle(read), object)  # at the tail: parked, no reply yet
-    broker.meta.update_permissions("reader", perms(read_topic=True))
-    (r,) = replies(session, read)
+    park = session.handle(read)
+    assert park is not None  # at the tail: it waits for an append
+    broker.meta.update_permissions("reader", perms())  # read_topic would still allow polling
+    out = []
+    session._emit = out.append
+    session.read(park.cmd, parked=True)  # woken: checked again before answering
+    dec = FrameDecoder()
+    dec.receive_data(b"".join(out))
+    r = dec.next_event()
     assert isinstance(r, C.AuthTokenCheckFailed) and r.error_code == AUTH_CHECK_FAILED
+    (r,) = replies(session, read)
+    assert isinstance(r, C.AuthTokenCheckFailed)
 
 
 def test_anonymous_user_acts_with_exactly_its_permissions(broker, secured):
@@ -272,31 +281,26 @@ def test_anonymous_user_acts_with_exactly_its_permissions(broker, secured):
 def test_without_an_anonymous_user_an_empty_token_is_refused(broker, secured):
     session = SegmentStoreSession(broker, lambda b: None)
     for cmd in (C.GetStreamSegmentInfo(request_id=1, segment_name=SEG, delegation_token=""),
-                C.CreateTableSegment(request_id=2, segment="sc/rg_kvtable/0.#epoch.0", sorted_table=False,
-                                     key_length=0, delegation_token="", rollover_size_bytes=0)):
+                C.CreateTableSegment(request_id=2, segment="sc/rg_kvtable/0.#epoch.0", delegation_token="")):
         (r,) = replies(session, cmd)
         assert isinstance(r, C.AuthTokenCheckFailed), r
     assert not broker.tables.list("sc/")
 
 
-def test_reader_group_tables_need_read_on_the_scope(broker, secured):
-    outsider = broker.meta.create_user("outsider", "secret-pw", permissions=Permissions(
-        global_=GlobalPermissions(poll_messages=True)))  # poll, but may not see stream sc
-    stranger = Permissions(streams={SID + 1: StreamPermissions(read_stream=True)})
-    insider = broker.meta.create_user("insider", "secret-pw", permissions=perms(poll_messages=True))
-    broker.meta.update_permissions("outsider", stranger)
+def test_reader_group_tables_need_read_on_the_scope_or_poll_in_it(broker, secured):
+    """A reader group's table names no topic: who may read the scope, or poll one of its
+    topics, may keep one there; a user of another stream may not."""
+    users = {"outsider": (Permissions(streams={SID + 1: StreamPermissions(read_stream=True)}), False),
+             "poller": (perms(poll_messages=True), True),
+             "scopereader": (Permissions(streams={SID: StreamPermissions(read_stream=True)}), True),
+             "sender": (perms(send_messages=True), False)}
     session = SegmentStoreSession(broker, lambda b: None)
-    table = "sc/rg_kvtable/0.#epoch.0"
-    for user, ok in ((outsider, False), (insider, False)):
-        cmd = C.CreateTableSegment(request_id=1, segment=table, sorted_table=False, key_length=0,
-                                   delegation_token=token_for(secured, user), rollover_size_bytes=0)
+    for rid, (name, (permissions, ok)) in enumerate(users.items()):
+        user = broker.meta.create_user(name, "secret-pw", permissions=permissions)
+        cmd = C.CreateTableSegment(request_id=rid, segment=f"sc/{name}_kvtable/0.#epoch.0",
+                                   delegation_token=token_for(secured, user))
         (r,) = replies(session, cmd)
-        assert isinstance(r, C.AuthTokenCheckFailed) != ok, (user.username, r)
-    broker.meta.update_permissions("insider", Permissions(streams={SID: StreamPermissions(read_stream=True)}))
-    cmd = C.CreateTableSegment(request_id=2, segment=table, sorted_table=False, key_length=0,
-                               delegation_token=token_for(secured, insider), rollover_size_bytes=0)
-    (r,) = replies(session, cmd)
-    assert not isinstance(r, C.AuthTokenCheckFailed), r
+        assert isinstance(r, C.AuthTokenCheckFailed) != ok, (name, r)
 
 
 def test_anonymous_user_must_exist():
@@ -394,3 +398,52 @@ def test_controller_denials_are_audited_and_nothing_is_created(broker, caplog):
     assert [s.name for s in broker.list_streams()] == ["sc"]
     denials = [(r.action, getattr(r, "scope", None)) for r in caplog.records if getattr(r, "event", "") == "denied"]
     assert denials == [("create_stream", "secret"), ("poll_messages", "sc")]
+
+
+def test_readers_and_writers_of_a_topic_may_find_its_segments(broker):
+    """The READ_TOPIC RPCs (segments, URIs, configuration) admit who may poll or send on the
+    topic: a writer that may only send still finds where to write."""
+    broker.meta.create_user("sender", "secret-pw", permissions=perms(send_messages=True))
+    broker.meta.create_user("poller", "secret-pw", permissions=perms(poll_messages=True))
+    broker.meta.create_user("nobody", "secret-pw")
+    service = ControllerService(broker, auth=Authenticator(broker, TokenIssuer(SECRET)))
+    conn = Conn()
+    body = P.StreamInfo(scope="sc", stream="st").encode()
+    for name in ("sender", "poller", "nobody"):
+        service.dispatch(conn, Call("getCurrentSegments", body, header(name, "secret-pw")))
+    assert [a[0] for a in conn.answers] == ["OK", "OK", "PERMISSION_DENIED"]
+    assert "may not read_topic" in conn.answers[2][1]
+    # a reader group's table: its getURI admits who may poll in the scope (not a mere sender)
+    conn.answers.clear()
+    table = P.SegmentId(stream_info=P.StreamInfo(scope="sc", stream="rg_kvtable"), segment_id=0).encode()
+    for name in ("poller", "sender"):
+        service.dispatch(conn, Call("getURI", table, header(name, "secret-pw")))
+    assert [a[0] for a in conn.answers] == ["UNAVAILABLE", "PERMISSION_DENIED"]  # (no segment store here)
+
+
+def test_a_binding_s_pravega_names_are_checked_on_the_bound_topic(tmp_path):
+    """A ``[[binding]]`` may give a topic Pravega names unlike its Ferry names (a scope that is
+    no Ferry stream): the controller and the segment store check the bound topic all the same."""
+    from core.addressing import Binding
+
+    b = Broker.open(tmp_path / "data", BrokerConfig(log=LogConfig(fsync="always"), bindings=(
+        Binding(stream="hr dept", topic="pay roll", pravega_scope="hr", pravega_stream="pay"),)))
+    try:
+        b.create_stream("hr dept")
+        b.create_topic("hr dept", "pay roll", 1)
+        b.meta.create_user("nobody", "secret-pw")
+        service = ControllerService(b, auth=Authenticator(b, TokenIssuer(SECRET)))
+        conn = Conn()
+        service.dispatch(conn, Call("getCurrentSegments", P.StreamInfo(scope="hr", stream="pay").encode(),
+                                    header("nobody", "secret-pw")))
+        assert conn.answers[0][0] == "PERMISSION_DENIED"
+        state = state_of(b)
+        state.issuer = TokenIssuer(SECRET)
+        nobody = b.meta.get_user("nobody")
+        token = state.issuer.issue(nobody.id, "hr", "pay", frozenset({READ}), created_at=nobody.created_at)
+        (r,) = replies(SegmentStoreSession(b, lambda x: None),
+                       C.ReadSegment(segment="hr/pay/0.#epoch.0", offset=0, suggested_length=10, request_id=1,
+                                     delegation_token=token))
+        assert isinstance(r, C.AuthTokenCheckFailed) and "may not poll_messages" in r.server_stack_trace
+    finally:
+        b.close()

@@ -10,6 +10,7 @@ No case may log a traceback: a protocol error is the client's fault, not ours.
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import struct
@@ -31,14 +32,27 @@ SEG = "sc/st/0.#epoch.0"
 BEFORE = [b"stored-before-1", b"stored-before-2"]
 HELLO = C.encode(C.Hello(high_version=15, low_version=5))
 TIMEOUT_S = 10
+ROOT_BASIC = "Basic " + base64.b64encode(b"iggy:iggy").decode()  # the root user's default credentials
+TOKEN = {"value": ""}  # the current gateway's delegation token for sc/st (login())
+
+
+def login(gw) -> str:
+    """Log in as the root user at the controller and keep its delegation token for sc/st:
+    every segment-store request below carries it, as the real client's do."""
+    body, trailers = grpc_call(gw.ports["pravega_controller"], "getDelegationToken",
+                               P.StreamInfo(scope="sc", stream="st").encode(), authorization=ROOT_BASIC)
+    assert trailers[b"grpc-status"] == b"0", trailers
+    TOKEN["value"] = P.DelegationToken.decode(body).delegation_token
+    return TOKEN["value"]
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     with running_gateway(tmp_path_factory.mktemp("pravega-wire"), BINDING, FERRY_PRAVEGA_TAIL_PARK_MS="100") as gw:
+        login(gw)
         with Conn(gw.ports["pravega"]) as c:  # the data every case checks afterwards
             writer = uuid.uuid4()
-            c.request(C.SetupAppend(request_id=1, writer_id=writer, segment=SEG, delegation_token=""))
+            c.request(C.SetupAppend(request_id=1, writer_id=writer, segment=SEG, delegation_token=TOKEN["value"]))
             data = b"".join(map(event_frame, BEFORE))
             ack = c.request(C.AppendBlockEnd(writer_id=writer, size_of_whole_events=len(data), data=data,
                                              num_events=2, last_event_number=2, request_id=2))
@@ -119,8 +133,8 @@ class Conn:
 
 def read_back(port: int) -> list[bytes]:
     with Conn(port) as c:
-        reply = c.request(C.ReadSegment(segment=SEG, offset=0, suggested_length=1 << 16, delegation_token="",
-                                        request_id=3))
+        reply = c.request(C.ReadSegment(segment=SEG, offset=0, suggested_length=1 << 16,
+                                        delegation_token=TOKEN["value"], request_id=3))
     assert isinstance(reply, C.SegmentRead) and reply.offset == 0 and reply.request_id == 3
     view, out = memoryview(reply.data), []
     while view:
@@ -131,7 +145,7 @@ def read_back(port: int) -> list[bytes]:
 
 
 def setup(writer: uuid.UUID) -> bytes:
-    return C.encode(C.SetupAppend(request_id=1, writer_id=writer, segment=SEG, delegation_token=""))
+    return C.encode(C.SetupAppend(request_id=1, writer_id=writer, segment=SEG, delegation_token=TOKEN["value"]))
 
 
 def block_end(writer: uuid.UUID, data: bytes, num: int = 1, last: int = 1) -> bytes:
@@ -154,11 +168,13 @@ CASES = [
     ("append-from-a-writer-never-set-up", block_end(W, event_frame(b"x")), False, []),
     ("append-block-then-something-else", C.encode(C.AppendBlock(writer_id=W, data=event_frame(b"x"))) + KEEPALIVE,
      False, []),
-    ("bad-inner-frame-type", setup(W) + block_end(W, struct.pack(">ii", 1, 1) + b"x"), False,
+    # (a callable: its SetupAppend carries the token of the gateway the test runs against)
+    ("bad-inner-frame-type", lambda: setup(W) + block_end(W, struct.pack(">ii", 1, 1) + b"x"), False,
      [C.AppendSetup, C.ErrorMessage]),
-    ("inner-event-cut-short", setup(W) + block_end(W, struct.pack(">ii", 0, 9) + b"x"), False,
+    ("inner-event-cut-short", lambda: setup(W) + block_end(W, struct.pack(">ii", 0, 9) + b"x"), False,
      [C.AppendSetup, C.ErrorMessage]),
-    ("event-count-mismatch", setup(W) + block_end(W, event_frame(b"x"), num=2, last=2), False, [C.AppendSetup]),
+    ("event-count-mismatch", lambda: setup(W) + block_end(W, event_frame(b"x"), num=2, last=2), False,
+     [C.AppendSetup]),
     ("hello-without-overlap", C.encode(C.Hello(high_version=30, low_version=20)), False, [C.Hello]),
 ]
 
@@ -167,7 +183,7 @@ CASES = [
 def test_malformed_input_closes_the_connection_and_nothing_else(gateway, logs, name, data, shut, expected):
     port = gateway.ports["pravega"]
     with Conn(port) as bad, Conn(port) as bystander:
-        bad.sock.sendall(data)
+        bad.sock.sendall(data() if callable(data) else data)
         if shut:
             bad.sock.shutdown(socket.SHUT_WR)
         replies = bad.until_closed()
@@ -192,7 +208,7 @@ def test_a_client_that_vanishes_mid_append_is_no_error(gateway, logs):
 # -- the driver's tail parking -------------------------------------------------------------------
 def tail_read(c: Conn, offset: int):
     c.sock.sendall(C.encode(C.ReadSegment(segment=SEG, offset=offset, suggested_length=1 << 16,
-                                          delegation_token="", request_id=11)))
+                                          delegation_token=TOKEN["value"], request_id=11)))
 
 
 def test_a_tail_read_is_answered_empty_at_tail_after_the_park(gateway, logs):
@@ -209,25 +225,31 @@ def test_a_tail_read_is_answered_empty_at_tail_after_the_park(gateway, logs):
 def test_a_parked_read_wakes_on_an_append_from_another_connection(tmp_path):
     with running_gateway(tmp_path, BINDING, FERRY_PRAVEGA_TAIL_PARK_MS="20000") as gw:
         port = gw.ports["pravega"]
-        with Conn(port) as reader, Conn(port) as writer:
-            tail_read(reader, 0)
-            reader.sock.settimeout(10)  # far below the park: only the append can answer in time
-            w = uuid.uuid4()
-            writer.request(C.SetupAppend(request_id=1, writer_id=w, segment=SEG, delegation_token=""))
-            writer.sock.sendall(block_end(w, event_frame(b"wake")))
-            reply = reader.next_reply()
-            assert reply.offset == 0 and reply.at_tail and reply.data == event_frame(b"wake")
+        module_token = TOKEN["value"]
+        login(gw)  # this gateway's token, for this test only
+        try:
+            with Conn(port) as reader, Conn(port) as writer:
+                tail_read(reader, 0)
+                reader.sock.settimeout(10)  # far below the park: only the append can answer in time
+                w = uuid.uuid4()
+                writer.request(C.SetupAppend(request_id=1, writer_id=w, segment=SEG,
+                                             delegation_token=TOKEN["value"]))
+                writer.sock.sendall(block_end(w, event_frame(b"wake")))
+                reply = reader.next_reply()
+                assert reply.offset == 0 and reply.at_tail and reply.data == event_frame(b"wake")
+        finally:
+            TOKEN["value"] = module_token
 
 
 # -- the controller port ---------------------------------------------------------------------
-def grpc_call(port: int, method: str, body: bytes) -> tuple[bytes, dict]:
-    """One unary call over h2c with prior knowledge: (response message, trailers)."""
+def grpc_call(port: int, method: str, body: bytes, authorization: str = ROOT_BASIC) -> tuple[bytes, dict]:
+    """One unary call over h2c with prior knowledge, logged in as root: (response message, trailers)."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
     conn.initiate_connection()
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
         conn.send_headers(1, [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"localhost"),
                               (b":path", f"/{P.SERVICE}/{method}".encode()), (b"content-type", b"application/grpc"),
-                              (b"te", b"trailers")])
+                              (b"te", b"trailers"), (b"authorization", authorization.encode())])
         conn.send_data(1, struct.pack(">BI", 0, len(body)) + body, end_stream=True)
         data, trailers = bytearray(), {}
         while not trailers:
@@ -299,7 +321,7 @@ def test_java_client_block_framing_is_stored_and_read_back(gateway):
     e1, e2, e3 = event_frame(b"java-1"), event_frame(b"java-2, cut by the block"), event_frame(b"java-3")
     with Conn(port) as c:
         assert isinstance(c.request(C.SetupAppend(request_id=1, writer_id=writer, segment=SEG,
-                                                  delegation_token="")), C.AppendSetup)
+                                                  delegation_token=TOKEN["value"])), C.AppendSetup)
         cut = 5  # inside e2's 8-byte frame header
         c.sock.sendall(C.encode(C.AppendBlock(writer_id=writer, data=e1 + C.encode(C.PartialEvent(data=e2[:cut]))))
                        + C.encode(C.AppendBlockEnd(writer_id=writer, size_of_whole_events=len(e1), data=e2[cut:],

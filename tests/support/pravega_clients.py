@@ -10,6 +10,11 @@ A scenario script from ``tests/pravega/clients/`` runs in a subprocess with a
 hard timeout (the client panics in background tasks rather than raising, so a
 hang is the failure mode to expect: pravega-client.md section 4); its
 ``RUST_LOG`` output is kept and shown when it fails.
+
+Ferry's Pravega listeners require credentials (docs/pravega.md,
+"Authentication"), so every scenario logs in as the root user ``iggy``/``iggy``
+(:data:`ROOT_CREDENTIALS`, the client's own environment variables; the scripts
+make their StreamManager with ``auth_enabled=True``) unless ``env`` says otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ SPEC = "pravega==0.3.8"
 INSTALL_TIMEOUT_S = 900  # a cold pip install on CI; not a test timing threshold
 SCENARIO_TIMEOUT_S = 240  # a hung client must not hang the suite
 LOG_TAIL = 12_000  # characters of the client's log shown on failure
+# The environment the 0.3.8 client reads its Basic credentials from (with auth_enabled=True).
+ROOT_CREDENTIALS = {"pravega_client_auth_method": "Basic", "pravega_client_auth_username": "iggy",
+                    "pravega_client_auth_password": "iggy"}
+
+
+def credentials(username: str, password: str) -> dict:
+    """The client's environment for logging in as ``username``."""
+    return {**ROOT_CREDENTIALS, "pravega_client_auth_username": username, "pravega_client_auth_password": password}
 
 
 def _interpreter() -> str | None:
@@ -58,12 +71,14 @@ def client_python() -> Path:
     return python
 
 
-def start_scenario(script: str, *args: str, rust_log: str = "warn", env: dict | None = None) -> subprocess.Popen:
-    """Start ``clients/<script> ARGS`` (for tests that act while it runs)."""
+def start_scenario(script: str, *args: str, rust_log: str = "warn", env: dict | None = None,
+                   stdin: bool = False) -> subprocess.Popen:
+    """Start ``clients/<script> ARGS`` (for tests that act while it runs; ``stdin``: a pipe
+    the test writes to, or closes, to let the script go on)."""
     return subprocess.Popen([str(client_python()), "-u", str(SCRIPTS / script), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin else None, text=True,
                             env={**os.environ, "PYTHONPATH": "", "RUST_LOG": rust_log, "RUST_BACKTRACE": "1",
-                                 **(env or {})})
+                                 **ROOT_CREDENTIALS, **(env or {})})
 
 
 def finish(proc: subprocess.Popen, script: str, timeout: float = SCENARIO_TIMEOUT_S) -> list[dict]:

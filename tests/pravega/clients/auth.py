@@ -5,17 +5,15 @@ The credentials come from the environment as the client reads them
 MODE ``ok``: create, write, read back through a reader group (delegation tokens
 on every segment-store request). MODE ``refused``: create_scope must fail."""
 
-import os
 import sys
 
-import pravega_client
-from pvcommon import out, read_texts, run
+from pvcommon import manager, out, read_texts, run
 
 PORT, MODE = int(sys.argv[1]), sys.argv[2]
 
 
 async def main():
-    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}", auth_enabled=os.environ.get("AUTH", "1") == "1")
+    m = manager(PORT)
     if MODE == "refused":
         try:
             m.create_scope("denied")

@@ -8,14 +8,13 @@ them); a step that raises prints its exception type and text instead.
 import asyncio
 import sys
 
-import pravega_client
-from pvcommon import STEP_TIMEOUT_S, attempt, out, read_texts, run
+from pvcommon import STEP_TIMEOUT_S, attempt, manager, out, read_texts, run
 
 PORT = int(sys.argv[1])
 
 
 async def main():
-    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    m = manager(PORT)
     attempt("create_scope", m.create_scope, "sc1")
     attempt("create_scope_again", m.create_scope, "sc1")
     attempt("create_stream", m.create_stream, "sc1", "st1", 4)

@@ -7,14 +7,13 @@ reads N events; prints them."""
 import sys
 import uuid
 
-import pravega_client
-from pvcommon import out, read_texts, run
+from pvcommon import manager, out, read_texts, run
 
 PORT, MODE = int(sys.argv[1]), sys.argv[2]
 
 
 async def main():
-    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    m = manager(PORT)
     if MODE == "write":
         scope = sys.argv[3] if len(sys.argv) > 3 else "x"
         m.create_scope(scope)

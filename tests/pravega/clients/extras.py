@@ -6,7 +6,7 @@ import sys
 import time
 
 import pravega_client
-from pvcommon import STEP_TIMEOUT_S, attempt, out, read_texts, run
+from pvcommon import STEP_TIMEOUT_S, attempt, manager, out, read_texts, run
 
 PORT = int(sys.argv[1])
 
@@ -144,7 +144,7 @@ async def big_events(m):
 
 
 async def main():
-    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    m = manager(PORT)
     parts = sys.argv[2].split(",") if len(sys.argv) > 2 else ["shared", "tail", "txn", "bytes", "policies"]
     if "shared" in parts:
         await shared_group(m)

@@ -10,15 +10,14 @@ not hold). Then a reader group reads everything back: every event exactly once.
 import asyncio
 import sys
 
-import pravega_client
-from pvcommon import out, read_texts, run
+from pvcommon import manager, out, read_texts, run
 
 PORT, N = int(sys.argv[1]), int(sys.argv[2])
 WAVE = 25
 
 
 async def main():
-    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    m = manager(PORT)
     m.create_scope("kill")
     m.create_stream("kill", "s", 2)
     w = m.create_writer("kill", "s")

@@ -2,6 +2,12 @@
 
 The Rust client prints its logs to stdout, so scenario output is one JSON object
 per line (``out``) and the tests keep only lines starting with ``{``.
+
+Ferry's Pravega listeners require a Ferry user's credentials (docs/pravega.md,
+"Authentication"): ``manager`` makes a client with auth enabled, which reads
+``pravega_client_auth_method=Basic`` and the user name and password from the
+environment (tests/support/pravega_clients.py passes the root user's unless a
+test gives others); ``AUTH=0`` makes one without credentials.
 """
 
 import asyncio
@@ -11,6 +17,13 @@ import sys
 import time
 
 STEP_TIMEOUT_S = 30  # per awaited step; the test also kills the whole script at its own limit
+
+
+def manager(port, host="127.0.0.1"):
+    """A StreamManager for the controller at ``host:port``, logged in (see the module docstring)."""
+    import pravega_client
+
+    return pravega_client.StreamManager(f"tcp://{host}:{port}", auth_enabled=os.environ.get("AUTH", "1") == "1")
 
 
 def out(step, **kw):

@@ -23,8 +23,7 @@ import asyncio
 import sys
 import uuid
 
-import pravega_client
-from pvcommon import out, read_texts, run
+from pvcommon import manager, out, read_texts, run
 
 PORT, MODE = int(sys.argv[1]), sys.argv[2]
 WAVE = 50
@@ -32,7 +31,7 @@ PAD = "x" * 200
 
 
 async def main():
-    m = pravega_client.StreamManager(f"tcp://127.0.0.1:{PORT}")
+    m = manager(PORT)
     scope, stream = sys.argv[3], sys.argv[4]
     if MODE == "write":
         n = int(sys.argv[5])
