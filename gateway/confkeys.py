@@ -194,6 +194,8 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "max_pending": "bytes queued for one client before it is a slow consumer (closed)",
         "max_control_line": "longest protocol line in bytes",
         "max_subscriptions": "subscriptions per connection; 0 = unlimited",
+        "max_connections": "open client connections (TCP and WebSocket together); past it a new client gets "
+                           "-ERR 'maximum connections exceeded' (0 = unlimited)",
         "ping_interval": "seconds between server PINGs",
         "ping_max": "unanswered PINGs before 'Stale Connection'",
         "server_name": "server name in INFO and /varz (empty: the server id)",

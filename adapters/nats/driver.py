@@ -50,7 +50,7 @@ import trio
 from core.access import bind_actor
 
 from .connection import NatsServerConnection
-from .errors import AUTHORIZATION_VIOLATION, NatsError, NatsProtocolError
+from .errors import AUTHORIZATION_VIOLATION, MAX_CONNECTIONS_EXCEEDED, NatsError, NatsProtocolError, err_frame
 from .events import Info
 from .server_state import ClientRecord, Meter, NatsServerState, meter_for
 from .session import WRITE_NOW_MAX_FRAMES, NatsSession, Outbox
@@ -115,6 +115,9 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     conn = NatsServerConnection(info, state.limits, client_id=next(state.client_ids),
                                 client_ip=client_ip, now=trio.current_time(),
                                 authenticate=state.authenticate, permissions=state.initial_permissions)
+    if state.max_connections and len(state.clients) >= state.max_connections:
+        await _refuse_over_capacity(stream, conn)
+        return
     wakeup = _Wakeup()
     touched = state.touched
 
@@ -163,6 +166,18 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
         with trio.move_on_after(CLOSE_GRACE) as scope:
             scope.shield = True
             await trio.aclose_forcefully(stream)
+
+
+async def _refuse_over_capacity(stream, conn: NatsServerConnection) -> None:
+    """nats-server's answer past max_connections: INFO, the error, the close."""
+    log.warning("nats connection refused: max_connections reached", extra={"client_ip": conn.client_ip})
+    try:
+        with trio.move_on_after(CLOSE_GRACE):
+            await stream.send_all(conn.data_to_send() + err_frame(MAX_CONNECTIONS_EXCEEDED))
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        await trio.aclose_forcefully(stream)
 
 
 async def _start_tls(state: NatsServerState, stream, conn: NatsServerConnection,

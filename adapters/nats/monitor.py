@@ -36,7 +36,6 @@ from .server_state import NatsServerState
 
 NS = 1_000_000_000                 # Go time.Duration unit
 DEFAULT_CONNZ_LIMIT = 1024         # nats-server DefaultConnListSize
-MAX_CONNECTIONS = 64 * 1024        # nats-server DEFAULT_MAX_CONNECTIONS, reported in varz
 WRITE_DEADLINE_S = 10              # nats-server DEFAULT_FLUSH_DEADLINE (driver.WRITE_DEADLINE)
 ENDPOINTS = ("/varz", "/connz", "/subsz", "/healthz", "/jsz")
 _SORTS = {
@@ -79,7 +78,7 @@ def varz(state: NatsServerState, now: float, http_port: int = 0) -> dict[str, An
     doc = {
         "server_id": info.server_id, "server_name": info.server_name or info.server_id,
         "version": info.version, "proto": 1, "go": info.go, "host": info.host, "port": info.port,
-        "max_connections": MAX_CONNECTIONS, "ping_interval": int(limits.ping_interval * NS),
+        "max_connections": state.max_connections, "ping_interval": int(limits.ping_interval * NS),
         "ping_max": limits.ping_max, "http_host": info.host, "http_port": http_port, "https_port": 0,
         "auth_timeout": limits.auth_timeout, "max_control_line": limits.max_control_line,
         "max_payload": limits.max_payload, "max_pending": state.max_pending,

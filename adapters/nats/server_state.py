@@ -77,6 +77,10 @@ class NatsServerState:
     ssl_context: Any = None          # ssl.SSLContext: TLS after the clear-text INFO
     tls_handshake_first: bool = False  # TLS before anything, INFO inside it (nats.md section 13)
     tls_timeout: float = TLS_TIMEOUT
+    # nats-server's max_connections (DEFAULT_MAX_CONNECTIONS 64K): past it a new client
+    # gets INFO, then -ERR 'maximum connections exceeded', then the close (client.go
+    # maxConnExceeded); shared by the TCP and WebSocket listeners, as in nats-server.
+    max_connections: int = 64 * 1024
     client_ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     clients: dict = field(default_factory=dict)        # client_id -> ClientRecord
     total_connections: int = 0

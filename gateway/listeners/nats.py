@@ -64,6 +64,7 @@ OPTIONS = {
     "max_pending": 64 * 1024 * 1024,
     "max_control_line": 4096,
     "max_subscriptions": 0,
+    "max_connections": 64 * 1024,
     "ping_interval": 120.0,
     "ping_max": 2,
     "server_name": "",
@@ -187,7 +188,8 @@ def build_state(broker, cfg) -> NatsServerState:
                       tls_required=ctx is not None, tls_verify=ctx is not None and opts["tls_verify"])
     return NatsServerState(broker=broker, info=info, limits=limits, max_pending=opts["max_pending"],
                            authenticate=authenticate, initial_permissions=initial, ssl_context=ctx,
-                           tls_handshake_first=ctx is not None and opts["tls_handshake_first"])
+                           tls_handshake_first=ctx is not None and opts["tls_handshake_first"],
+                           max_connections=int(opts["max_connections"]))
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:

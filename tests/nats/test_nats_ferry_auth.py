@@ -356,3 +356,21 @@ def test_revoking_poll_stops_live_jetstream_push_and_pull_consumers(tmp_path):
             await reader.close()
             await root.close()
         run(main())
+
+
+def test_past_max_connections_a_client_gets_nats_servers_error(tmp_path):
+    """nats-server's max_connections: INFO, -ERR 'maximum connections exceeded', close;
+    the connections already open go on."""
+    with running_gateway(tmp_path, FERRY_NATS_MAX_CONNECTIONS="1") as gw:
+        async def main():
+            first = await nats.connect(gw.url())
+            raw = socket.create_connection(("127.0.0.1", gw.ports["nats"]), timeout=WAIT)
+            got = b""
+            while chunk := raw.recv(65536):
+                got += chunk
+            raw.close()
+            assert got.startswith(b"INFO ") and got.endswith(b"-ERR 'maximum connections exceeded'\r\n")
+            await first.publish("chat.x", b"still here")
+            await first.flush()
+            await first.close()
+        run(main())
