@@ -14,8 +14,8 @@ protocol   read                    write                  manage
 =========  ======================  =====================  ==============================
 iggy       PollMessages            SendMessages           CreateTopic in ``secret``
 http       GET .../messages        POST .../messages      POST /streams/secret/topics
-nats       SUB secret.payroll,     PUB secret.payroll     $JS.API.STREAM.CREATE.M_<tag>
-           a live message
+nats,      SUB secret.payroll,     PUB secret.payroll     $JS.API.STREAM.CREATE.M_<tag>
+natsjs     a live message
 pravega    reader group read       event writer           create stream in scope secret
 =========  ======================  =====================  ==============================
 """
@@ -25,7 +25,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
 import struct
+import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -209,6 +212,20 @@ def nats_row(gw, tag: str, creds) -> dict:
     return asyncio.run(run())
 
 
+NODE_DIR = Path(__file__).resolve().parents[1] / "nats" / "node"
+NODE = shutil.which("node")
+HAVE_NATS_JS = NODE is not None and (NODE_DIR / "node_modules" / "nats").is_dir()
+
+
+def natsjs_row(gw, tag: str, creds) -> dict:
+    """nats.js (tests/nats/node/authz.js): the same steps as :func:`nats_row`."""
+    proc = subprocess.run([NODE, "authz.js", gw.url("nats", login=False), tag, *(creds or ())], cwd=NODE_DIR,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {op: (out[op][0], out[op][1]) for op in OPS}
+
+
 def pravega_row(gw, tag: str, creds) -> dict:
     """The real pravega 0.3.8 client (tests/pravega/clients/authz.py): a new reader group
     reads, an event writer writes (acknowledged), and a stream is created in scope
@@ -233,14 +250,17 @@ def _check_denials(name: str, row: dict, identity: str) -> None:
             continue
         if name == "http":
             assert detail in (400, 401, 403), (identity, op, detail)
-        elif name == "nats" and op in ("read", "write") and identity not in ("anonymous", "wrong_password"):
-            assert "permissions violation" in str(detail).lower() or detail == [], (identity, op, detail)
+        elif name in ("nats", "natsjs") and op in ("read", "write") and identity not in ("anonymous", "wrong_password"):
+            assert "permissions violation" in str(detail).lower().replace("_", " ") or detail == [], (identity, op, detail)
         elif name == "iggy":
             assert detail is None or "nauthori" in str(detail) or "nauthenticated" in str(detail) \
                 or "nvalid credentials" in str(detail), (identity, op, detail)
 
 
-PROTOCOLS = {"iggy": iggy_row, "http": http_row, "nats": nats_row, "pravega": pravega_row}
+# nats.js runs where node and the test's npm install are (`make test` installs it; without
+# node its row is left out, as tests/nats/test_nats_node.py skips).
+PROTOCOLS = {"iggy": iggy_row, "http": http_row, "nats": nats_row,
+             **({"natsjs": natsjs_row} if HAVE_NATS_JS else {}), "pravega": pravega_row}
 
 
 def test_every_protocol_every_identity_every_operation(tmp_path):
@@ -254,7 +274,7 @@ def test_every_protocol_every_identity_every_operation(tmp_path):
                 row = row_of(gw, tag, creds)
                 results[(name, identity)] = {op: row[op][0] for op in OPS}
                 _check_denials(name, row, identity)
-                if name == "nats":   # root's live message, stored before the row's own write
+                if name in ("nats", "natsjs"):   # root's live message, stored before the row's own write
                     allowed_writes.append(f"live-{tag}")
                 if row["write"][0]:
                     allowed_writes.append(f"from-{tag}")
@@ -269,5 +289,5 @@ def test_every_protocol_every_identity_every_operation(tmp_path):
         assert root.stored() == [SEED, *allowed_writes]
         assert root.topics() == {"payroll", *(m for m in allowed_manages if not m.startswith("m-nats"))}
         js_streams = {t["name"] for t in root.ok("GET", "/streams/jetstream/topics").json()}
-        assert js_streams == {f"M_{m[2:]}" for m in allowed_manages if m.startswith("m-nats")}
+        assert js_streams == {f"M_{m[2:]}" for m in allowed_manages if m.startswith("m-nats")}   # nats, natsjs
         root.c.close()
