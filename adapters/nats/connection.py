@@ -115,9 +115,22 @@ class Permissions(Protocol):
     def can_subscribe(self, subject: str, queue: str) -> bool: ...  # queue "" = plain
 
 
+@dataclass(frozen=True, slots=True)
+class DeferredAuth:
+    """An authenticator's answer that needs slow work (an argon2 password check,
+    tens of milliseconds) off the event loop: the driver runs ``work()`` in a
+    worker thread and hands ``finish(result or exception)`` to
+    :meth:`NatsServerConnection.resume_auth`. Meanwhile the connection parses
+    nothing more (its bytes stay buffered), as h11 pauses between requests."""
+
+    work: Callable[[], object]
+    finish: Callable[[object], "bool | Permissions"]
+
+
 # Checks a CONNECT's credentials: False refuses, True accepts with no
-# restrictions, a Permissions object accepts with those rights.
-Authenticator = Callable[[Connect], "bool | Permissions"]
+# restrictions, a Permissions object accepts with those rights, a DeferredAuth
+# says the answer needs a worker thread first.
+Authenticator = Callable[[Connect], "bool | Permissions | DeferredAuth"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +185,7 @@ class NatsServerConnection:
 
     # Slots: one of these lives per connection (docs/internals.md "Memory").
     __slots__ = ("info", "limits", "client_id", "client_ip", "nonce", "subscriptions", "options", "headers",
-                 "permissions", "_authenticate", "_rng", "_codec", "_table", "_state", "_error", "_out",
+                 "permissions", "auth_pending", "_pending_opts", "_authenticate", "_rng", "_codec", "_table", "_state", "_error", "_out",
                  "errors_sent", "_now", "_auth_deadline", "_ping_deadline", "_connected_once", "_first_pong_sent",
                  "_rtt_known", "_rtt_start", "_last_in", "pings_out")
 
@@ -196,6 +209,9 @@ class NatsServerConnection:
         # Rights before CONNECT (nats-server's no_auth_user: INFO says no auth,
         # yet operations run as that user); CONNECT's verdict replaces them.
         self.permissions: Permissions | None = permissions
+        # A CONNECT whose credentials are being checked in a worker thread (DeferredAuth).
+        self.auth_pending: DeferredAuth | None = None
+        self._pending_opts: Connect | None = None
         self._authenticate = authenticate
         self._rng = rng
         self._codec = ServerCodec(max_payload=limits.max_payload,
@@ -237,7 +253,7 @@ class NatsServerConnection:
         Raises :class:`NatsProtocolError` (fatal; again on every later call)."""
         if self._state is ERROR:
             raise self._error  # type: ignore[misc]
-        if self._state is CLOSED:
+        if self._state is CLOSED or self.auth_pending is not None:
             return NEED_DATA
         codec = self._codec
         try:
@@ -254,6 +270,8 @@ class NatsServerConnection:
                     self._refuse(event)
                 handler, next_state = row
                 result = handler(self, event)
+                if self.auth_pending is not None:   # CONNECT deferred: nothing more until resume_auth
+                    return NEED_DATA
                 self._state = next_state
                 if result is not None:
                     return result
@@ -284,6 +302,8 @@ class NatsServerConnection:
     def _fast_path(self, scan, out: list) -> int:
         """``scan`` (a codec scan) where ``_on_pub`` would pass a plain PUB through unchanged."""
         if self._state is not CONNECTED and (self._state is not AWAIT_CONNECT or self.info.auth_required):
+            return 0
+        if self.auth_pending is not None:
             return 0
         opts = self.options
         if opts.verbose or opts.pedantic or self.permissions is not None:
@@ -387,12 +407,44 @@ class NatsServerConnection:
     def _on_connect(self, event: Connect) -> Connect:
         opts = replace(self.options, **{f: getattr(event, f) for f in event.fields},
                        fields=_shared_fields(event.fields))
-        headers = self.info.headers and opts.headers
         if self._authenticate is not None:   # also without auth_required: no_auth_user
             verdict = self._authenticate(opts)
-            if not verdict:
-                raise NatsProtocolError(AUTHORIZATION_VIOLATION, "credentials refused")
-            self.permissions = None if verdict is True else verdict
+            if isinstance(verdict, DeferredAuth):
+                self.auth_pending, self._pending_opts = verdict, opts
+                return None
+            self._admit(verdict)
+        return self._connected(opts)
+
+    def resume_auth(self, verdict: "bool | Permissions") -> Connect | None:
+        """Complete the CONNECT a :class:`DeferredAuth` held with the ``finish``
+        verdict; parsing goes on at the next :meth:`next_event`. Returns the
+        effective ``Connect`` (None if the connection ended meanwhile). Raises
+        :class:`NatsProtocolError` (fatal, e.g. credentials refused) as
+        :meth:`next_event` does."""
+        opts = self._pending_opts
+        if self.auth_pending is None or opts is None:
+            raise NatsLocalProtocolError("resume_auth without a deferred CONNECT")
+        self.auth_pending = self._pending_opts = None
+        if self._state is ERROR:
+            raise self._error  # type: ignore[misc]
+        if self._state is CLOSED:
+            return None
+        try:
+            self._admit(verdict)
+            result = self._connected(opts)
+        except NatsError as err:
+            self._fail(err)
+            raise
+        self._state = CONNECTED
+        return result
+
+    def _admit(self, verdict: "bool | Permissions") -> None:
+        if not verdict:
+            raise NatsProtocolError(AUTHORIZATION_VIOLATION, "credentials refused")
+        self.permissions = None if verdict is True else verdict
+
+    def _connected(self, opts: Connect) -> Connect:
+        headers = self.info.headers and opts.headers
         if opts.account or opts.new_account:
             raise NatsProtocolError(AUTHORIZATION_VIOLATION, "obsolete account field in CONNECT")
         if not 0 <= opts.protocol <= PROTOCOL_MAX:
@@ -582,7 +634,7 @@ del _H
 
 __all__ = [
     "AUTH_TIMEOUT", "AWAIT_CONNECT", "Authenticator", "CLOSED", "CONNECTED", "ConnectionState",
-    "DEFAULT_LIMITS", "ERROR", "FIRST_PING_INTERVAL", "FIRST_PING_JITTER", "NatsLimits",
+    "DEFAULT_LIMITS", "DeferredAuth", "ERROR", "FIRST_PING_INTERVAL", "FIRST_PING_JITTER", "NatsLimits",
     "NatsServerConnection", "OPEN_TRANSITIONS", "PING_INTERVAL", "PING_MAX", "Permissions",
     "SERVER_VERSION", "ServerInfo", "TRANSITIONS", "is_reserved_reply",
 ]

@@ -257,7 +257,6 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
     high_water = outbox.high_water
     stalled = session.stalled
     broker = state.broker
-    touched = state.touched
     outbox.offer(conn.data_to_send())  # the INFO queued at construction goes first
     receive = _socket_receiver(stream.socket) if outbox.direct is not None else stream.receive_some
     while True:
@@ -267,24 +266,13 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
             await _lame_duck(conn, outbox)
             return
         data = await receive(RECV_CHUNK)
-        state.in_pass = True
-        try:
-            conn.receive_data(data, trio.current_time())
-            session.process()   # every complete operation, in one synchronous pass
-            outbox.offer(conn.data_to_send())
-        except NatsProtocolError as err:
-            outbox.offer(conn.data_to_send())
-            final.error = err.wire
+        if not _pass(conn, session, state, final, partial(conn.receive_data, data, trio.current_time())):
             return
-        except NatsError:
-            return
-        finally:
-            state.in_pass = False
-            if touched:   # every outbox this pass queued bytes for, this client's own included
-                targets = list(touched)
-                touched.clear()
-                for target in targets:
-                    target.write_now()
+        while conn.auth_pending is not None:   # a password checked in a worker thread, then on
+            pending = conn.auth_pending
+            outcome = await trio.to_thread.run_sync(_outcome, pending.work)
+            if not _pass(conn, session, state, final, lambda: conn.resume_auth(pending.finish(outcome))):
+                return
         meter.fold()
         if not data:
             return
@@ -292,6 +280,41 @@ async def _read_loop(stream, conn: NatsServerConnection, session: NatsSession, s
             await drained.wait()   # set by the writer as bytes leave; TCP pushes back on the peer
         if stalled:
             await _stall(stalled)
+
+
+def _pass(conn: NatsServerConnection, session: NatsSession, state, final: _Final, first) -> bool:
+    """One synchronous pass: ``first()`` (feed bytes, or resume a deferred CONNECT),
+    then every complete operation, then every outbox the pass filled is written.
+    False when the connection must end (a fatal error is left in ``final``)."""
+    outbox, touched = session.outbox, state.touched
+    state.in_pass = True
+    try:
+        first()
+        outbox.offer(conn.data_to_send())
+        session.process()   # every complete operation, in one synchronous pass
+        outbox.offer(conn.data_to_send())
+    except NatsProtocolError as err:
+        outbox.offer(conn.data_to_send())
+        final.error = err.wire
+        return False
+    except NatsError:
+        return False
+    finally:
+        state.in_pass = False
+        if touched:   # every outbox this pass queued bytes for, this client's own included
+            targets = list(touched)
+            touched.clear()
+            for target in targets:
+                target.write_now()
+    return True
+
+
+def _outcome(work):
+    """``work()``'s result, or the exception it raised (handed to DeferredAuth.finish)."""
+    try:
+        return work()
+    except Exception as exc:  # noqa: BLE001 - the finish step on the trio thread decides
+        return exc
 
 
 async def _stall(stalled: set[Outbox]) -> None:

@@ -12,10 +12,12 @@ user (docs/nats.md "Authentication and permissions", docs/security.md):
   the audit lines (core/access.py) for the actor the driver bound to the
   connection's task. A client without credentials is refused unless the
   listener names an ``anonymous_user`` (nats-server's ``no_auth_user`` idea).
-  An argon2 check costs ~50 ms of the trio thread, so verified credentials are
-  remembered (a SHA-256 of user and password, or of the token; bounded, LRU)
-  while ``meta.users_version`` stays the same, and a remembered login is still
-  re-read (``meta.recheck``): a deleted or deactivated user does not get in.
+  An argon2 check costs 50-170 ms of CPU, so a password not seen before is
+  checked in a worker thread (the connection's ``DeferredAuth``: it parses
+  nothing more until the answer), and verified credentials are remembered (a
+  SHA-256 of user and password, or of the token; bounded, LRU) while
+  ``meta.users_version`` stays the same; a remembered login is still re-read
+  (``meta.recheck``): a deleted or deactivated user does not get in.
 * **What.** :class:`FerryPermissions` (one per logged-in user, shared by its
   connections) is the connection's ``Permissions``: a subject is mapped to the
   Ferry topic that stores it (a JetStream stream's subjects first, as
@@ -50,6 +52,7 @@ from core.errors import FerryError
 from core.permissions import Action
 
 from .auth import AuthConfigError, UserPermissions, permissions_from
+from .connection import DeferredAuth
 from .events import Connect
 from .jetstream_api import jetstream_for
 from .jetstream_streams import JS_STREAM
@@ -154,51 +157,71 @@ class FerryAuthenticator:
         self._version = -1
         self._perms: dict[tuple[int, int], FerryPermissions] = {}
 
-    def __call__(self, connect: Connect) -> "bool | FerryPermissions":
-        user = self.login(connect)
-        if user is None:
-            return False
-        access.current_actor().logged_in(user.username, user.id)
-        perms = self.permissions_for(user)
-        return True if perms is None else perms
-
-    def login(self, connect: Connect):
-        """The Ferry user a CONNECT's credentials name, or None (refused)."""
+    def __call__(self, connect: Connect) -> "bool | FerryPermissions | DeferredAuth":
+        """A password not verified before is checked in a worker thread (a
+        :class:`DeferredAuth`: argon2 costs tens of milliseconds, which the event
+        loop of every listener would otherwise wait); everything else answers now."""
         meta = self.meta
         if connect.auth_token:
             token = connect.auth_token
             key = b"t" + _digest(token)
-            check = lambda: meta.login_with_pat(token)   # noqa: E731
+            check = lambda: meta.login_with_pat(token)   # noqa: E731 - a hash lookup: quick
+            slow = False
         elif connect.user or connect.password:
             name, password = connect.user, connect.password
             key = b"u" + _digest(name + "\0" + password)
             check = lambda: meta.authenticate(name, password)   # noqa: E731
+            slow = True
         elif self.anonymous_user:
             name = self.anonymous_user
             key = b"a"
             check = lambda: meta.get_user(name)   # noqa: E731
+            slow = False
         else:
             access.audit("login", "failed", target="-", reason="no_credentials")
-            return None
+            return False
         remembered = self._remembered
         if self._version != meta.users_version:   # a user, password or token changed: verify afresh
             remembered.clear()
             self._version = meta.users_version
+        user = remembered.get(key)
+        if user is not None:
+            remembered.move_to_end(key)
+            try:
+                user = meta.recheck(user)             # deleted or deactivated since: refused
+            except FerryError:
+                return False
+            return self._admitted(user)
+        version = self._version
+        if slow:
+            return DeferredAuth(check, lambda outcome: self._checked(key, version, outcome))
         try:
-            user = remembered.get(key)
-            if user is not None:
-                remembered.move_to_end(key)
-                return meta.recheck(user)             # deleted or deactivated since: refused
-            user = check()
-            if not user.active:
-                return None
-        except FerryError:                            # bad credentials, throttled, inactive, expired, unknown
-            return None
-        if self._version == meta.users_version:       # not remembered across a change made meanwhile
-            remembered[key] = user
-            if len(remembered) > MAX_REMEMBERED_LOGINS:
-                remembered.popitem(last=False)
-        return user
+            outcome = check()
+        except FerryError as exc:
+            outcome = exc
+        return self._checked(key, version, outcome)
+
+    def _checked(self, key: bytes, version: int, outcome) -> "bool | FerryPermissions":
+        """The verdict for a credential check's ``outcome`` (a user or the error it raised)."""
+        if isinstance(outcome, BaseException):
+            if isinstance(outcome, FerryError):   # bad credentials, throttled, inactive, expired, unknown
+                return False
+            raise outcome
+        meta = self.meta
+        try:
+            user = meta.recheck(outcome)              # deleted or deactivated while the check ran
+        except FerryError:
+            return False
+        if version == meta.users_version == self._version:   # not remembered across a change made meanwhile
+            self._remembered[key] = user
+            if len(self._remembered) > MAX_REMEMBERED_LOGINS:
+                self._remembered.popitem(last=False)
+        return self._admitted(user)
+
+    def _admitted(self, user) -> "bool | FerryPermissions":
+        access.current_actor().logged_in(user.username, user.id)
+        perms = self.permissions_for(user)
+        return True if perms is None else perms
 
     def permissions_for(self, user) -> "FerryPermissions | None":
         """The permissions object of a logged-in ``user`` (shared by its

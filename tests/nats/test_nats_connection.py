@@ -7,6 +7,7 @@ import json
 import pytest
 
 from adapters.nats.connection import (
+    DeferredAuth,
     AWAIT_CONNECT,
     CLOSED,
     CONNECTED,
@@ -170,6 +171,41 @@ def test_auth_failure_is_authorization_violation():
     assert info.value.wire == b"-ERR 'Authorization Violation'\r\n"
     assert conn.state is ERROR and conn.next_deadline() is None
     assert conn.data_to_send() == b""
+
+
+def _deferred(connect: Connect):
+    """An authenticator that wants a worker thread: the test plays the driver."""
+    return DeferredAuth(lambda: connect.auth_token, lambda token: token == "s3cret")
+
+
+@pytest.mark.parametrize("split", [None, 1])
+def test_deferred_auth_parses_nothing_more_until_resumed(split):
+    """A slow credential check (DeferredAuth): the connection holds every byte after
+    CONNECT, whole or fed one byte at a time, until resume_auth gives the verdict."""
+    conn = new_conn(info=AUTH, authenticate=_deferred)
+    data = b'CONNECT {"verbose":true,"auth_token":"s3cret"}\r\nPUB a 2\r\nhi\r\nPING\r\n'
+    chunks = [data] if split is None else [data[i:i + 1] for i in range(len(data))]
+    events = []
+    for chunk in chunks:
+        events += pump(conn, chunk)
+    assert events == [] and conn.auth_pending is not None and conn.state is AWAIT_CONNECT
+    assert conn.next_runs([]) == 0 and conn.data_to_send() == b""
+    pending = conn.auth_pending
+    connect = conn.resume_auth(pending.finish(pending.work()))
+    assert isinstance(connect, Connect) and conn.state is CONNECTED and conn.auth_pending is None
+    assert [type(e) for e in pump(conn, b"")] == [Pub, Ping]
+    assert conn.data_to_send() == b"+OK\r\n+OK\r\nPONG\r\n"
+
+
+def test_deferred_auth_refused_is_authorization_violation():
+    conn = new_conn(info=AUTH, authenticate=_deferred)
+    assert pump(conn, b'CONNECT {"auth_token":"nope"}\r\nPING\r\n') == []
+    pending = conn.auth_pending
+    with pytest.raises(NatsProtocolError) as info:
+        conn.resume_auth(pending.finish(pending.work()))
+    assert info.value.wire == b"-ERR 'Authorization Violation'\r\n" and conn.state is ERROR
+    with pytest.raises(NatsLocalProtocolError):
+        conn.resume_auth(True)   # nothing pending any more
 
 
 def test_auth_timeout():
