@@ -53,14 +53,13 @@ from core.errors import (
     StorageError,
     TopicSealed,
 )
-from core.access import denied
 from core.log.encoded import payload_block
 from core.log.partition import AppendInput
 from core.metrics import listener_metrics, metrics_for
-from core.permissions import Action
 
 from . import commands as C
-from .auth import AUTH_CHECK_FAILED, OP_ACTIONS, READ, WRITE, AuthError, Principal, check_segment, permit
+from .auth import READ, Principal
+from .gate import SegmentGate
 from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .errors import Reply as _Reply
@@ -100,20 +99,6 @@ MAX_TRANSIENTS = 4
 MAX_WRITERS = 10_000
 
 
-# Requests that carry a delegation token: the field naming the segment and what
-# the token must allow (checked whenever the state has an issuer: always under
-# `ferry serve`). Reader-group tables need READ: a reader keeps its group's state
-# there (adapters/pravega/auth.py). Append blocks carry no token: their writer's
-# principal is re-checked live on each block instead.
-_AUTH = {
-    C.SetupAppend: ("segment", WRITE), C.ReadSegment: ("segment", READ),
-    C.GetStreamSegmentInfo: ("segment_name", READ), C.SealSegment: ("segment", WRITE),
-    C.TruncateSegment: ("segment", WRITE), C.GetSegmentAttribute: ("segment_name", READ),
-    C.CreateTransientSegment: ("parent_segment", WRITE), C.MergeSegments: ("target", WRITE),
-    C.GetTableSegmentInfo: ("segment_name", READ),
-    **dict.fromkeys((C.CreateTableSegment, C.DeleteTableSegment, C.UpdateTableEntries, C.RemoveTableKeys,
-                     C.ReadTable, C.ReadTableEntries, C.ReadTableKeys, C.ReadTableEntriesDelta), ("segment", READ)),
-}
 
 
 @dataclass(slots=True)
@@ -158,6 +143,7 @@ class SegmentStoreSession(TableSegmentOps):
         self.close_after_flush = False  # set when the protocol says: reply, then close
         self.closed = False
         self._principal: Principal | None = None  # who the request being handled acts as (auth on)
+        self.gate = SegmentGate(broker, self.state)  # tokens and live permissions (adapters/pravega/gate.py)
         self._handlers = {
             C.Hello: self._hello,
             C.KeepAlive: self._keep_alive,
@@ -189,10 +175,7 @@ class SegmentStoreSession(TableSegmentOps):
         Raises PravegaProtocolError when the connection must close."""
         handler = self._handlers.get(type(cmd))
         try:
-            rule = _AUTH.get(type(cmd))
-            self._principal = None
-            if rule is not None and self.state.issuer is not None:
-                self._principal = self._authorize(cmd, *rule)
+            self._principal = self.gate.admit(cmd)
             if handler is None:
                 return self._unsupported(cmd)
             return handler(cmd)
@@ -209,39 +192,15 @@ class SegmentStoreSession(TableSegmentOps):
             self.counters["errors"].inc(LISTENER)
         self._emit(C.encode(reply))
 
-    def _authorize(self, cmd, field: str, op: str) -> Principal:
-        """Check the request's delegation token, or the anonymous user for an empty one,
-        and the user's permission now (adapters/pravega/auth.py ``check_segment``)."""
-        segment = getattr(cmd, field)
-        try:
-            return check_segment(self.broker, self.state.issuer, self.state.anonymous, cmd.delegation_token,
-                                 segment, op)
-        except AuthError as exc:
-            raise self._refused(cmd.request_id, segment, op, exc) from None
-
-    def _refused(self, rid: int, segment: str, op: str, exc: AuthError) -> _Reply:
-        """The AuthTokenCheckFailed reply to raise, after the audit line of a denial
-        (an expired token is no denial: the client fetches a new one and retries)."""
-        if exc.code == AUTH_CHECK_FAILED:
-            scope, _, rest = segment.partition("/")
-            denied(exc.action or OP_ACTIONS[op].value, scope=scope, stream=rest.partition("/")[0], reason=exc.message)
-        return _Reply(C.AuthTokenCheckFailed(request_id=rid, server_stack_trace=exc.message, error_code=exc.code))
-
     def _recheck(self, w: _Writer, rid: int) -> bool:
         """Before storing a block: may the writer's principal still send to its topic?
         False after answering AuthTokenCheckFailed (the writer must set up again, and
         its next token request meets the same check at the controller)."""
-        principal = w.principal
-        if principal is None:
+        refusal = self.gate.still_sending(w.principal, w.stream_id, w.topic_id, rid, w.segment)
+        if refusal is None:
             return True
-        meta = self.broker.meta
-        try:
-            user = principal.live(meta)
-            permit(meta, principal, user, Action.SEND_MESSAGES, w.stream_id, w.topic_id)
-        except AuthError as exc:
-            self._fail(w, self._refused(rid, w.segment, WRITE, exc).reply)
-            return False
-        return True
+        self._fail(w, refusal.reply)
+        return False
 
     def close(self) -> None:
         self.closed = True
@@ -629,8 +588,8 @@ class SegmentStoreSession(TableSegmentOps):
     def read(self, cmd, parked: bool = False) -> Park | None:
         rid, seg = cmd.request_id, cmd.segment
         try:
-            if parked and self.state.issuer is not None:  # waited at the tail: is it still allowed?
-                self._authorize(cmd, "segment", READ)
+            if parked and self.gate.on:  # waited at the tail: is it still allowed?
+                self.gate.check(cmd, "segment", READ)
             name, topic = self._target(rid, seg)
         except _Reply as r:
             self.send(r.reply)
