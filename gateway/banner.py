@@ -49,6 +49,8 @@ def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Coll
         status = "not available in this build"
     else:
         status = format_address(lc.host, ports[lc.name], lc.transport)
+        if lc.name in _NO_LOGIN:
+            status += f"  ({_NO_LOGIN[lc.name]})"
     return f"    {lc.name:<{_NAME_WIDTH}} {status}"
 
 
@@ -57,8 +59,8 @@ def _listener_line(lc: ListenerConfig, ports: Mapping[str, int], available: Coll
 # "nats-server"), which check nats-server's own user list and have no Ferry login
 # for a default password to open. nats_ws shares the nats listener's settings.
 _SHARES_SETTINGS_OF = {"nats_ws": "nats"}
-# Listeners with no login at all: monitoring endpoints (they show no message data).
-_NO_LOGIN = ("nats_monitor",)
+# Listeners with no login at all, and what they show (docs/security.md "What is public").
+_NO_LOGIN = {"nats_monitor": "no login: counters, connections, subjects, stream names; never message data"}
 NATS_SERVER_MODE = "nats-server"
 
 

@@ -55,6 +55,8 @@ def test_every_listener_that_admits_anonymous_clients_is_named():
 
     _, text = full({})
     assert "without credentials" not in text   # secure by default: no door open
+    monitor = next(line for line in text.splitlines() if line.split()[:1] == ["nats_monitor"])
+    assert monitor.endswith("(no login: counters, connections, subjects, stream names; never message data)")
     cfg, text = full({"FERRY_NATS_ANONYMOUS_USER": "guest", "FERRY_PRAVEGA_CONTROLLER_ANONYMOUS_USER": "guest"})
     doors = [line for line in text.splitlines() if "without credentials" in line]
     assert doors == [

@@ -119,3 +119,33 @@ def test_nats_counts_reach_the_gateway_prometheus_metrics(tmp_path):
             assert 'ferry_messages_out_total{listener="nats"} 1' in lines
             await nc.close()
         run(main())
+
+
+def test_monitoring_never_shows_message_data(tmp_path):
+    """docs/security.md "What is public": the monitoring port has no login, so it shows
+    counters, connections, subjects and stream names, never a payload or a header value
+    (core NATS, stored subjects and JetStream alike), whatever detail is asked for."""
+    secret_payload, secret_header = "salary=100k", "hdr-value-7f3a"
+    with running_gateway(tmp_path, '[[binding]]\nstream = "secret"\ntopic = "payroll"\ncreate = true\n') as gw:
+        base = f"http://127.0.0.1:{gw.ports['nats_monitor']}"
+
+        async def main():
+            async with httpx.AsyncClient(base_url=base) as http:
+                nc = await nats.connect(gw.url(), name="app")
+                await nc.subscribe("secret.>")
+                await nc.subscribe("chat.x")
+                await settle(nc)
+                js = nc.jetstream()
+                await js.add_stream(name="ORDERS", subjects=["orders.>"])
+                await js.publish("orders.eu", secret_payload.encode(), headers={"X-Secret": secret_header})
+                await nc.publish("secret.payroll", secret_payload.encode(), headers={"X-Secret": secret_header})
+                await nc.publish("chat.x", secret_payload.encode(), headers={"X-Secret": secret_header})
+                await nc.flush()
+                detail = {"subs": "detail", "auth": "1", "streams": "1", "consumers": "1", "config": "1",
+                          "accounts": "1", "state": "all"}
+                for path in ("/", "/varz", "/connz", "/subsz", "/jsz", "/healthz"):
+                    r = await http.get(path, params=detail)
+                    assert r.status_code == 200, (path, r.status_code)
+                    assert secret_payload not in r.text and secret_header not in r.text, path
+                await nc.close()
+        run(main())
