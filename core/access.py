@@ -96,6 +96,17 @@ def current_actor() -> Actor:
     return _ACTOR.get()
 
 
+def acting(actor: Actor, fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run as ``actor`` wherever it runs (a worker thread started by a task
+    that serves many connections, such as the Iggy QUIC server's, inherits no
+    connection's actor)."""
+    def run() -> object:
+        _ACTOR.set(actor)
+        return fn()
+
+    return run
+
+
 def host_of(addr: object) -> str:
     """The host part of a peer address: ``("1.2.3.4", 5)`` / ``"1.2.3.4:5"`` / ``"[::1]:5"`` -> the IP."""
     if isinstance(addr, tuple):
@@ -191,5 +202,5 @@ class LoginGuard:
         return len(self._table)
 
 
-__all__ = ["Actor", "FIRST_DELAY_S", "FREE_FAILURES", "LOCAL", "LoginGuard", "MAX_DELAY_S",
+__all__ = ["Actor", "acting", "FIRST_DELAY_S", "FREE_FAILURES", "LOCAL", "LoginGuard", "MAX_DELAY_S",
            "MAX_TRACKED_ADDRESSES", "audit", "bind_actor", "current_actor", "denied", "host_of", "use_actor"]

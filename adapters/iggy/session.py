@@ -49,7 +49,7 @@ import xxhash
 
 from core import errors as ce
 from core.consumers import Consumer, PollStrategy
-from core.access import Actor, denied, host_of, use_actor
+from core.access import Actor, acting, denied, host_of, use_actor
 from core.credentials import CredentialChange
 from core.log.encoded import block_of
 from core.message import Headers
@@ -150,13 +150,15 @@ class IggySession:
         except IggyStatus as err:
             return Reply(err.code, command=cmd)
         except ce.FerryError as exc:
-            if isinstance(exc, ce.PermissionDenied):
+            if isinstance(exc, ce.PermissionDenied):   # the core's own refusals (e.g. root's status)
                 denied(cmd.name, reason=exc.message)
             return Reply(status_for(exc, _entity_of(cmd.name)), command=cmd)
         except Exception:  # a bug of ours (STYLE.md 5): log it, answer a generic error, keep serving
             log.exception("iggy handler failed", extra={"command": cmd.name})
             return Reply(IggyError.ERROR, command=cmd)
         if isinstance(out, Deferred):
+            if out.work is not None:   # a worker thread: it must know whom it acts for too
+                out.work = acting(self.actor, out.work)
             return out
         if isinstance(out, (Reply, Evict)):
             return out
@@ -210,6 +212,7 @@ class IggySession:
     def require(self, action: Action, sid: int | None = None, tid: int | None = None) -> None:
         # The grants whatever the status: a deactivation does not stop a live login (as Iggy).
         if not self.broker.meta.can(self.user, action, sid, tid, ignore_status=True):
+            denied(str(action), stream_id=sid, topic_id=tid)
             raise IggyStatus(IggyError.UNAUTHORIZED, str(action))
 
     def ident(self, value: int | str, missing: IggyError) -> int | str:
@@ -256,8 +259,7 @@ class IggySession:
 
     # -- login (shared by the four login commands) ------------------------------------------
     def login_password(self, username: str, password: str, protocol: int = 0) -> Deferred:
-        def work():  # in a worker thread, which inherits no context from a QUIC server task
-            use_actor(self.actor)
+        def work():  # in a worker thread, as this session's actor (handle: core.access.acting)
             return self.broker.meta.authenticate(username, password)
 
         return Deferred(lambda user: self._logged_in(_unchanged_since(self.broker.meta, user), protocol), work)

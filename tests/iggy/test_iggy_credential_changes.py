@@ -480,3 +480,25 @@ def test_legacy_clients_sessions_follow_credential_changes(iggy_gateway, spec):
             assert alice("get_stream") == {"error": "Unauthenticated"}
         finally:
             alice.close()
+
+
+def test_audit_lines_name_the_iggy_session_that_acted(broker, caplog):
+    """docs/security.md "Audit": a change made through Iggy names the session's user,
+    address and protocol, also when its work ran in a worker thread (create_user
+    hashes the password there); a failed login and a denial are audited too."""
+    import logging
+    import threading
+
+    caplog.set_level(logging.INFO, logger="ferry.audit")
+    root, bob = Client(broker, 2), Client(broker, 2)
+    root.login()
+    status, _ = root.call("user.create", username="bob", password="bob-pw", status=1, permissions=None)
+    assert status == 0
+    assert bob.login("bob", "nope") != 0
+    bob.login("bob", "bob-pw")
+    assert bob.call("stream.create", name="mine")[0] == E.UNAUTHORIZED
+    seen = [(r.event, r.outcome, r.protocol, r.addr, r.user) for r in caplog.records if r.name == "ferry.audit"]
+    assert ("user.create", "ok", "iggy", "127.0.0.1", "iggy") in seen
+    assert ("login", "failed", "iggy", "127.0.0.1", "-") in seen
+    assert ("denied", "denied", "iggy", "127.0.0.1", "bob") in seen
+    assert threading.current_thread() is threading.main_thread()
