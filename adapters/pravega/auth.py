@@ -267,6 +267,10 @@ def table_reader(broker, meta, user, stream_id: int, *, ignore_status: bool = Fa
                for t in broker.list_topics(stream_id))
 
 
+def _authorization(metadata) -> str | None:
+    return next((v for k, v in metadata if k.lower() == "authorization"), None)
+
+
 def _logged_in(user) -> None:
     actor = access.current_actor()
     if actor is not access.LOCAL and actor.user_id != user.id:
@@ -283,10 +287,48 @@ class Authenticator:
         self.broker, self.issuer, self.anonymous, self._clock = broker, issuer, anonymous, clock
         self._cache: OrderedDict[str, tuple[object, float]] = OrderedDict()
         self._version = broker.meta.users_version
+        # The outcome of a check the driver ran in a worker thread (prepare), for the
+        # very next user() call of that header: (header, version, UserInfo or FerryError).
+        self._settled: tuple[str, int, object] | None = None
+
+    def prepare(self, metadata) -> "Callable[[], object] | None":
+        """The password check a call needs before :meth:`user` can answer it without
+        argon2 on the event loop (tens of milliseconds): a function for a worker
+        thread, whose outcome goes to :meth:`settle`; None when nothing is slow
+        (no credentials, or remembered)."""
+        header = _authorization(metadata)
+        if header is None:
+            return None
+        self._fresh()
+        hit = self._cache.get(header)
+        if hit is not None and hit[1] > self._clock():
+            return None
+        try:
+            name, password = parse_basic(header)
+        except AuthError:
+            return None   # malformed: user() answers it, no check needed
+        meta, version = self.broker.meta, self.broker.meta.users_version
+
+        def work() -> object:
+            try:
+                return meta.authenticate(name, password)   # audits failures; LoginThrottled is one
+            except FerryError as exc:
+                return exc
+
+        def settle(outcome: object) -> None:
+            self._settled = (header, version, outcome)
+
+        work.settle = settle  # type: ignore[attr-defined]
+        return work
+
+    def _fresh(self) -> None:
+        if self._version != self.broker.meta.users_version:  # a user, password, permission or token changed
+            self._cache.clear()
+            self._version = self.broker.meta.users_version
 
     def user(self, metadata) -> object:
         """The UserInfo of a call's ``authorization`` metadata; AuthError otherwise."""
-        header = next((v for k, v in metadata if k.lower() == "authorization"), None)
+        header = _authorization(metadata)
         meta = self.broker.meta
         if header is None:
             if self.anonymous is None:
@@ -298,9 +340,7 @@ class Authenticator:
                 raise AuthError("UNAUTHENTICATED", exc.message) from None
             _logged_in(info)
             return info
-        if self._version != meta.users_version:  # a user, password, permission or token changed
-            self._cache.clear()
-            self._version = meta.users_version
+        self._fresh()
         now = self._clock()
         hit = self._cache.get(header)
         if hit is not None and hit[1] > now:
@@ -308,9 +348,19 @@ class Authenticator:
             _logged_in(hit[0])
             return hit[0]
         name, password = parse_basic(header)
-        version = meta.users_version
+        settled, self._settled = self._settled, None
+        if settled is not None and settled[0] == header:   # checked in a worker thread just now
+            version, outcome = settled[1], settled[2]
+        else:
+            version = meta.users_version
+            try:
+                outcome = meta.authenticate(name, password)  # audits failures; LoginThrottled is one
+            except FerryError as exc:
+                outcome = exc
+        if isinstance(outcome, FerryError):
+            raise AuthError("UNAUTHENTICATED", outcome.message) from None
         try:
-            info = meta.authenticate(name, password)  # audits failures; LoginThrottled is one
+            info = meta.recheck(outcome)   # deleted or deactivated while the check ran
         except FerryError as exc:
             raise AuthError("UNAUTHENTICATED", exc.message) from None
         if version == meta.users_version:  # nothing changed during the check: safe to remember

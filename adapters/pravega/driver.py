@@ -225,6 +225,10 @@ async def controller_connection(service, stream: trio.abc.Stream) -> None:
             if not data:
                 return
             for call in conn.receive_data(data):
+                auth = getattr(service, "auth", None)
+                check = auth.prepare(call.metadata) if auth is not None else None
+                if check is not None:   # a password not seen lately: argon2 off the event loop
+                    check.settle(await trio.to_thread.run_sync(check))
                 service.dispatch(conn, call)
             out = conn.data_to_send()
             if out:

@@ -447,3 +447,31 @@ def test_a_binding_s_pravega_names_are_checked_on_the_bound_topic(tmp_path):
         assert isinstance(r, C.AuthTokenCheckFailed) and "may not poll_messages" in r.server_stack_trace
     finally:
         b.close()
+
+
+def test_the_password_check_can_run_before_the_call_in_a_worker_thread(broker, monkeypatch):
+    """The controller driver asks prepare() for the argon2 check a call needs, runs it in
+    a worker thread and settles it; user() then answers without checking again. A
+    remembered credential needs no check; a wrong one is refused as before."""
+    import threading
+
+    broker.meta.create_user("ppp", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
+    auth = Authenticator(broker, TokenIssuer(SECRET), clock=Clock())
+    assert auth.prepare([]) is None                          # no credentials: nothing slow
+    check = auth.prepare(header("ppp", "secret-pw"))
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("outcome", check()))
+    worker.start()
+    worker.join()
+    check.settle(box["outcome"])
+    calls = []
+    real = broker.meta.authenticate
+    monkeypatch.setattr(broker.meta, "authenticate", lambda *a: calls.append(a) or real(*a))
+    user = auth.user(header("ppp", "secret-pw"))
+    assert user.username == "ppp" and calls == []            # the thread's check was used
+    assert auth.prepare(header("ppp", "secret-pw")) is None   # remembered now
+    bad = auth.prepare(header("ppp", "wrong"))
+    bad.settle(bad())
+    with pytest.raises(AuthError) as err:
+        auth.user(header("ppp", "wrong"))
+    assert err.value.code == "UNAUTHENTICATED" and calls == [("ppp", "wrong")]   # checked once: in bad()
