@@ -155,7 +155,6 @@ class LoginGuard:
     max_addresses: int = MAX_TRACKED_ADDRESSES
     _table: OrderedDict = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    throttled_total: int = 0   # attempts refused unchecked (the /metrics view of a guesser)
 
     def retry_after(self, addr: str) -> float:
         """Seconds before ``addr`` may try a login again (0: now)."""
@@ -169,11 +168,7 @@ class LoginGuard:
             if now - entry.last > FORGET_AFTER_S:
                 del self._table[addr]
                 return 0.0
-            wait = entry.until - now
-            if wait > 0:
-                self.throttled_total += 1
-                return wait
-            return 0.0
+            return max(entry.until - now, 0.0)
 
     def failed(self, addr: str) -> float:
         """Count a failed login of ``addr``; returns the back-off it now has (0: none yet)."""
