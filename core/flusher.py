@@ -161,6 +161,14 @@ async def _window(registry: LogRegistry, wakeup: _Wakeup, deadline: float) -> No
             await wakeup.event.wait()
 
 
+# Worker threads a round may use at once: enough to overlap the fdatasyncs of
+# several partitions on one disk, bounded so a round over thousands of dirty
+# partitions queues them rather than spawning a thread each (trio's own default
+# limiter is 40; this one is the flusher's alone, so a busy to_thread user
+# elsewhere -- a remote store, argon2 checks -- never holds a flush back).
+FLUSH_THREADS = 16
+
+
 async def flush_round(registry: LogRegistry) -> None:
     """One round: flush every partition that needs it, concurrently, each
     fdatasynced or not under its own policy (``part.cfg.fsyncs``)."""
@@ -169,12 +177,19 @@ async def flush_round(registry: LogRegistry) -> None:
     if len(dirty) == 1:
         await _flush_partition(dirty[0], observe)
     elif dirty:
+        limiter = trio.CapacityLimiter(FLUSH_THREADS)
         async with trio.open_nursery() as nursery:
             for part in dirty:
-                nursery.start_soon(_flush_partition, part, observe)
+                nursery.start_soon(_flush_partition, part, observe, limiter)
 
 
-async def _flush_partition(part: Partition, observe: Callable[[float], None] | None = None) -> None:
+async def _flush_partition(
+    part: Partition, observe: Callable[[float], None] | None = None, limiter: trio.CapacityLimiter | None = None
+) -> None:
+    if limiter is not None:
+        async with limiter:
+            await _flush_partition(part, observe)
+        return
     fsync = part.cfg.fsyncs
     if not fsync:
         observe = None  # the histogram times write + fdatasync only
@@ -188,10 +203,25 @@ async def _flush_partition(part: Partition, observe: Callable[[float], None] | N
         return
     with trio.CancelScope(shield=True):
         started = time.perf_counter()
-        await trio.to_thread.run_sync(job.run)  # job.run never raises; errors go to its callbacks
+        # The thread starts before this task yields: from begin_flush on, the job
+        # is the partition's write in flight, and Partition._settle (a delete, a
+        # purge, a sync flush from another task) blocks the trio thread until
+        # job.run ends. trio.to_thread.run_sync checkpoints before it starts its
+        # thread, and a _settle in that gap waited for a run that could never
+        # begin: a deadlock (seen on a purge in store mode, 2026-11).
+        await _run_in_thread(job.run)  # job.run never raises; errors go to its callbacks
         if observe is not None:  # write + fdatasync of one coalesced batch (GET /metrics)
             observe(time.perf_counter() - started)
         try:
             part.complete_flush(job)
         except Exception:  # noqa: BLE001
             log.exception("completing a flush of %r failed", part)
+
+
+async def _run_in_thread(fn: Callable[[], None]) -> None:
+    """Run ``fn`` in a worker thread started *now*, then wait for it (the caller
+    shields the wait: the thread cannot be abandoned)."""
+    token = trio.lowlevel.current_trio_token()
+    finished = trio.Event()
+    trio.lowlevel.start_thread_soon(fn, lambda _outcome: token.run_sync_soon(finished.set))
+    await finished.wait()

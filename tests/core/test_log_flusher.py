@@ -213,6 +213,47 @@ def test_sync_flush_waits_for_a_write_in_flight(tmp_path):
     assert part.write_count == 2 and part.pending_bytes == 0
 
 
+@pytest.mark.parametrize("parts", [1, 2], ids=["one partition", "a round of two"])
+async def test_a_write_in_flight_has_its_thread_before_any_other_task_runs(tmp_path, monkeypatch, parts):
+    """A delete (an Iggy purge, a resync in store mode) settles the write in flight
+    by blocking on it. The flusher once yielded between begin_flush and starting the
+    job's thread, and a delete in that gap waited for a thread that never came: a
+    hang. Every token of trio's default thread limiter is taken here (busy to_thread
+    users elsewhere), which is what held the flusher's thread back."""
+    started = threading.Event()
+    run = pending_mod.FlushJob.run
+
+    def noted(self):
+        started.set()
+        return run(self)
+
+    monkeypatch.setattr(pending_mod.FlushJob, "run", noted)
+    partitions = [open_part(tmp_path / str(i)) for i in range(parts)]
+    acks = Acks()
+    limiter = trio.to_thread.current_default_thread_limiter()
+    borrowers = [object() for _ in range(int(limiter.total_tokens))]
+    for who in borrowers:
+        limiter.acquire_on_behalf_of_nowait(who)
+    async with trio.open_nursery() as nursery:
+        try:
+            await _start(nursery, partitions)
+            for part in partitions:
+                part.append(items("a"), on_durable=acks)
+            victim = partitions[0]
+            while victim._inflight is None:
+                await trio.sleep(0)
+            # Bounded wait: a regression fails here instead of hanging in delete().
+            assert started.wait(10), "the flush job's thread was not started with the job"
+            victim.delete()
+        finally:
+            for who in borrowers:
+                limiter.release_on_behalf_of(who)
+        await acks.wait(parts)
+        nursery.cancel_scope.cancel()
+    assert not (tmp_path / "0").exists()
+    assert all(isinstance(o, AppendResult) for o in acks.outcomes)  # written before the delete
+
+
 class FakeBroker(PartitionSet):
     def __init__(self, parts, retention_interval_s: float) -> None:
         super().__init__(parts)
