@@ -16,6 +16,13 @@ endif
 VENV ?= .venv
 BIN := $(VENV)/bin
 FERRY_ARGS ?=
+# make exports variables given on its command line (and those it got from the
+# environment) to every recipe, so `make run FERRY_ARGS=...` would hand `ferry
+# serve` a FERRY_ARGS variable, which its config refuses as an unknown FERRY_*
+# key (gateway/config.py keeps that an error: it catches typos). It is make's
+# variable, not the server's: keep it out of the recipes' environment. A new
+# make variable whose name starts with FERRY_ goes here too.
+unexport FERRY_ARGS
 PYTEST_ARGS ?= -q
 # pip's output goes here, not to the terminal; shown (its path, its exit code
 # and its last lines) only when an install fails.

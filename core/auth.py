@@ -73,8 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Iggy's limits, apache/iggy core/common/src/commands/users/defaults.rs
 # (also protocols/iggy.md sections 4.2 and 4.3), counted in bytes.
-MIN_USERNAME_BYTES, MAX_USERNAME_BYTES = 3, 50
-MIN_PASSWORD_BYTES, MAX_PASSWORD_BYTES = 3, 100
+from .auth_limits import MAX_PASSWORD_BYTES, MAX_USERNAME_BYTES, MIN_PASSWORD_BYTES, MIN_USERNAME_BYTES  # noqa: E402
 MIN_TOKEN_NAME_BYTES, MAX_TOKEN_NAME_BYTES = 3, 30
 # LoginWithPersonalAccessToken accepts 1..100 bytes (MAX_PAT_LENGTH); longer
 # input cannot be one of ours, so it is refused before hashing.

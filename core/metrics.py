@@ -13,6 +13,12 @@ One registry per broker (:func:`metrics_for`), so two gateways in one test
 process never share counts; a weak map keeps core/broker.py untouched.
 *Collectors* are callables run at render time for values that already live
 elsewhere (per-partition offsets and sizes come straight from the log).
+*Refreshers* run before each render too, for counts an adapter keeps per
+connection and moves into the shared metrics in batches (the NATS listeners fold
+a connection's counters after its own reads and writes, never per message): a
+refresher folds every live connection, so a render shows what was delivered up
+to now, including to a subscriber whose messages another connection's pass wrote
+and whose own tasks have not run since (issue 28).
 
 Bounded: a metric refuses a new label combination past
 :data:`MAX_SERIES_PER_METRIC` (series are a memory cost per distinct label
@@ -159,6 +165,7 @@ class MetricsRegistry:
     def __init__(self) -> None:
         self._metrics: dict[str, _Metric] = {}
         self._collectors: list[Collector] = []
+        self._refreshers: list[Callable[[], None]] = []
 
     def _get(self, cls, name: str, help_text: str, labelnames: Labels, **kw) -> _Metric:
         metric = self._metrics.get(name)
@@ -183,8 +190,16 @@ class MetricsRegistry:
         self._collectors.append(collector)
         return lambda: self._collectors.remove(collector) if collector in self._collectors else None
 
+    def add_refresher(self, refresher: Callable[[], None]) -> Callable[[], None]:
+        """Run ``refresher`` before each render (to bring batched counts up to date);
+        returns a function that removes it."""
+        self._refreshers.append(refresher)
+        return lambda: self._refreshers.remove(refresher) if refresher in self._refreshers else None
+
     def render(self) -> str:
         """The Prometheus text exposition (version 0.0.4) of every metric."""
+        for refresher in list(self._refreshers):
+            refresher()
         out: list[str] = []
         for metric in sorted(self._metrics.values(), key=lambda m: m.name):
             out += metric.header()

@@ -23,15 +23,16 @@ import sys
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import IO, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Iterator, Sequence
 
-from core.broker import Broker
 from core.errors import InvalidArgument, NotFound
 from core.header_value import HeaderKind, HeaderValue
-from core.log import AppendInput
 from core.message import Headers, Message
 
 from .config import Config
+
+if TYPE_CHECKING:
+    from core.broker import Broker
 from .confkeys import Key
 from .lock import DataDirLock, DataDirLocked
 from .remote import RemoteBroker, RemoteError, RemoteUnreachable, http_address
@@ -58,6 +59,11 @@ _DURATION_UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3
 
 class AdminError(Exception):
     """A command-line mistake the admin commands report without a traceback."""
+
+
+class UsageError(AdminError):
+    """A malformed argument (a bad STREAM/TOPIC, header, duration, size, --from):
+    bad usage, exit 2 as argparse's own errors (docs/cli.md)."""
 
 
 class DirInUse(DataDirLocked):
@@ -97,7 +103,7 @@ def remote_session(target: Target):
 
 @contextmanager
 def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True, server: Target | None = None,
-                auth: Auth | None = None) -> Iterator[Broker]:
+                auth: Auth | None = None) -> Iterator["Broker"]:
     """With ``server``: a :class:`RemoteBroker` logged in to it. Without: lock
     the data directory and open its broker; close and unlock on exit.
 
@@ -138,6 +144,8 @@ def open_broker(cfg: Config, *, must_exist: bool = False, remote: bool = True, s
         finally:
             client.close()
         return
+    from core.broker import Broker  # only --local opens a broker: the server commands start without it
+
     try:
         broker = Broker.open(data_dir, cfg.broker_config())
         try:
@@ -157,7 +165,7 @@ def split_address(text: str) -> tuple[int | str, int | str]:
     """``stream/topic`` -> the two identifiers; AdminError when malformed."""
     stream, sep, topic = text.partition("/")
     if not sep or not stream or not topic:
-        raise AdminError(f"{text!r} is not stream/topic")
+        raise UsageError(f"{text!r} is not STREAM/TOPIC")
     return ident(stream), ident(topic)
 
 
@@ -169,14 +177,14 @@ def parse_duration_us(text: str) -> int:
             return int(value[: -len(unit)]) * _DURATION_UNITS[unit]
     if value.isdigit():
         return int(value) * _DURATION_UNITS["s"]
-    raise AdminError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
+    raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
 
 
 def parse_size(text: str) -> int:
     try:
         return Key("size", 0, lo=0).convert(text, from_text=True)
     except ValueError as exc:
-        raise AdminError(f"{text!r}: {exc}") from None
+        raise UsageError(f"{text!r}: {exc}") from None
 
 
 def _iso(us: int) -> str:
@@ -261,9 +269,35 @@ def topic_list(cfg: Config, stream: str, as_json: bool, out: IO[str], server: Ta
                                "messages": n, "size_bytes": size, "message_expiry_us": t.message_expiry,
                                "max_topic_size": t.max_topic_size} for t, n, size in rows]) + "\n")
         return
-    table = [[t.id, t.name, t.partitions_count, n, size, t.message_expiry or "-", t.max_topic_size or "-"]
-             for t, n, size in rows]
-    _print_table(table, ["ID", "NAME", "PARTITIONS", "MESSAGES", "BYTES", "EXPIRY_US", "MAX_SIZE"], out)
+    table = [[t.id, t.name, t.partitions_count, n, human_size(size), _limit(t.message_expiry, _human_us),
+              _limit(t.max_topic_size, human_size)] for t, n, size in rows]
+    _print_table(table, ["ID", "NAME", "PARTITIONS", "MESSAGES", "SIZE", "EXPIRY", "MAX_SIZE"], out)
+
+
+U64_MAX = 2**64 - 1  # Iggy's "no limit" for message_expiry and max_topic_size (as is 0)
+
+
+def _limit(value: int, shown) -> str:
+    """A topic limit for a table: ``unlimited`` for 0 and u64::MAX, else ``shown(value)``."""
+    return "unlimited" if value in (0, U64_MAX) else shown(value)
+
+
+def human_size(n: int) -> str:
+    """``512 B``, ``1.5 GiB``: bytes for a table (``--json`` keeps the number)."""
+    value, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024 or unit == "EiB":
+            break
+        value /= 1024
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}".replace(".0 ", " ")
+
+
+def _human_us(us: int) -> str:
+    """Microseconds as the largest whole unit of ``--message-expiry``: ``7d``, ``90s``, ``250ms``."""
+    for unit in ("d", "h", "m", "s", "ms"):
+        if us % _DURATION_UNITS[unit] == 0:
+            return f"{us // _DURATION_UNITS[unit]}{unit}"
+    return f"{us}us"
 
 
 def topic_delete(cfg: Config, stream: str, topic: str, out: IO[str], server: Target | None = None) -> None:
@@ -279,7 +313,7 @@ def parse_header(text: str) -> tuple[str, HeaderValue]:
     of the JSON kind names (``int64``, ``bool``, ``raw`` as base64, ...)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise AdminError(f"header {text!r} is not key=value")
+        raise UsageError(f"--header {text!r}: not KEY=VALUE (or KEY:KIND=VALUE)")
     name, colon, kind_name = key.rpartition(":")
     if colon and name:
         try:
@@ -287,7 +321,11 @@ def parse_header(text: str) -> tuple[str, HeaderValue]:
         except InvalidArgument:
             kind = None
         if kind is not None:
-            return name, HeaderValue.from_text(kind, value)
+            try:
+                return name, HeaderValue.from_text(kind, value)
+            except (InvalidArgument, ValueError) as exc:
+                why = getattr(exc, "message", None) or str(exc)
+                raise UsageError(f"--header {text!r}: header {name!r} is not a valid {kind_name}: {why}") from None
     return key, HeaderValue.string(value)
 
 
@@ -365,6 +403,8 @@ def produce(cfg: Config, address: str, message: str, *, headers: Sequence[str], 
                     sent = broker.append(stream, topic, batch, hdrs, partition=partition, key=key_bytes)
                     note(sent.partition_id, sent.base_offset, sent.count)
                 else:
+                    from core.log import AppendInput
+
                     items = [AppendInput(payload=p, headers=block) for p in batch]
                     result = broker.append(stream, topic, items, partition=partition, key=key_bytes)
                     note(result.partition_id, result.base_offset, result.count)
@@ -386,7 +426,7 @@ def start_offset(first: int, next_: int, spec: str) -> int:
         return max(next_ - 1, first)
     if spec.isdigit():
         return max(int(spec), first)
-    raise AdminError(f"--from {spec!r}: expected first, last or an offset")
+    raise UsageError(f"--from {spec!r}: expected first, last or an offset")
 
 
 def _payload_text(payload: bytes) -> tuple[str, str]:
@@ -490,7 +530,7 @@ def tail(cfg: Config, address: str, *, spec: str, partition: int | None, follow:
     stream, topic = split_address(address)
     start_offset(0, 0, spec)  # reject a bad --from before touching the disk
     if count is not None and count < 1:
-        raise AdminError(f"--count {count}: expected a positive number of messages")
+        raise UsageError(f"--count {count}: expected a positive number of messages")
     cursors: dict[int, int] = {}
     budget = _Budget(count)
     bar = None if follow else progress(None, "msg", "tail")

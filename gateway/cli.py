@@ -139,7 +139,11 @@ def _add_admin(sub) -> None:
 
 
 def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
-    registry = registry or default_registry()
+    """The ``ferry`` parser. ``serve``'s port flags come from ``registry``, by default
+    the listener table (registry.DEFAULT_LISTENERS: every product listener, with its
+    port), not from discovering the listener modules: importing those loads trio,
+    aioquic, h2 and every adapter (~1 s), which ``ferry version`` need not pay."""
+    registry = registry or Registry.of()
     parser = argparse.ArgumentParser(prog="ferry", description="Ferry: one durable log, many protocols.")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True,
@@ -297,9 +301,12 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _report(exc: BaseException) -> int | None:
     """Print a known failure as one line to stderr and return its exit code;
     None for anything else (a bug: let the traceback show)."""
-    from .admin import AdminError
-    from .remote import RemoteError, RemoteUnreachable
+    from .admin import AdminError, UsageError
+    from .remote import NotHttp, RemoteError, RemoteUnreachable
 
+    if isinstance(exc, NotHttp):
+        print(f"ferry: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     if isinstance(exc, RemoteUnreachable):
         print(f"ferry: error: cannot reach the server at {exc.url}: {exc.reason}; start it with `ferry serve` "
               "(or point --server / FERRY_SERVER / --config at it), or use --local to open its data "
@@ -321,7 +328,7 @@ def _report(exc: BaseException) -> int | None:
         return EXIT_CANNOT_START
     if isinstance(exc, AdminError):
         print(f"ferry: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_CANNOT_START if isinstance(exc, UsageError) else EXIT_FAILED
     if isinstance(exc, FerryError):
         print(f"ferry: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
@@ -343,8 +350,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RegistryError as exc:
         print(f"ferry: internal error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    unknown = _unknown_command(parser, argv)
+    if unknown:
+        print(unknown, file=sys.stderr)
+        return EXIT_CANNOT_START
     args = parser.parse_args(argv)
     return _guarded(args.func, args)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict | None:
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return action.choices
+    return None
+
+
+def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """``ferry strem list`` -> "ferry: unknown command 'strem' (did you mean 'stream'?)";
+    the same for an action (``ferry stream lst``). None when the words are known."""
+    import difflib
+
+    prog, noun = "ferry", "command"
+    for word in argv[:2]:
+        choices = _subcommands(parser)
+        if choices is None or word.startswith("-"):
+            return None
+        if word in choices:
+            parser, prog, noun = choices[word], f"ferry {word}", "action"
+            continue
+        close = difflib.get_close_matches(word, [c for c in choices if not c.startswith("-")], n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"see {prog} --help"
+        return f"{prog}: unknown {noun} '{word}' ({hint})"
+    return None
 
 
 def _guarded(func, arg) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import version
-from .confkeys import BINDING_FIELDS, MiB, KiB, Key
+from .confkeys import BINDING_FIELDS, SECRET_SHOWN, MiB, KiB, Key, is_secret
 from .config import (
     LISTENER_KEYS,
     SECTIONS,
@@ -37,9 +37,11 @@ from .config import (
 from .cli import EXIT_CANNOT_START, EXIT_FAILED, serve_flags
 from .registry import Registry, default_registry
 
-# Keys whose values `check` does not print (only their source), unless at the public default.
-SECRET_KEYS = frozenset({"root_password", "password", "token", "jwt_secret"})
-HIDDEN = "<hidden>"
+# Secrets (confkeys.is_secret) show as "<set>" with their source, never their value.
+HIDDEN = SECRET_SHOWN
+# Keys the sample sets (not commented out): `ferry stream list --local --config ferry.toml`
+# needs a data directory, relative to the file's own directory (docs/cli.md).
+ACTIVE_KEYS = frozenset({("server", "data_dir")})
 # Serve flags that set several keys at once; the sample names them in its header.
 MULTI_KEY_FLAGS = ("--only", "--disable")
 _EXAMPLE_KEY = Key("str", "")  # formats the [[binding]] example's values
@@ -130,7 +132,8 @@ def _key_lines(path: Path_, key: Key, flags: Mapping[Path_, str], default_host: 
     # A listener's host is unset by default and follows server.host: the line
     # shows server.host's default, so uncommenting it changes nothing either.
     default = default_host if key.default is None else key.default
-    return [f"# {doc}  [{', '.join(how)}]", f"#{path[-1]} = {toml_value(key, default)}"]
+    active = "" if path in ACTIVE_KEYS else "#"
+    return [f"# {doc}  [{', '.join(how)}]", f"{active}{path[-1]} = {toml_value(key, default)}"]
 
 
 def sample_toml(registry: Registry | None = None, flags: Mapping[Path_, str] | None = None) -> str:
@@ -145,7 +148,8 @@ def sample_toml(registry: Registry | None = None, flags: Mapping[Path_, str] | N
         f"# ferry.toml, written by `ferry config sample` (ferry {version()}).",
         "#",
         "# Every key is listed with its meaning, [its FERRY_* variable and `ferry serve` flag],",
-        "# and its default, commented out: as written this file changes nothing. Uncomment",
+        "# and its default, commented out, except server.data_dir (\"data\" next to this file, which",
+        "# `ferry ... --local --config ferry.toml` needs). Uncomment",
         "# a line and edit it to change that key. For every key the first of these wins:",
         "# a flag, a FERRY_* variable, this file, the default. --only NAME,NAME and",
         "# --disable NAME choose listeners from the command line. docs/configuration.md",
@@ -202,14 +206,14 @@ def _effective(resolved: Resolved, path: Path_) -> Any:
 
 
 def effective_rows(resolved: Resolved) -> list[dict[str, Any]]:
-    """One row per key: ``key``, ``value`` (secrets hidden unless at their
-    public default), ``source`` (default/file/env/flag), ``from`` (the file,
+    """One row per key: ``key``, ``value`` (a secret that is set shows as
+    ``<set>``, even at its public default), ``source`` (default/file/env/flag), ``from`` (the file,
     variable or flag; None for a default) and ``env`` (the key's variable)."""
     rows = []
     for path, key in resolved.schema.items():
         value = _effective(resolved, path)
         kind, name = resolved.source_of(path)
-        if path[-1] in SECRET_KEYS and value and value != key.default:
+        if is_secret(path) and value:
             value = HIDDEN
         rows.append({"key": dotted(path), "value": value, "source": kind, "from": name or None,
                      "env": env_name(path)})
@@ -234,7 +238,7 @@ def check_report(resolved: Resolved, as_json: bool) -> str:
     rows = effective_rows(resolved)
     warnings = []
     if cfg.auth.uses_default_password:
-        warnings.append(f"auth.root_password is the default {cfg.auth.root_password!r}: set it in the file "
+        warnings.append("auth.root_password is the public default: set it in the file "
                         f"or {env_name(('auth', 'root_password'))} before exposing this server")
     if as_json:
         doc = {"file": str(cfg.source) if cfg.source else None, "valid": True, "version": version(),

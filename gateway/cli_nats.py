@@ -205,13 +205,31 @@ def _utc_offset(now: float) -> str:
 
 
 # -- connection ------------------------------------------------------------------
+class _DeprecatedFlag(argparse.Action):
+    """An old spelling that still works, with a one-line note naming the new one."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{parser.prog}: note: {option_string} is deprecated for the NATS commands, use {self.new} "
+              f"({option_string} names Ferry's HTTP API in the admin commands)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def add_connection_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("connection (natscli's flags and variables)")
-    g.add_argument("-s", "--server", metavar="URL[,URL]",
-                   help=f"server URLs, comma-separated (default $NATS_URL, else {DEFAULT_URL})")
-    g.add_argument("--user", metavar="USER", help="user name (default $NATS_USER, else $FERRY_USER, "
-                   "else the configured root user)")
-    g.add_argument("--password", metavar="PASSWORD", help="password (default $NATS_PASSWORD, else $FERRY_PASSWORD)")
+    g.add_argument("-s", "--nats-server", dest="server", metavar="URL[,URL]",
+                   help=f"NATS server URLs, comma-separated (default $NATS_URL, else {DEFAULT_URL})")
+    g.add_argument("--nats-user", dest="user", metavar="USER", help="user name (default $NATS_USER, else "
+                   "$FERRY_USER, else the configured root user)")
+    g.add_argument("--nats-password", dest="password", metavar="PASSWORD",
+                   help="password (default $NATS_PASSWORD, else $FERRY_PASSWORD)")
+    # The old spellings: in ferry, --server/--user/--password name the HTTP API's (admin commands).
+    for old_flag, dest, new in (("--server", "server", "-s/--nats-server"), ("--user", "user", "--nats-user"),
+                                ("--password", "password", "--nats-password")):
+        g.add_argument(old_flag, dest=dest, action=_DeprecatedFlag, new=new, help=argparse.SUPPRESS)
     g.add_argument("--token", metavar="TOKEN", help="authentication token, e.g. a Ferry personal access token "
                    "(default $NATS_TOKEN, else $FERRY_TOKEN)")
     g.add_argument("--creds", metavar="FILE", help="user credentials file (default $NATS_CREDS; needs nkeys)")
@@ -275,11 +293,11 @@ def ferry_login(env) -> tuple[str | None, str | None, str | None]:
     ``$FERRY_USER``/``$FERRY_PASSWORD``, else the configured root user (``iggy``/
     ``iggy`` by default). ``ferry serve``'s NATS listener requires a login; a server
     without authentication (nats-server's default) ignores it."""
-    from .config import ConfigError, load_config
-    from .remote_target import resolve_auth
+    from .config import ConfigError
+    from .remote_target import client_config, resolve_auth
 
     try:
-        auth = resolve_auth(load_config(None, env=env), token=None, user=None, password=None, env=env)
+        auth = resolve_auth(client_config(None, env=env), token=None, user=None, password=None, env=env)
     except ConfigError:   # an unreadable config: the defaults, as a server without one has them
         from .config import DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME
         return env.get("FERRY_USER") or DEFAULT_ROOT_USERNAME, env.get("FERRY_PASSWORD") or DEFAULT_ROOT_PASSWORD, \
@@ -302,6 +320,28 @@ def reason(exc: BaseException) -> str:
     return text[len("nats: "):] if text.startswith("nats: ") else text
 
 
+def import_nats(servers):
+    """``import nats``, without aiohttp unless a server is ``ws://``/``wss://``.
+
+    nats-py imports aiohttp (~0.2 s) at import for its WebSocket transport, which a
+    ``nats://`` or ``tls://`` connection never uses; nats-py treats a missing aiohttp
+    as "no WebSocket support". Blocking it for that one import keeps ``ferry pub``
+    quick. Once nats-py is loaded (as it may be already), this changes nothing."""
+    import sys
+
+    if "nats" in sys.modules or any(urlsplit(u).scheme in ("ws", "wss") for u in servers) \
+            or "aiohttp" in sys.modules:
+        import nats
+
+        return nats
+    sys.modules["aiohttp"] = None  # type: ignore[assignment]  # import aiohttp -> ImportError
+    try:
+        import nats
+    finally:
+        del sys.modules["aiohttp"]
+    return nats
+
+
 class Connection:
     """A nats-py client plus what its callbacks saw: asynchronous server errors
     (permissions, slow consumer) and whether the connection was lost."""
@@ -314,7 +354,7 @@ class Connection:
         self.lost = asyncio.Event()
 
     async def open(self, name: str):
-        import nats
+        nats = import_nats(self.settings["servers"])
 
         async def on_error(exc: BaseException) -> None:  # nats-py would log a traceback
             self.errors.append(exc)

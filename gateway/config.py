@@ -28,10 +28,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from core.addressing import Binding, parse_bindings
-from core.auth import MAX_PASSWORD_BYTES, MAX_USERNAME_BYTES, MIN_PASSWORD_BYTES, MIN_USERNAME_BYTES
+from core.auth_limits import MAX_PASSWORD_BYTES, MAX_USERNAME_BYTES, MIN_PASSWORD_BYTES, MIN_USERNAME_BYTES
 from core.compiled import PURE_PYTHON_ENV
 from core.errors import InvalidArgument
 from core.log.config import (
@@ -47,6 +46,9 @@ from core.log.config import (
     MAX_SEGMENT_BYTES,
     LogConfig,
 )
+
+if TYPE_CHECKING:
+    from core.addressing import Binding
 
 from .confkeys import Key, format_value, key_for_default, option_doc
 from .registry import KnownListener, Registry, RegistryError, default_registry
@@ -453,7 +455,11 @@ def _convert(path: Path_, key: Key, origin: Origin | None) -> Any:
 
 
 def _bindings(tables: object, path: Path | None) -> tuple[Binding, ...]:
+    if tables is None:
+        return ()
     try:
+        from core.addressing import parse_bindings  # core.message, xxhash: only for a file with bindings
+
         return parse_bindings(tables)
     except InvalidArgument as exc:
         where = f" (in {path.name})" if path else ""

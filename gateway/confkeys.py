@@ -47,6 +47,18 @@ def _range_text(lo: float | None, hi: float | None) -> str:
     return ""
 
 
+# Keys whose values are secrets, by their last name in any table (auth.root_password,
+# store.password, store.token, listeners.http.jwt_secret, a listener's password/token
+# option): `ferry config check` and every other printer show only that one is set.
+SECRET_NAMES = frozenset({"root_password", "password", "token", "auth_token", "jwt_secret"})
+SECRET_SHOWN = "<set>"
+
+
+def is_secret(path: tuple[str, ...]) -> bool:
+    """True for a key whose value is never printed (:data:`SECRET_NAMES`)."""
+    return bool(path) and path[-1] in SECRET_NAMES
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     """One configuration key.

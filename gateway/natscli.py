@@ -14,9 +14,12 @@ overrides defaults. Go's flag package accepts ``-port`` as well as
 (and ``-DV``-style bundles) for argparse. ``FERRY_*`` environment variables
 still apply underneath (``FERRY_CONFIG`` does not: the config is ``-c``).
 
-Data goes to ``--store_dir``/``-sd`` when given, else to a temporary
-directory removed at exit, so several drop-in servers can run side by side
-as nats-server instances do. Flags for features Ferry lacks (JetStream,
+Data goes to ``--store_dir``/``-sd`` when given, else to a scratch directory
+``<tmp>/ferry-nats-server/<port>`` (:func:`scratch_dir`), emptied at start and
+removed at exit; a server that was killed leaves that one directory, which the
+next start on the port reuses, never a new one per run. Several drop-in servers
+can run side by side as nats-server instances do (a directory another live
+server holds is skipped for ``<port>-1``, ``<port>-2``...). Flags for features Ferry lacks (JetStream,
 clustering) are refused with a message instead of being ignored silently.
 ``-js`` (or a ``jetstream`` config entry) turns on JetStream, which is off
 otherwise, as in nats-server (docs/nats.md "JetStream").
@@ -297,6 +300,39 @@ def config_flags(s: dict[str, Any], data_dir: str, known) -> dict:
     return flags
 
 
+SCRATCH_DIR = "ferry-nats-server"  # under the temp dir: <tmp>/ferry-nats-server/<port>
+
+
+def scratch_dir(port: int | None, base: Path | None = None) -> Path:
+    """The data directory of a drop-in server without ``-sd``: one fixed
+    directory per port under the temp dir (as nats-server's
+    ``$TMPDIR/nats/jetstream``), emptied now, so a killed server's leftovers
+    are reused instead of piling up. One held by a live server is skipped."""
+    from .lock import LOCK_FILE, DataDirLock, DataDirLocked
+
+    base = base or Path(tempfile.gettempdir()) / SCRATCH_DIR
+    name = "random" if port is not None and port < 0 else str(port or 4222)
+    for n in range(100):
+        path = base / (name if n == 0 else f"{name}-{n}")
+        lock = DataDirLock(path)
+        try:
+            lock.acquire()
+        except DataDirLocked:
+            continue
+        try:
+            for child in path.iterdir():
+                if child.name == LOCK_FILE:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        finally:
+            lock.release()
+        return path
+    return Path(tempfile.mkdtemp(prefix="ferry-nats-"))
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the drop-in server; returns the exit code (2 for unusable flags or config)."""
     from . import logs, version
@@ -313,13 +349,13 @@ def main(argv: Sequence[str]) -> int:
     except NatsCliError as exc:
         print(f"ferry nats-server: {exc}", file=sys.stderr)
         return 2
-    temp = None if args.store_dir else tempfile.mkdtemp(prefix="ferry-nats-")
+    temp = None if args.store_dir else scratch_dir(s.get("port"))
     try:
         registry = default_registry()
         env = {k: v for k, v in os.environ.items() if k != "FERRY_CONFIG"}
         try:
             cfg = load_config(None, env=env, registry=registry,
-                              flags=config_flags(s, args.store_dir or temp, registry.known()))
+                              flags=config_flags(s, args.store_dir or str(temp), registry.known()))
         except ConfigError as exc:
             print(f"ferry nats-server: {exc}", file=sys.stderr)
             return 2

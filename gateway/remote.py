@@ -26,7 +26,7 @@ import json
 import ssl
 from dataclasses import dataclass
 from typing import Any, Sequence
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers, Message
@@ -34,6 +34,7 @@ from core.message import Headers, Message
 from .config import Config
 from .remote_target import Auth, Target
 
+GENERIC_NOT_FOUND = "Resource not found"  # Iggy's answer to a GET of a missing entity
 ID_BASE = 0             # docs/http.md: ids on the HTTP API are numbered from 0
 TIMEOUT_S = 30.0        # one request; a long poll asks for less (WAIT_MS)
 DOWNLOAD_CHUNK = 64 * 1024  # bytes per read of a file answer (a snapshot): a bounded buffer, steady progress
@@ -112,6 +113,16 @@ def _size(text: Any) -> int:
         return int(str(text).split()[0])
     except (ValueError, IndexError):
         return 0
+
+
+class NotHttp(RemoteUnreachable):
+    """Something answered at the address, but not HTTP (nats-server's ``INFO {...}``
+    greeting on 4222, say): one line naming the port, never the greeting."""
+
+    def __init__(self, url: str, address: str, protocol: str | None) -> None:
+        what = f"a {protocol} port" if protocol else "not an HTTP port"
+        super().__init__(url, what)
+        self.args = (f"{address} is {what}, not Ferry's HTTP API (default 127.0.0.1:3000)",)
 
 
 def _reason(exc: BaseException) -> str:
@@ -205,6 +216,13 @@ class RemoteBroker:
             self._conn.request(method, path, body=data, headers=headers)
             resp = self._conn.getresponse()
             result = resp.read() if resp.status >= 400 else take(resp)
+        except http.client.BadStatusLine as exc:
+            self._conn.close()
+            line = str(getattr(exc, "line", "") or "")
+            if not isinstance(exc, ConnectionError) and line:
+                raise NotHttp(self.target.url, f"{self.target.host}:{self.target.port}",
+                              "NATS" if line.startswith("INFO ") else None) from None
+            raise RemoteUnreachable(self.target.url, _reason(exc)) from exc
         except (OSError, http.client.HTTPException) as exc:
             self._conn.close()
             raise RemoteUnreachable(self.target.url, _reason(exc)) from exc
@@ -214,8 +232,39 @@ class RemoteBroker:
             except (ValueError, KeyError, TypeError):
                 reason = {401: "not authorized (log in again, or check --token)",
                           403: "permission denied"}.get(resp.status, f"HTTP {resp.status}")
+            if resp.status == 404 and reason == GENERIC_NOT_FOUND:
+                reason = self._what_is_missing(path) or reason
             raise RemoteError(f"server refused {method} {path.partition('?')[0]}: {reason}", resp.status)
         return resp, result
+
+    def _what_is_missing(self, path: str) -> str | None:
+        """Iggy answers a GET of a missing stream or topic "Resource not found";
+        name it as produce's errors do (``stream 'nosuch' not found``). The
+        stream of a ``/streams/S/topics/T`` path is asked for once to tell which."""
+        segs = [unquote(p) for p in path.partition("?")[0].strip("/").split("/")]
+        if len(segs) < 2 or segs[0] != "streams":
+            return None
+        stream = _shown(segs[1])
+        if len(segs) < 4 or segs[2] != "topics":
+            return f"stream {stream} not found" if len(segs) == 2 else None
+        topic = _shown(segs[3])
+        if not self._exists(f"/streams/{quote(segs[1], safe='')}"):
+            return f"stream {stream} not found"
+        if len(segs) == 4 or not self._exists(f"/streams/{quote(segs[1], safe='')}/topics/{quote(segs[3], safe='')}"):
+            return f"topic {topic} not found in stream {stream}"
+        if len(segs) >= 6 and segs[4] == "consumer-groups":
+            return f"consumer group {_shown(segs[5])} not found in {stream}/{topic}"
+        return None
+
+    def _exists(self, path: str) -> bool:
+        """False when GET ``path`` answers 404 (any other refusal: True, say nothing new)."""
+        try:
+            self._exchange("GET", path, None, lambda resp: resp.read())
+        except RemoteUnreachable:
+            raise
+        except RemoteError as exc:
+            return exc.status != 404
+        return True
 
     # -- streams ---------------------------------------------------------------------
     def create_stream(self, name: str, stream_id: int | None = None) -> RemoteStream:
@@ -296,6 +345,11 @@ class RemoteBroker:
                            "count": count})
         body = self._call("GET", f"/streams/{_path_id(stream)}/topics/{_path_id(topic)}/messages?{query}")
         return [_message(m) for m in body.get("messages") or ()]
+
+
+def _shown(segment: str) -> str:
+    """A path identifier as the user typed it: ``'orders'``, or ``id 3`` for a number."""
+    return f"id {int(segment) - ID_BASE}" if segment.isdigit() else repr(segment)
 
 
 def _b64(data: bytes | bytearray) -> str:

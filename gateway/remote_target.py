@@ -166,6 +166,23 @@ def local_data_dir(cfg: Config, data: str | None, env: Mapping[str, str]) -> Pat
                       "(--config FILE / FERRY_CONFIG) that sets server.data_dir", key="--data")
 
 
+def client_config(path, *, env: Mapping[str, str], flags: Mapping | None = None) -> Config:
+    """The config a client command (admin or NATS) reads, for its server and login.
+
+    It first validates against the listener table alone (registry.DEFAULT_LISTENERS:
+    names, ports, the keys every listener has) instead of importing every listener
+    module, which loads trio, aioquic, h2, the adapters... (~1 s). Only a setting the
+    table does not know (a listener's own option in the file or a FERRY_* variable)
+    needs the real listeners: then it loads them and validates again, so an error
+    is the same as ``ferry serve``'s. load_config skips CLIENT_ENV itself."""
+    from .registry import Registry
+
+    try:
+        return load_config(path, env=env, flags=dict(flags or {}), registry=Registry.of())
+    except ConfigError:
+        return load_config(path, env=env, flags=dict(flags or {}))
+
+
 def admin_setup(args, env: Mapping[str, str] | None = None) -> tuple[Config, Target]:
     """The configuration and target of an admin command's parsed ``args``
     (``config``, ``data``, ``local``, ``server``, ``token``, ``user``, ``password``).
@@ -174,7 +191,7 @@ def admin_setup(args, env: Mapping[str, str] | None = None) -> tuple[Config, Tar
     env = os.environ if env is None else env
     data = getattr(args, "data", None)
     flags = {("server", "data_dir"): (data, "--data")} if data is not None else {}
-    cfg = load_config(getattr(args, "config", None), env=env, flags=flags)  # it skips CLIENT_ENV itself
+    cfg = client_config(getattr(args, "config", None), env=env, flags=flags)
     auth = resolve_auth(cfg, token=getattr(args, "token", None), user=getattr(args, "user", None),
                         password=getattr(args, "password", None), env=env)
     if is_local(args):
@@ -195,5 +212,5 @@ def is_local(args) -> bool:
     return bool(getattr(args, "local", False) or getattr(args, "data", None) is not None)
 
 
-__all__ = ["Auth", "CLIENT_ENV", "DEFAULT_SERVER", "Target", "admin_setup", "is_local",
+__all__ = ["Auth", "CLIENT_ENV", "client_config", "DEFAULT_SERVER", "Target", "admin_setup", "is_local",
            "local_data_dir", "parse_server_url", "resolve_auth", "resolve_target"]

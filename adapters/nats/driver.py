@@ -136,7 +136,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     session = NatsSession(state.broker, conn, outbox)
     record = ClientRecord(session, kind=kind, ip=client_ip, port=client_port)
     state.add(conn.client_id, record)
-    meter = meter_for(state, session, "nats" if kind == "nats" else "nats_ws")
+    meter = record.meter = meter_for(state, session, "nats" if kind == "nats" else "nats_ws")
     final = _Final()
     try:
         if upgrade:

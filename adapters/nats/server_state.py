@@ -18,7 +18,14 @@ look it up. Counters of closed connections are folded into
 
 The same counts feed the broker's Prometheus registry (``core/metrics.py``,
 ``GET /metrics`` on the HTTP listener) through a :class:`Meter` per
-connection, folded once per read or write batch, never per message.
+connection, folded once per read or write batch, never per message, and once
+more for every live connection before each render (:func:`meter_for`'s
+refresher). That last fold is what keeps a long-lived subscriber's
+``messages_out`` current: its deliveries are mostly written by the
+publisher's pass (``Outbox.write_now``), so its own writer, which folds after
+a write, may not run until it disconnects (issue 28: the count stood still
+for a whole publish, then jumped when ``ferry sub`` exited). ``/varz`` and
+``/connz`` read the sessions' counters directly and need no fold.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import itertools
 import time
 import weakref
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from core.metrics import listener_metrics, metrics_for
@@ -62,6 +70,7 @@ class ClientRecord:
     tls_cipher: str = ""
     wake: Callable[[], None] = lambda: None           # interrupts an idle read (lame duck)
     revoke: Callable[[], None] = lambda: None         # -ERR 'Authorization Violation', then close
+    meter: Any = None                                 # its Meter, folded before each /metrics render
 
 
 @dataclass(eq=False)
@@ -175,11 +184,31 @@ class Meter:
 
 
 def meter_for(state: NatsServerState, session: Any, listener: str) -> Meter:
-    """A :class:`Meter` counting ``session`` under ``listener`` ("nats", "nats_ws")."""
+    """A :class:`Meter` counting ``session`` under ``listener`` ("nats", "nats_ws");
+    the caller keeps it in the connection's :attr:`ClientRecord.meter`.
+
+    The first call of a state also registers a refresher that folds every live
+    connection's meter before the registry renders (``/metrics``, the console's
+    ``/console/api/metrics``): one fold per open connection per scrape, as
+    ``/varz`` sums them, instead of a fold per subscriber on every delivering pass."""
     counters = getattr(state, "_counters", None)
     if counters is None:
-        counters = state._counters = listener_metrics(metrics_for(state.broker))  # type: ignore[attr-defined]
+        registry = metrics_for(state.broker)
+        counters = state._counters = listener_metrics(registry)  # type: ignore[attr-defined]
+        # Weakly: the registry lives as long as the broker, a state only as long as its listener.
+        remove = registry.add_refresher(partial(_fold_live, weakref.ref(state)))
+        weakref.finalize(state, remove)
     return Meter(counters, listener, session)
+
+
+def _fold_live(state_ref: "weakref.ref[NatsServerState]") -> None:
+    """Fold the meter of every open connection of the state (a registry refresher)."""
+    state = state_ref()
+    if state is None:
+        return
+    for record in state.clients.values():
+        if record.meter is not None:
+            record.meter.fold()
 
 
 _STATES: "weakref.WeakKeyDictionary[object, NatsServerState]" = weakref.WeakKeyDictionary()

@@ -1,9 +1,24 @@
 """The durable partitioned log (docs/internals.md "Log", docs/storage.md)."""
 
+import importlib
+
 from .config import FSYNC_ALWAYS, FSYNC_BATCH, FSYNC_NEVER, FSYNC_POLICIES, LogConfig
-from .partition import AppendInput, AppendResult, OnDurable, Partition
-from .readbatch import ReadBatch
-from .registry import LogRegistry, PartitionSet
+
+# The rest loads on first use (PEP 562), so ``core.log.config`` alone (the
+# gateway's config and CLI read its defaults) does not import the log itself.
+_LAZY = {"AppendInput": "partition", "AppendResult": "partition", "OnDurable": "partition",
+         "Partition": "partition", "ReadBatch": "readbatch", "LogRegistry": "registry",
+         "PartitionSet": "registry"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FSYNC_ALWAYS",

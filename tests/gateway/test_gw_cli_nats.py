@@ -129,7 +129,7 @@ def test_pub_headers_templates_and_stdin_reach_a_nats_py_subscriber(servers):
         sub = await nc.subscribe("orders.>", cb=keep)
         await nc.flush()
         one = await ferry("pub", "orders.eu", "hello {{Count}}", "-H", "X-Trace: t-{{Count}}", "-H", "Kind:order",
-                          "--count", "2", "--reply", "back.here", "--server", url)
+                          "--count", "2", "--reply", "back.here", "--nats-server", url)
         binary = b"from stdin\x00\xff{{Count}}"
         two = await ferry("pub", "orders.stdin", stdin=binary, extra_env={"NATS_URL": url})
         many = await ferry("pub", "orders.many", "n{{Count}}", "--count", "25", "--sleep", "1ms", "-s", url)
@@ -163,9 +163,9 @@ SUB_EXPECTED = (b'[#1] Received on "orders.eu"\nhello\n\n\n'
 
 def test_sub_prints_like_nats_and_stops_after_count(servers):
     async def scenario(url):
-        plain = await Running.start("sub", "orders.*", "--count", "3", "--server", url)
-        raw = await Running.start("sub", "orders.*", "--count", "3", "--raw", "--server", url)
-        heads = await Running.start("sub", "orders.*", "--count", "3", "--headers-only", "--server", url)
+        plain = await Running.start("sub", "orders.*", "--count", "3", "--nats-server", url)
+        raw = await Running.start("sub", "orders.*", "--count", "3", "--raw", "--nats-server", url)
+        heads = await Running.start("sub", "orders.*", "--count", "3", "--headers-only", "--nats-server", url)
         for p in (plain, heads):
             await p.wait_for(b"Subscribing on orders.*\n")
         await asyncio.sleep(0.5)  # --raw prints no status line: give it time to subscribe
@@ -389,7 +389,7 @@ BAD_USAGE = [
     (["pub", "a b", "y"], "invalid subject 'a b'"),
     (["sub", "a.>.b"], "'>' must be the last token"),
     (["req", "x", "y", "--timeout=-1s"], "invalid duration '-1s'"),
-    (["reply", "x", "--server", "http://127.0.0.1:4222"], "invalid server URL 'http://127.0.0.1:4222'"),
+    (["reply", "x", "-s", "http://127.0.0.1:4222"], "invalid server URL 'http://127.0.0.1:4222'"),
     (["bench", "x", "--size", "12XB"], "invalid size '12XB'"),
     (["bench", "x", "--pub", "0", "--sub", "0"], "nothing to run"),
     (["bench", "x", "--request", "--pub", "0", "--sub", "1"], "--request needs --pub 1 or more"),
@@ -408,9 +408,23 @@ def test_bad_usage_is_one_line_and_exit_2(args, fragment):
                                   ["bench", "x", "--msgs", "10"]], ids=lambda a: a[0])
 def test_unreachable_server_is_one_line_and_exit_1(args):
     port = free_port()  # nothing listens there
-    code, out, err = asyncio.run(ferry(*args, "--server", f"nats://127.0.0.1:{port}", "--timeout", "2s"))
+    code, out, err = asyncio.run(ferry(*args, "--nats-server", f"nats://127.0.0.1:{port}", "--timeout", "2s"))
     assert (code, out) == (1, b""), err
     assert err == f"ferry: cannot connect to nats://127.0.0.1:{port}: connection refused\n".encode()
+
+
+def test_old_server_user_password_spellings_work_with_a_note():
+    """--server/--user/--password name the HTTP API's in the admin commands; on the NATS
+    commands they still work (natscli's spellings) with one note naming the new flag."""
+    port = free_port()
+    code, out, err = asyncio.run(ferry("pub", "x", "y", "--server", f"127.0.0.1:{port}", "--user", "u",
+                                       "--password", "p", "--timeout", "2s"))
+    lines = err.decode().splitlines()
+    assert (code, out) == (1, b"") and len(lines) == 4, err
+    assert lines[0] == ("ferry pub: note: --server is deprecated for the NATS commands, use -s/--nats-server "
+                        "(--server names Ferry's HTTP API in the admin commands)")
+    assert "use --nats-user" in lines[1] and "use --nats-password" in lines[2]
+    assert lines[3] == f"ferry: cannot connect to nats://127.0.0.1:{port}: connection refused"
 
 
 def test_sub_reports_a_lost_connection_in_one_line(tmp_path):

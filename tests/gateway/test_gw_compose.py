@@ -3,7 +3,8 @@
 Every compose file is parsed and cross-checked against the real config loader,
 the config key table and the listener registry: each published port is a
 listener its stack's config enables, with that port and transport (and each
-enabled listener is published); each FERRY_* variable is a config key; the
+enabled listener is published); each FERRY_* variable is a config key, and so
+is each FERRY_* variable the files substitute from the shell; the
 data volume is mounted at the configured data_dir; the health check probes an
 enabled HTTP listener. The Dockerfile's COPY sources exist and pass
 .dockerignore, which keeps .venv, data, .git and caches out of the context;
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from gateway.cli import build_parser
-from gateway.config import ENV_CONFIG, env_names, load_config, schema_for
+from gateway.config import ENV_CONFIG, ConfigError, env_names, load_config, schema_for
 from gateway.registry import DEFAULT_LISTENERS, default_registry
 
 ROOT = Path(__file__).parents[2]
@@ -126,6 +127,50 @@ def test_environment_sets_real_config_keys(stack):
         for var in service.get("environment", {}):
             if var.startswith("FERRY_"):
                 assert var in names or var == ENV_CONFIG, f"{stack}: {var} is not a config key"
+
+
+# Compose's substitution: $$ (a literal dollar), ${NAME...} and $NAME.
+SUBSTITUTION = re.compile(r"\$\$|\$\{(\w+)(?::?[-?+]([^}]*))?\}|\$(\w+)")
+
+
+def interpolated(node) -> dict[str, str]:
+    """{variable: its default ("" without one)} for every variable the parsed
+    compose file substitutes (comments are not substituted, so not read)."""
+    out: dict[str, str] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out |= interpolated(key) | interpolated(value)
+    elif isinstance(node, list):
+        for item in node:
+            out |= interpolated(item)
+    elif isinstance(node, str):
+        for m in SUBSTITUTION.finditer(node):
+            name = m.group(1) or m.group(3)
+            if name:
+                out[name] = m.group(2) or ""
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_interpolated_variables_are_safe_to_export(stack):
+    """The variables the compose files read from the shell (``FERRY_AUTH_ROOT_PASSWORD=x
+    docker compose ...``) end up exported in it, and every local ``ferry serve`` or admin
+    command then reads them: a FERRY_* name must be a config variable the loader
+    accepts, never one of the stack's own (issue 28: FERRY_ROOT_PASSWORD broke them all)."""
+    variables = interpolated(load_stack(stack))
+    assert variables, f"{stack} substitutes nothing: is the root password still settable?"
+    for name, default in variables.items():
+        if name.startswith("FERRY_"):
+            load_config(None, env={name: default or "x"})   # raises ConfigError for an unknown one
+    assert "FERRY_AUTH_ROOT_PASSWORD" in variables
+
+
+def test_substitution_finder_sees_an_unknown_ferry_variable():
+    """The check above would catch the old name: the loader refuses it."""
+    assert interpolated({"a": ["${FERRY_ROOT_PASSWORD:-iggy}", "$$HOME $X_Y"]}) == {"FERRY_ROOT_PASSWORD": "iggy",
+                                                                                   "X_Y": ""}
+    with pytest.raises(ConfigError, match="FERRY_ROOT_PASSWORD: unknown environment variable"):
+        load_config(None, env={"FERRY_ROOT_PASSWORD": "iggy"})
 
 
 @pytest.mark.parametrize("stack", STACKS)

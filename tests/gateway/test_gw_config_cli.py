@@ -63,11 +63,15 @@ def set_key(text: str, table: str, key: str, value: str) -> str:
 
 # -- sample ------------------------------------------------------------------
 def test_sample_as_written_loads_to_exactly_the_defaults(sample, tmp_path):
+    """All but server.data_dir: the sample sets it (to its default "data", next to the
+    file), so `ferry ... --local --config ferry.toml` knows the data directory."""
     path = tmp_path / "ferry.toml"
     path.write_text(sample)
     resolved = resolve_config(path, env={})
-    assert dataclasses.replace(resolved.config, source=None) == defaults()
-    assert resolved.origins == {}  # nothing set by the file: every value is a default
+    base = defaults()
+    expected = dataclasses.replace(base, server=dataclasses.replace(base.server, data_dir=tmp_path / "data"))
+    assert dataclasses.replace(resolved.config, source=None) == expected
+    assert set(resolved.origins) == {("server", "data_dir")}  # every other value is a default
     assert resolved.config.source == path
 
 
@@ -93,7 +97,7 @@ def test_every_key_has_its_meaning_and_variable_in_the_sample(sample):
         assert key.doc, f"{'.'.join(path)} has no meaning in the key table (gateway/confkeys.py)"
         table = "[" + ".".join(path[:-1]) + "]"
         body = lines[lines.index(table):]
-        at = next(i for i, line in enumerate(body) if line.startswith(f"#{path[-1]} = "))
+        at = next(i for i, line in enumerate(body) if line.startswith((f"#{path[-1]} = ", f"{path[-1]} = ")))
         assert body[at - 1].startswith(f"# {key.doc}") and env_name(path) in body[at - 1], path
     # the flags, as found by asking the real serve parser what each one sets
     for flag, key in [("--host", "FERRY_SERVER_HOST"), ("--data", "FERRY_SERVER_DATA_DIR"),
@@ -144,9 +148,11 @@ def test_check_reports_each_values_source(sample, tmp_path):
                                       "env": "FERRY_LOG_FSYNC"}
     assert keys["listeners.nats.port"]["value"] == 4333
     assert keys["listeners.nats.port"]["source"] == "flag" and keys["listeners.nats.port"]["from"] == "--nats-port"
-    assert keys["server.data_dir"] == {"value": "data", "source": "default", "from": None,
-                                       "env": "FERRY_SERVER_DATA_DIR"}
-    assert keys["store.password"]["value"] == "<hidden>"  # never printed
+    assert keys["server.data_dir"] == {"value": str(tmp_path / "data"), "source": "file", "from": "ferry.toml",
+                                       "env": "FERRY_SERVER_DATA_DIR"}  # the sample sets it
+    assert keys["store.password"]["value"] == "<set>"  # never printed
+    assert keys["auth.root_password"] == {"value": "<set>", "source": "default", "from": None,
+                                          "env": "FERRY_AUTH_ROOT_PASSWORD"}  # not "iggy"
     assert b"s3cret-pw" not in proc.stdout
     assert set(keys) == {".".join(p) for p in schema_for(default_registry().known())}
     assert doc["warnings"] and "root_password" in doc["warnings"][0]

@@ -1,16 +1,22 @@
 """The Makefile's newcomer path, run for real with GNU make against a fake
 interpreter (so nothing is downloaded and the shared .venv is never touched):
 which Python it picks, one quiet progress line before the banner, and a failed
-install that names its log and exit code."""
+install that names its log and exit code. One test runs the real server through
+`make run FERRY_ARGS=...` with the project's installed .venv (no install)."""
 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+
+from ferry_harness import free_port
 
 ROOT = Path(__file__).parents[2]
 MAKE = shutil.which("make")
@@ -136,3 +142,59 @@ def test_dry_run_of_the_real_targets_keeps_pip_quiet(tmp_path):
     text = make("-n", "run", f"VENV={tmp_path / 'v'}", "PYTHON=python3").stdout
     assert f"-m pip install -e . >{tmp_path / 'v'}/install.log 2>&1" in text
     assert "ferry serve" in text
+
+
+def test_run_with_ferry_args_starts_the_real_server(tmp_path):
+    """`make run FERRY_ARGS=...` as docs/quickstart.md shows it, with the real `ferry`:
+    make exports command-line variables to its recipes, and a FERRY_ARGS in the
+    server's environment was refused as an unknown config variable (issue 28). The
+    project's own .venv is used, so nothing is installed (skipped if make would)."""
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "ferry").exists():
+        pytest.skip("no .venv with ferry installed")
+    port = free_port()
+    args = [f"VENV={venv}", f"FERRY_ARGS=--only nats --nats-port {port} --host 127.0.0.1 --data {tmp_path / 'data'}"]
+    if "pip install" in make("-n", "run", *args).stdout:
+        pytest.skip(".venv's install stamp is stale: `make run` would reinstall into it")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("FERRY_") and k not in ("PYTHON", "MAKEFLAGS", "MAKELEVEL")}
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen([MAKE, "--no-print-directory", "-C", str(ROOT), "run", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out = _read_until_ready(proc, limit_s=60)
+        assert f"127.0.0.1:{port}/tcp" in out, out
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)   # make and the server it started: one process group
+            proc.wait(30)
+        except ProcessLookupError:
+            pass   # already gone (a failed start)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        errors = proc.stderr.read().decode(errors="replace")
+        proc.stdout.close()
+        proc.stderr.close()
+    assert "unknown environment variable" not in errors, errors
+
+
+def _read_until_ready(proc: subprocess.Popen, limit_s: float) -> str:
+    """The server's stdout up to its ``ready`` line (``limit_s`` bounds a hung start,
+    no timing is asserted); fails with stderr when it exits first."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline, buf = time.monotonic() + limit_s, b""
+    try:
+        while not buf.endswith(b"\nready\n"):
+            if not sel.select(max(deadline - time.monotonic(), 0)):
+                raise AssertionError(f"no banner within {limit_s} s: {buf!r}")
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                proc.wait()
+                raise AssertionError(f"make run exited ({proc.returncode}): {buf!r}\n"
+                                     f"{proc.stderr.read().decode(errors='replace')}")
+            buf += chunk
+    finally:
+        sel.close()
+    return buf.decode()

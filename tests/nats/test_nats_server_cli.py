@@ -241,3 +241,31 @@ def test_config_file_with_users_tls_and_websocket(tmp_path):
         assert varz["in_msgs"] == 1    # the refused publish was dropped before it counted
     finally:
         assert srv.stop() == 0
+
+
+def test_killed_drop_ins_without_store_dir_leave_at_most_one_directory(tmp_path, monkeypatch):
+    """Without -sd the data goes to <tmp>/ferry-nats-server/<port>: SIGKILL twice, one directory."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    port = free_port()
+    for _ in range(2):
+        server = DropIn(tmp_path, "-p", str(port), wait_port=port)
+        server.proc.kill()
+        server.proc.wait(START_LIMIT_S)
+        server.err.close()
+    left = [p for p in scratch.rglob("*") if p.is_dir() and p.parent == scratch / "ferry-nats-server"]
+    assert [p.name for p in scratch.iterdir()] == ["ferry-nats-server"]
+    assert [p.name for p in left] == [str(port)]
+
+
+def test_scratch_dir_is_emptied_and_skips_a_held_one(tmp_path):
+    from gateway.lock import DataDirLock
+    from gateway.natscli import scratch_dir
+
+    first = scratch_dir(4999, base=tmp_path)
+    (first / "old").write_text("x")
+    assert scratch_dir(4999, base=tmp_path) == first and not (first / "old").exists()
+    with DataDirLock(first):
+        assert scratch_dir(4999, base=tmp_path) == tmp_path / "4999-1"
+    assert scratch_dir(-1, base=tmp_path).name == "random"
