@@ -5,6 +5,7 @@
 * ``GET /console/api/metrics``: one snapshot of the per-listener families of ``/metrics``
   (core/metrics.py) as JSON; the page polls it every second and draws rates from the
   differences between snapshots.
+* ``GET /console/api/me``: the session's user name and whether it may manage servers.
 * ``GET /console/api/streams/{stream_id}/topics/{topic_id}``: partitions with numeric sizes
   and offsets, each consumer group's stored offsets and lag, and the topic's NATS subject
   and Pravega names.
@@ -129,6 +130,16 @@ def metrics_snapshot(app: HttpApp, ctx: Ctx):
     return json_response({"time": time.time(), "listeners": listener_snapshot(app.metrics.render())})
 
 
+# -- who is logged in ------------------------------------------------------------------------
+def whoami(app: HttpApp, ctx: Ctx):
+    """``{"id", "username", "manage_servers"}`` of the session's user: the header shows the
+    name after a deep link (the page then never saw the login form), and views hide actions
+    the user may not take (the server checks them anyway)."""
+    user = ctx.user
+    return json_response({"id": user.id, "username": user.username,
+                          "manage_servers": app.broker.meta.can(user, Action.MANAGE_SERVERS, ignore_status=True)})
+
+
 # -- topic details --------------------------------------------------------------------------
 def _visible_topic(app: HttpApp, ctx: Ctx, action: Action):
     topic = topic_of(app, ctx)
@@ -220,6 +231,7 @@ CT = "/console/api/streams/{stream_id}/topics/{topic_id}"
 ROUTES = [
     Route("GET", "/console/{asset}", asset, public=True),
     Route("GET", "/console/api/metrics", metrics_snapshot),
+    Route("GET", "/console/api/me", whoami),
     Route("GET", CT, topic_details, entity="topic"),
     Route("GET", CT + "/messages", browse_messages, entity="topic", query=("partition_id", "value", "count")),
 ]

@@ -3,7 +3,10 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const HISTORY = 300;  // snapshots kept: five minutes at one per second
+// Time windows the overview offers (seconds), the default first; snapshots are kept
+// for the longest: one hour at one per second, a few hundred KB of numbers.
+const WINDOWS = {"60": "the last minute", "300": "the last five minutes", "3600": "the last hour"};
+const HISTORY = 3600;
 const POLL_MS = 1000;
 const RATE_KEYS = ["messages_in", "messages_out", "bytes_in", "bytes_out"];
 const hash = new URLSearchParams(location.hash.slice(1));
@@ -16,7 +19,10 @@ const state = {
   timer: null,
   tree: [],  // [{stream, topics: [...]}], from the last loadStreams
   lastSnapshot: null,
+  windowS: Number(sessionStorage.getItem("ferry-window")) || 300,
+  me: null,  // {id, username, manage_servers} from /console/api/me
 };
+if (!(String(state.windowS) in WINDOWS)) state.windowS = 300;
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -69,6 +75,8 @@ function loggedIn() {
   $("nav").hidden = false;
   $("logout").hidden = false;
   if (!state.timer) { pollMetrics(); state.timer = setInterval(pollMetrics, POLL_MS); }
+  // The name comes from the server, not the form: a deep link never shows the form.
+  api("/console/api/me").then((me) => { state.me = me; $("who").textContent = me.username; }).catch(() => {});
 }
 function loggedOut(message) {
   state.token = null;
@@ -79,6 +87,7 @@ function loggedOut(message) {
   $("nav").hidden = true;
   $("logout").hidden = true;
   $("who").textContent = "";
+  state.me = null;
   $("login-view").hidden = false;
   $("err").textContent = message || "";
 }
@@ -101,13 +110,22 @@ $("logout").addEventListener("click", async () => {
 });
 
 // -- views -------------------------------------------------------------------------
+// A view is a <section class="view"> and a loader run each time it is shown. Views in
+// their own files (connections.js, ...) add theirs with ferryConsole.registerView.
 const LOADERS = {overview: async () => drawOverview(), streams: loadStreams, messages: loadBrowser, users: loadUsers};
+let current = null;
+function registerView(name, loader) { LOADERS[name] = loader; }
 async function show(view) {
+  current = view;
   for (const v of document.querySelectorAll("section.view")) v.hidden = v.id !== view;
-  for (const b of document.querySelectorAll("#nav button")) b.classList.toggle("active", b.dataset.view === view);
+  for (const b of document.querySelectorAll("#nav button")) {
+    b.classList.toggle("active", b.dataset.view === view);
+    if (b.dataset.view === view) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
+  }
   clearError();
   try { await LOADERS[view](); } catch (e) { showError(e); }
 }
+const currentView = () => current;
 for (const b of document.querySelectorAll("#nav button")) b.addEventListener("click", () => show(b.dataset.view));
 
 // -- overview: rates from successive counter snapshots ----------------------------------
@@ -120,14 +138,17 @@ async function pollMetrics() {
   if (!$("overview").hidden) drawOverview();
 }
 
-// name -> [[t, value], ...] for one key: a counter's per-second rate, or a gauge's value.
-function series(key) {
+// name -> [[t, value], ...] for one key: a counter's per-second rate, or a gauge's value,
+// from the snapshots taken after ``since`` (unix seconds; default: all kept).
+function series(key, since) {
   const out = {};
   const names = new Set();
+  let first = 0;
+  if (since !== undefined) while (first < state.samples.length && state.samples[first].time < since) first++;
   for (const s of state.samples) for (const n of Object.keys(s.listeners)) names.add(n);
   for (const name of names) {
     const pts = [];
-    for (let i = 0; i < state.samples.length; i++) {
+    for (let i = first; i < state.samples.length; i++) {
       const cur = state.samples[i];
       const v = (cur.listeners[name] || {})[key] || 0;  // no series yet = 0
       if (key === "connections_open") { pts.push([cur.time, v]); continue; }
@@ -145,9 +166,11 @@ function series(key) {
 
 function drawOverview() {
   const now = state.lastSnapshot ? state.lastSnapshot.time : Date.now() / 1000;
+  $("window-caption").textContent = WINDOWS[state.windowS];
   for (const key of [...RATE_KEYS, "connections_open"]) {
-    if (!state.charts[key]) state.charts[key] = new FerryChart.LineChart($("chart-" + key), HISTORY);
-    state.charts[key].update(series(key), now);
+    if (!state.charts[key]) state.charts[key] = new FerryChart.LineChart($("chart-" + key), state.windowS);
+    state.charts[key].windowS = state.windowS;
+    state.charts[key].update(series(key, now - state.windowS - 1), now);
   }
   const body = $("listeners").tBodies[0];
   const latest = {};
@@ -395,11 +418,21 @@ $("new-pat").addEventListener("submit", async (ev) => {
 
 // -- start ---------------------------------------------------------------------------------
 // Tests and curious users read the console's state from the JS console.
-window.ferryConsole = {state, series, show, browse, openMessages};
+window.ferryConsole = {state, series, show, browse, openMessages, registerView, currentView,
+                       api, post, del, el, showError, clearError, sizeText, deleteButton};
+$("window").value = String(state.windowS);
+$("window").addEventListener("change", () => {
+  state.windowS = Number($("window").value);
+  sessionStorage.setItem("ferry-window", String(state.windowS));
+  drawOverview();
+});
 if (state.token) {
   sessionStorage.setItem("ferry-token", state.token);
   loggedIn();
   if (hash.get("stream") && hash.get("topic"))  // a deep link: that topic's messages (the stream list loads too)
     loadStreams().then(() => openMessages(hash.get("stream"), hash.get("topic"))).catch(showError);
+  else if (hash.get("view") && document.getElementById(hash.get("view")))  // #view=connections, ...
+    // after every deferred script ran, so views in their own files are registered
+    window.addEventListener("load", () => show(hash.get("view")));
   else show("overview");
 }

@@ -5,10 +5,23 @@
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
+// Colours by listener name, the same on every page load and in every chart (the
+// Okabe-Ito palette, told apart with colour vision deficiencies, plus darker tones);
+// a name not listed here gets one from its hash.
+const LISTENER_COLOURS = {
+  nats: "#0072B2", nats_ws: "#56B4E9", nats_monitor: "#7a8fa6",
+  iggy_tcp: "#D55E00", iggy_quic: "#E69F00", iggy_ws: "#b8860b",
+  http: "#009E73", pravega: "#CC79A7", pravega_controller: "#8e4f7a", kafka: "#000000",
+};
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
                  "#7f7f7f", "#bcbd22"];
+function colourOf(name) {
+  if (name in LISTENER_COLOURS) return LISTENER_COLOURS[name];
+  let h = 0;
+  for (const c of name) h = (h * 31 + c.codePointAt(0)) >>> 0;
+  return PALETTE[h % PALETTE.length];
+}
 const W = 600, H = 160, PAD_L = 4, PAD_T = 20, PAD_B = 20;
-const MIN_SPAN_S = 60;
 
 function svgEl(tag, attrs) {
   const e = document.createElementNS(SVG_NS, tag);
@@ -30,26 +43,20 @@ class LineChart {
     this.container = container;
     this.windowS = windowS;
     this.series = {};  // name -> [[t seconds, value], ...]; read by tests and the legend
-    this.colours = {};  // name -> colour, stable once given
     this.svg = svgEl("svg", {viewBox: `0 0 ${W} ${H}`, class: "linechart", role: "img"});
     this.legend = document.createElement("div");
     this.legend.className = "legend";
     container.replaceChildren(this.svg, this.legend);
   }
 
-  colour(name) {
-    if (!(name in this.colours)) this.colours[name] = PALETTE[Object.keys(this.colours).length % PALETTE.length];
-    return this.colours[name];
-  }
+  colour(name) { return colourOf(name); }
 
-  // series: name -> points; now: the time at the right edge. The x axis spans the data
-  // (at least a minute) until there is more than windowS of it, so early points are not
-  // squeezed against the right edge.
+  // series: name -> points; now: the time at the right edge. The x axis always spans
+  // windowS, the window the caption names: a page open for less time draws its points
+  // at the right, where they belong in that window.
   update(series, now) {
     this.series = series;
-    let first = now;
-    for (const pts of Object.values(series)) if (pts.length && pts[0][0] < first) first = pts[0][0];
-    const span = Math.min(this.windowS, Math.max(MIN_SPAN_S, now - first));
+    const span = this.windowS;
     const from = now - span;
     let max = 0;
     for (const pts of Object.values(series)) for (const [t, v] of pts) if (t >= from && v > max) max = v;
@@ -86,4 +93,4 @@ class LineChart {
   }
 }
 
-window.FerryChart = {LineChart, shortNumber};
+window.FerryChart = {LineChart, shortNumber, colourOf};
