@@ -8,7 +8,8 @@ is each FERRY_* variable the files substitute from the shell; the
 data volume is mounted at the configured data_dir; the health check probes an
 enabled HTTP listener. The Dockerfile's COPY sources exist and pass
 .dockerignore, which keeps .venv, data, .git and caches out of the context;
-pyspark is only in the spark target.
+pyspark is only in the spark target. test_gw_compose_run.py runs the stacks' services
+as processes.
 """
 
 from __future__ import annotations

@@ -163,8 +163,7 @@ def test_http_event_stream_counts_while_connected(tmp_path):
     """The other long-lived reader Ferry has outside NATS: an HTTP server-sent-events
     follow (GET .../messages/stream) stays open; its deliveries are counted as each
     chunk is sent (adapters/http/routes_messages.py), checked here while it is open.
-    The first batch is stored before the stream opens (its response headers go out
-    with the first event), the second arrives live."""
+    The first batch is stored before the stream opens, the second arrives live."""
     with running_gateway(tmp_path) as gw:
         base = f"http://127.0.0.1:{gw.ports['http']}"
         with httpx.Client(base_url=base, timeout=10) as http:
