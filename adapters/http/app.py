@@ -34,6 +34,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote
 
 from core.access import Actor, current_actor, denied, use_actor
+from core.connections import current_connection, per_connection
 from core.errors import FerryError
 from core.metadata import UserInfo
 from core.metrics import MetricsRegistry, listener_metrics
@@ -203,7 +204,8 @@ class HttpApp:
         self.metrics = metrics
         self.limits = limits or HttpLimits()
         self.listener = listener
-        self.counters = listener_metrics(metrics)
+        # Also counted on the connection the driver binds (the console's, core/connections.py).
+        self.counters = per_connection(listener_metrics(metrics))
         self.requests = metrics.counter("ferry_http_requests_total", "HTTP requests answered, by status.",
                                         ("listener", "status"))
         self.latency = metrics.histogram("ferry_http_request_duration_seconds",
@@ -288,6 +290,9 @@ class HttpApp:
         ctx.user, ctx.claims = user, claims
         # This request's own actor (an HTTP/2 connection carries many users' requests).
         use_actor(Actor(self.listener, current_actor().addr, user.username, user.id))
+        conn = current_connection()   # the console's entry of this connection (core/connections.py)
+        if conn is not None:
+            conn.user = user.username
 
     def user_of(self, claims: Claims) -> UserInfo:
         """The user a valid token acts for, as stored now (so permission changes

@@ -42,6 +42,7 @@ import trio
 from .app import EventStream, HttpApp, Offload, Park
 from .connection import HttpServerConnection, StreamReset
 from core.access import bind_actor
+from core.connections import address, bind_connection, clip, current_connection, directory_for
 from core.errors import FerryError
 
 from .errors import Response, internal_error
@@ -169,6 +170,10 @@ class _Session:
         scope = self.inflight.get(request.stream_id)
         if scope is None:
             return
+        entry = current_connection()   # the console's (core/connections.py), bound by http_session
+        agent = request.header(b"user-agent")
+        if entry is not None and agent:
+            entry.client = clip(agent.decode("latin-1"))
         try:
             with scope:
                 started = trio.current_time()
@@ -206,6 +211,12 @@ class _Session:
         if not conn.start_response(stream_id, events.status, events.headers):
             return
         try:
+            # Send the head now: the first chunk may be minutes away (an idle topic, the
+            # next heartbeat), and a client (EventSource, httpx, curl -N) waits for the
+            # status and headers before it reads anything. Nothing else flushes for us:
+            # HTTP/1.1 stops reading while a request is in flight, and on HTTP/2 only
+            # the peer's next frame would (issue 28).
+            await self.flush()
             while not self.drain.is_set():
                 try:
                     chunk = events.next_chunk()
@@ -268,12 +279,16 @@ class _Session:
                     await self.stream.send_all(data)
 
 
-def _peer_ip(stream) -> str:
+def _peer(stream) -> tuple:
     sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
     try:
-        return str(sock.getpeername()[0]) if sock is not None else "unknown"
+        return tuple(sock.getpeername()) if sock is not None else ("unknown",)
     except OSError:
-        return "unknown"
+        return ("unknown",)
+
+
+def _peer_ip(stream) -> str:
+    return str(_peer(stream)[0])
 
 
 async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stream: trio.abc.Stream) -> None:
@@ -286,27 +301,34 @@ async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stre
     counters["connections_total"].inc(app.listener)
     counters["connections_open"].inc(app.listener)
     bind_actor(app.listener, _peer_ip(stream))  # each request task copies it (core/access.py)
+    peer = _peer(stream)
+    directory = directory_for(app.broker)
+    closing = trio.CancelScope()   # the console's close
+    entry = directory.open(app.listener, address(peer) if len(peer) > 1 else str(peer[0]), close=closing.cancel)
+    bind_connection(entry)   # request tasks copy it: app.counters count on it (core/connections.py)
     try:
-        alpn, tls = None, isinstance(stream, trio.SSLStream)
-        if tls:
-            with trio.move_on_after(HANDSHAKE_TIMEOUT_S) as scope:
-                await stream.do_handshake()
-            if scope.cancelled_caught:
-                return
-            alpn = stream.selected_alpn_protocol()
-        conn = HttpServerConnection(limits, alpn=alpn, tls=tls)
-        async with trio.open_nursery() as nursery:
-            session = _Session(app, stream, conn, nursery, drain)
-            nursery.start_soon(session.watch_drain)
-            await session.read_loop()
-            await session.flush()
-            nursery.cancel_scope.cancel()  # whatever still runs has nobody to answer
+        with closing:
+            alpn, tls = None, isinstance(stream, trio.SSLStream)
+            if tls:
+                with trio.move_on_after(HANDSHAKE_TIMEOUT_S) as scope:
+                    await stream.do_handshake()
+                if scope.cancelled_caught:
+                    return
+                alpn = stream.selected_alpn_protocol()
+            conn = HttpServerConnection(limits, alpn=alpn, tls=tls)
+            async with trio.open_nursery() as nursery:
+                session = _Session(app, stream, conn, nursery, drain)
+                nursery.start_soon(session.watch_drain)
+                await session.read_loop()
+                await session.flush()
+                nursery.cancel_scope.cancel()  # whatever still runs has nobody to answer
     except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, ssl.SSLError):
         pass  # peer vanished or stalled; nobody to tell
     except* Exception:
         log.exception("HTTP session failed")
     finally:
         counters["connections_open"].dec(app.listener)
+        directory.closed(entry)
         await trio.aclose_forcefully(stream)
 
 

@@ -25,6 +25,16 @@ QUERY = {
     "partitions_count": ({"type": "integer", "minimum": 1}, "how many partitions to delete"),
     "segments_count": ({"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
                        "how many of the oldest sealed segments to delete"),
+    # the console's message browser (adapters/http/routes_console_browse.py)
+    "order": ({"enum": ["newest", "oldest"]}, "browse: rows newest or oldest first; default newest"),
+    "dir": ({"enum": ["older", "newer"]}, "browse: page towards older or newer messages; default from order"),
+    "cursor": ({"type": "string"}, "browse: partition:offset boundaries from a previous page's older/newer"),
+    "offset": ({"type": "integer", "minimum": 0}, "browse: jump to this offset"),
+    "time": ({"type": "integer", "minimum": 0}, "browse: jump to this time, µs since the epoch"),
+    "header": ({"type": "string"}, "browse: only messages with this header key"),
+    "header_value": ({"type": "string"}, "browse: ... whose value (text form) is this"),
+    "key": ({"type": "string"}, "browse: only messages with this key (partition key, NATS subject or id)"),
+    "text": ({"type": "string"}, "browse: only messages whose payload contains this text"),
 }
 REQUIRED_QUERY = frozenset({"partitions_count", "segments_count"})
 ERROR_STATUSES = {"400": "bad request", "401": "missing or invalid bearer token (empty body), or bad login token",

@@ -9,9 +9,9 @@
 * ``GET /console/api/streams/{stream_id}/topics/{topic_id}``: partitions with numeric sizes
   and offsets, each consumer group's stored offsets and lag, and the topic's NATS subject
   and Pravega names.
-* ``GET /console/api/streams/{stream_id}/topics/{topic_id}/messages``: stored messages with
-  every header decoded to its kind's text form (core/header_value.py) and the protocol
-  that most likely wrote each one (:func:`infer_origin`).
+* ``GET /console/api/streams/{stream_id}/topics/{topic_id}/messages``: the message browser,
+  in routes_console_browse.py; each message shows the protocol that most likely wrote it
+  (:func:`infer_origin`, here).
 
 The metrics snapshot reads the registry's *rendered* Prometheus text, by family name and
 ``listener`` label, instead of reaching into the registry: a listener that has no series
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from adapters.nats.jetstream_streams import JS_STREAM
 from core.addressing import SUBJECT_HEADER
 from core.consumers import Consumer
-from core.message import Headers, Message
+from core.message import Headers
 from core.metrics import BYTES_IN, BYTES_OUT, CONNECTIONS_OPEN, CONNECTIONS_TOTAL, MESSAGES_IN, MESSAGES_OUT
 from core.permissions import Action
 
-from . import console, models
+from . import console
 from .app import Ctx, HttpApp, Route, json_response
 from .errors import Response, not_found_entity
 from .routes_streams import topic_of
@@ -45,11 +45,6 @@ FAMILIES = {MESSAGES_IN: "messages_in", MESSAGES_OUT: "messages_out", BYTES_IN: 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-# A browse answers one screen: more would only make the page slow to render.
-MAX_BROWSE_COUNT = 100
-# Payload bytes shown per message; the full size is reported beside it.
-MAX_PREVIEW_BYTES = 4096
 
 
 # -- origin inference -----------------------------------------------------------------------
@@ -174,66 +169,12 @@ def topic_details(app: HttpApp, ctx: Ctx):
     })
 
 
-# -- message browser ----------------------------------------------------------------------
-def _field(value) -> dict:
-    return {"kind": value.kind.json_name, "text": value.to_text()}
-
-
-def payload_preview(payload: bytes) -> tuple[str, str]:
-    """(text, "utf-8") when the first MAX_PREVIEW_BYTES are UTF-8 (a character cut at the
-    limit is dropped), else (standard base64 of them, "base64")."""
-    preview = payload[:MAX_PREVIEW_BYTES]
-    # a cut character leaves at most 3 bytes of it: try dropping them before giving up on text
-    for cut in range(4 if len(payload) > MAX_PREVIEW_BYTES else 1):
-        try:
-            return preview[:len(preview) - cut].decode("utf-8"), "utf-8"
-        except UnicodeDecodeError:
-            continue
-    return models.b64(preview), "base64"
-
-
-def message_entry(msg: Message, stream: str, pravega_visible: bool) -> dict:
-    origin = infer_origin(msg.headers, stream, pravega_visible)
-    text, encoding = payload_preview(msg.payload)
-    return {"offset": msg.offset, "id": f"{msg.id:032x}", "timestamp": msg.timestamp,
-            "origin_timestamp": msg.origin_timestamp or msg.timestamp,
-            "headers": [{"key": _field(k), "value": _field(v)} for k, v in msg.headers.items()],
-            "payload": text, "payload_encoding": encoding, "payload_size": len(msg.payload),
-            "origin": origin.protocol, "origin_evidence": origin.evidence}
-
-
-def browse_messages(app: HttpApp, ctx: Ctx):
-    """``partition_id`` (default 0), ``value`` = first offset (default: the last ``count``),
-    ``count`` 1..MAX_BROWSE_COUNT (default 20). Permission: poll_messages. Consumer offsets
-    are not touched."""
-    topic, stream_name = _visible_topic(app, ctx, Action.POLL_MESSAGES)
-    pid = ctx.q_int("partition_id", 0, 0, models.U32_MAX)
-    count = ctx.q_int("count", 20, 1, MAX_BROWSE_COUNT)
-    part = app.broker.partition(topic.stream_id, topic.id, pid)
-    offset = ctx.q_int("value", max(part.next_offset - count, 0))
-    batch = app.broker.read(topic.stream_id, topic.id, pid, offset, count)
-    pravega = app.broker.addressing.pravega_names_for(stream_name, topic.name) is not None
-    messages = []
-    for view in batch.records():
-        try:
-            msg = Message.from_record(view)
-        except Exception:  # noqa: BLE001 - a stored header block that no longer decodes: show the rest
-            messages.append({"offset": view.offset, "error": "header block does not decode"})
-            continue
-        messages.append(message_entry(msg, stream_name, pravega))
-    # a browse delivers messages to a client like a poll does, so it counts as one
-    app.counters["messages_out"].inc(app.listener, amount=len(messages))
-    app.counters["bytes_out"].inc(app.listener, amount=sum(m.get("payload_size", 0) for m in messages))
-    return json_response({"partition_id": pid, "next_offset": part.next_offset, "messages": messages})
-
-
 CT = "/console/api/streams/{stream_id}/topics/{topic_id}"
 ROUTES = [
     Route("GET", "/console/{asset}", asset, public=True),
     Route("GET", "/console/api/metrics", metrics_snapshot),
     Route("GET", "/console/api/me", whoami),
     Route("GET", CT, topic_details, entity="topic"),
-    Route("GET", CT + "/messages", browse_messages, entity="topic", query=("partition_id", "value", "count")),
 ]
 
-__all__ = ["MAX_BROWSE_COUNT", "Origin", "ROUTES", "infer_origin", "listener_snapshot"]
+__all__ = ["Origin", "ROUTES", "infer_origin", "listener_snapshot"]

@@ -36,10 +36,11 @@ from functools import partial
 
 import trio
 
+from core.connections import clip, directory_for
 from core.metrics import listener_metrics, metrics_for
 
 from .connection import State
-from .errors import IggyStatus
+from .errors import IggyError, IggyStatus
 from .events import NEED_DATA, Evict, Reply, Request
 from .messages import StoredBatch
 from .session import TRANSPORT_TCP, Deferred, IggySession
@@ -90,21 +91,28 @@ class IggyMeter:
     Counting wraps the session's ``handle`` and ``finish`` (the two places an
     answer comes from), so every driver counts alike without knowing the rules."""
 
-    __slots__ = ("c", "label")
+    __slots__ = ("broker", "c", "label")
 
     def __init__(self, broker, label: str) -> None:
+        self.broker = broker
         self.c = listener_metrics(metrics_for(broker))
         self.label = label
 
-    def opened(self, session: IggySession) -> None:
-        """A connection was accepted: count it and meter its session's answers."""
+    def opened(self, session: IggySession, close=None) -> None:
+        """A connection was accepted: count it, meter its session's answers and list it
+        in the broker's connection directory (``close`` ends it: core/connections.py)."""
         self.c["connections_total"].inc(self.label)
         self.c["connections_open"].inc(self.label)
-        session.handle = self._metered_handle(session.handle)
-        session.finish = self._metered_finish(session.finish)
+        entry = session.console = directory_for(session.broker).open(
+            self.label, session.address, close=close, refresh=partial(_refresh_entry, session))
+        c = entry.metered(self.c)  # one inc moves the listener's series and this connection's
+        session.handle = self._metered_handle(session.handle, c, entry)
+        session.finish = self._metered_finish(session.finish, c, entry)
 
-    def closed(self) -> None:
+    def closed(self, session: IggySession | None = None) -> None:
         self.c["connections_open"].dec(self.label)
+        if session is not None and session.console is not None:
+            directory_for(session.broker).closed(session.console)
 
     def full(self, limit: int) -> bool:
         """At ``limit`` open connections (0 = no limit): count a refusal and say so."""
@@ -113,12 +121,21 @@ class IggyMeter:
             return True
         return False
 
-    def error(self) -> None:
-        """A fatal framing error (the connection ends)."""
-        self.c["errors"].inc(self.label)
+    def error(self, session: IggySession | None = None, message: str = "", remote: str = "") -> None:
+        """A fatal framing error (the connection ends); ``message`` says which, for the
+        listener's last errors (``remote``: the peer, when there is no ``session``)."""
+        entry = getattr(session, "console", None)
+        message = message or "framing error (connection closed)"
+        if entry is not None:
+            entry.metered(self.c)["errors"].inc(self.label)
+            entry.error(message)
+        else:
+            self.c["errors"].inc(self.label)
+            if self.broker is not None:
+                directory_for(self.broker).errors.record(self.label, remote, message)
 
-    def _metered_handle(self, handle):
-        c, label = self.c, self.label
+    def _metered_handle(self, handle, c, entry):
+        label = self.label
 
         def handle_and_count(event):
             answer = handle(event)
@@ -135,6 +152,7 @@ class IggyMeter:
             elif kind is Reply:
                 if answer.status:
                     c["errors"].inc(label)
+                    entry.error(_status_text(answer.status, getattr(event, "command", None)))
                 elif type(event) is Request and event.command is _POLL and len(answer.body) >= _POLL_HEAD:
                     count = _U32.unpack_from(answer.body, _POLL_HEAD - 4)[0]
                     if count:
@@ -142,20 +160,51 @@ class IggyMeter:
                         c["bytes_out"].inc(label, amount=len(answer.body) - _POLL_HEAD)
             else:  # Evict
                 c["errors"].inc(label)
+                entry.error("evicted (connection closed)")
             return answer
 
         return handle_and_count
 
-    def _metered_finish(self, finish):
-        errors, label = self.c["errors"], self.label
+    def _metered_finish(self, finish, c, entry):
+        errors, label = c["errors"], self.label
 
         def finish_and_count(deferred, command):
             answer = finish(deferred, command)
             if type(answer) is not Reply or answer.status:
                 errors.inc(label)
+                entry.error(_status_text(getattr(answer, "status", 0), command) if type(answer) is Reply
+                            else "evicted (connection closed)")
             return answer
 
         return finish_and_count
+
+
+def _status_text(status: int, command) -> str:
+    """An error reply as the console lists it: Iggy's name for the status, its code, the command."""
+    try:
+        name = IggyError(status).name.lower()
+    except ValueError:
+        name = "error"
+    return f"{name} ({status})" + (f" to {command.name}" if command is not None else "")
+
+
+def _refresh_entry(session: IggySession, entry) -> None:
+    """The live identity of an Iggy connection (core/connections.py ``refresh``): the
+    logged-in user, the SDK its login named, the consumer groups it joined."""
+    entry.user = session.user.username if session.user is not None else ""
+    entry.client, entry.version = clip(session.client_name), clip(session.client_version)
+    groups = session.broker.groups_of(session.client_id)
+    entry.subscriptions = len(groups)
+    entry.subjects = tuple(_group_name(session.broker, g) for g in groups)
+
+
+def _group_name(broker, key: tuple[int, int, int]) -> str:
+    sid, tid, gid = key
+    try:
+        return f"group {broker.get_group(sid, tid, gid).name} of {broker.get_stream(sid).name}/" \
+               f"{broker.get_topic(sid, tid).name}"
+    except Exception:  # noqa: BLE001 - deleted meanwhile: the ids still say which
+        return f"group {gid} of {sid}/{tid}"
 
 
 async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_context=None,
@@ -209,14 +258,16 @@ async def serve_session(broker, stream, *, client_id: int, address: str, transpo
         return   # the caller closes the stream
     session = IggySession(broker, client_id=client_id, address=address, transport=transport)
     session.conn.max_in_flight = MAX_PIPELINED
+    scope = trio.CancelScope()  # the console's close: the caller then closes the stream
     if meter is not None:
-        meter.opened(session)
+        meter.opened(session, close=scope.cancel)
     try:
-        await serve_pipeline(stream, session, what, meter)
+        with scope:
+            await serve_pipeline(stream, session, what, meter)
     finally:
         session.close()
         if meter is not None:
-            meter.closed()
+            meter.closed(session)
 
 
 async def serve_pipeline(stream, session: IggySession, what: str, meter: IggyMeter | None = None) -> None:
@@ -286,9 +337,9 @@ class _Pipeline:
         while True:
             try:
                 event = conn.next_event()
-            except IggyStatus:
+            except IggyStatus as err:
                 if self.meter is not None:
-                    self.meter.error()
+                    self.meter.error(session, f"{err} (connection closed)")
                 final = conn.data_to_send()  # the error reply, when the framing allows one
                 await self.send_q.send((_FINAL, final, 0))
                 return False

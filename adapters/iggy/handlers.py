@@ -128,10 +128,12 @@ def _snapshot_built(outcome):
 
 # -- login / users ----------------------------------------------------------------------------
 def login_user(s, v):
+    s.client_version = v.version   # the legacy login names only the SDK's version
     return s.login_password(v.username, v.password)
 
 
 def login_register(s, v):
+    s.client_name, s.client_version = v.sdk_name, v.sdk_version
     return s.login_password(v.username, v.password, v.protocol_version)
 
 
@@ -140,6 +142,7 @@ def login_pat(s, v):
 
 
 def login_register_pat(s, v):
+    s.client_name, s.client_version = v.sdk_name, v.sdk_version
     return s.login_token(v.token, v.protocol_version)
 
 

@@ -82,10 +82,16 @@ class _Conn:
         self.session = IggySession(server.broker, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF,
                                    address=f"{addr[0]}:{addr[1]}", transport=TRANSPORT_QUIC)
         self.glue = IggyQuicGlue(quic, self.session)
-        server.meter.opened(self.session)
         self.wake = trio.Event()
+        server.meter.opened(self.session, close=self.kick)
         self.requests_ready = trio.Event()
         self.cids: set[bytes] = set()
+
+    def kick(self) -> None:
+        """Close from the console: CONNECTION_CLOSE (no error) goes out on the next
+        pump; the connection then ends when aioquic says it terminated."""
+        self.quic.close(error_code=0, reason_phrase="closed by an operator")
+        self.wake.set()
 
     def datagram(self, data: bytes, addr) -> None:
         self.quic.receive_datagram(data, addr, now=trio.current_time())
@@ -130,7 +136,7 @@ class _Conn:
             stream_id, data = self.glue.ready.popleft()
             event, err = self.glue.request_events(data)
             if err is not None:
-                self.server.meter.error()
+                self.server.meter.error(self.session, f"malformed request stream: {err} (stream reset)")
                 self.glue.fail(stream_id, err)
             else:
                 answer = self.session.handle(event)
@@ -151,7 +157,7 @@ class _Conn:
             log.exception("iggy QUIC connection failed", extra={"peer": self.session.address})
         finally:
             self.session.close()
-            self.server.meter.closed()
+            self.server.meter.closed(self.session)
 
 
 class _Server:

@@ -108,6 +108,11 @@ class IggySession:
         self.transport = transport
         self.user = None
         self.vsr_session = 0
+        # What the client's login said about itself (the SDK's name and version, where
+        # its login command carries them: handlers.py), and its entry in the broker's
+        # connection directory (core/connections.py; set by the driver's IggyMeter).
+        self.client_name = self.client_version = ""
+        self.console = None
         # Who this connection speaks for, in audit lines and the login guard (core/access.py).
         self.actor = Actor("iggy", host_of(address))
         from . import handlers  # the handler table lives next door (module size)

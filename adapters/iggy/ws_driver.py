@@ -94,10 +94,10 @@ class WsMetrics:
                                        "Iggy WebSocket connections closed for breaking the framing, "
                                        "by RFC 6455 close code.", ("code",))
 
-    def closed_for(self, code: int) -> None:
+    def closed_for(self, code: int, peer: str = "", reason: str = "") -> None:
         self.closes.inc(str(code))
         if self.meter is not None:
-            self.meter.error()
+            self.meter.error(message=f"WebSocket close {code}" + (f": {reason}" if reason else ""), remote=peer)
 
 
 class IggyWsStream(trio.abc.Stream):
@@ -125,12 +125,12 @@ class IggyWsStream(trio.abc.Stream):
             message = await self._ws.get_message()
         except ConnectionClosed as closed:
             if closed.reason is not None and closed.reason.code == CLOSE_MESSAGE_TOO_BIG:
-                self._metrics.closed_for(CLOSE_MESSAGE_TOO_BIG)  # trio-websocket sent it
+                self._metrics.closed_for(CLOSE_MESSAGE_TOO_BIG, self.peer, "message too big")  # trio-websocket sent it
             return b""
         try:
             data = self.framing.request(message)
         except WsError as err:
-            self._metrics.closed_for(err.close_code)
+            self._metrics.closed_for(err.close_code, self.peer, err.reason)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("iggy ws framing error from %s: %s", self.peer, err.reason)
             with trio.move_on_after(CLOSE_GRACE_S):

@@ -186,7 +186,8 @@ class NatsServerConnection:
     # Slots: one of these lives per connection (docs/internals.md "Memory").
     __slots__ = ("info", "limits", "client_id", "client_ip", "nonce", "subscriptions", "options", "headers",
                  "permissions", "auth_pending", "_pending_opts", "_authenticate", "_rng", "_codec", "_table", "_state", "_error", "_out",
-                 "errors_sent", "_now", "_auth_deadline", "_ping_deadline", "_connected_once", "_first_pong_sent",
+                 "errors_sent", "on_error",
+                 "_now", "_auth_deadline", "_ping_deadline", "_connected_once", "_first_pong_sent",
                  "_rtt_known", "_rtt_start", "_last_in", "pings_out")
 
     def __init__(self, info: ServerInfo, limits: NatsLimits = DEFAULT_LIMITS, *,
@@ -222,6 +223,9 @@ class NatsServerConnection:
         self._error: NatsError | None = None
         self._out: list[bytes | memoryview] = [encode_info(self._info_fields())]
         self.errors_sent = 0  # non-fatal -ERRs queued (_err)
+        # Told the text of each non-fatal -ERR (the driver keeps the listener's last
+        # errors for the console, core/connections.py); None: nobody listens.
+        self.on_error: Callable[[str], None] | None = None
         self._now = now
         self._auth_deadline = now + limits.auth_timeout if info.auth_required else None
         self._ping_deadline: float | None = now + limits.ping_interval
@@ -350,6 +354,8 @@ class NatsServerConnection:
         (``errors_sent``: ferry_errors_total of the listener, server_state.Meter)."""
         self._out.append(err_frame(text))
         self.errors_sent += 1
+        if self.on_error is not None:
+            self.on_error(text)
 
     def data_to_send(self) -> bytes:
         """Everything queued for the client since the last call, as one bytes."""

@@ -48,11 +48,12 @@ from functools import partial
 import trio
 
 from core.access import bind_actor
+from core.connections import address, clip, directory_for
 
 from .connection import NatsServerConnection
 from .errors import AUTHORIZATION_VIOLATION, MAX_CONNECTIONS_EXCEEDED, NatsError, NatsProtocolError, err_frame
 from .events import Info
-from .server_state import ClientRecord, Meter, NatsServerState, meter_for
+from .server_state import ClientRecord, Meter, NatsServerState, meter_for, refresh_entry
 from .session import WRITE_NOW_MAX_FRAMES, NatsSession, Outbox
 
 log = logging.getLogger("ferry.nats")
@@ -138,6 +139,12 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     state.add(conn.client_id, record)
     meter = record.meter = meter_for(state, session, "nats" if kind == "nats" else "nats_ws")
     final = _Final()
+    # The console's entry (core/connections.py): counts come from the session, as /connz's.
+    directory = directory_for(state.broker)
+    entry = directory.open("nats" if kind == "nats" else "nats_ws", address((client_ip, client_port)),
+                           close=partial(_kick_now, conn, outbox, final, wakeup),
+                           refresh=partial(refresh_entry, session))
+    conn.on_error = entry.error
     try:
         if upgrade:
             tls = await _start_tls(state, stream, conn, record)
@@ -163,6 +170,9 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
         state.touched.discard(outbox)
         state.remove(conn.client_id)
         meter.close(fatal_error=bool(final.error))
+        directory.closed(entry)
+        if final.error:   # counted by meter.close: its words go to the listener's last errors
+            entry.error(_err_text(final.error) + " (connection closed)")
         with trio.move_on_after(CLOSE_GRACE) as scope:
             scope.shield = True
             await trio.aclose_forcefully(stream)
@@ -362,6 +372,24 @@ def _revoke_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wakeu
     final.error = NatsProtocolError(AUTHORIZATION_VIOLATION, "user deleted").wire
     final.done = True
     wakeup.set()
+
+
+def _kick_now(conn: NatsServerConnection, outbox: Outbox, final: _Final, wakeup: _Wakeup) -> None:
+    """Close the connection from the console (nats-server's ``kick``, which closes
+    without a word): send what is queued, then close; the writer does it."""
+    if final.done:
+        return
+    outbox.offer(conn.data_to_send())
+    final.done = True
+    wakeup.set()
+
+
+def _err_text(wire: bytes) -> str:
+    """The text of a ``-ERR '...'`` frame."""
+    text = wire.decode("utf-8", "replace").strip()
+    if text.startswith("-ERR "):
+        text = text[5:].strip().strip("'")
+    return clip(text)
 
 
 async def _write_loop(stream, conn: NatsServerConnection, session: NatsSession, wakeup: _Wakeup, final: _Final,

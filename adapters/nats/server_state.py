@@ -211,6 +211,24 @@ def _fold_live(state_ref: "weakref.ref[NatsServerState]") -> None:
             record.meter.fold()
 
 
+def refresh_entry(session: Any, entry: Any) -> None:
+    """Copy one connection's live state into its console entry (core/connections.py
+    ``Connection.refresh``): the session counters ``/connz`` and ``/varz`` read, the
+    CONNECT's name, lang and version, the Ferry user (nats-server mode: the CONNECT
+    user, when the server requires auth) and the subscriptions."""
+    conn = session.conn
+    opts = conn.options
+    entry.messages_in, entry.bytes_in = session.msgs_in, session.bytes_in
+    entry.messages_out, entry.bytes_out = session.msgs_out, session.bytes_out
+    entry.errors = conn.errors_sent
+    entry.client = opts.name or ""
+    entry.version = " ".join(v for v in (opts.lang, opts.version) if v)
+    entry.user = getattr(conn.permissions, "username", "") or (opts.user if conn.info.auth_required else "")
+    subs = conn.subscriptions
+    entry.subscriptions = len(subs)
+    entry.subjects = tuple(sorted(s.subject for s in subs))
+
+
 _STATES: "weakref.WeakKeyDictionary[object, NatsServerState]" = weakref.WeakKeyDictionary()
 
 
@@ -224,5 +242,5 @@ def shared_state(broker) -> NatsServerState | None:
     return _STATES.get(broker)
 
 
-__all__ = ["ClientRecord", "Meter", "NatsServerState", "meter_for", "TLS_TIMEOUT", "Totals", "register",
-           "revoke_user", "shared_state"]
+__all__ = ["ClientRecord", "Meter", "NatsServerState", "meter_for", "TLS_TIMEOUT", "Totals", "refresh_entry",
+           "register", "revoke_user", "shared_state"]

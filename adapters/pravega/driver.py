@@ -32,14 +32,17 @@ from functools import partial
 
 import trio
 
-from core.access import bind_actor
+from core.access import bind_actor, current_actor
+from core.connections import address, bind_connection, clip, directory_for
 from core.metrics import listener_metrics, metrics_for
+
+from . import commands as C
 
 from .auth import TokenIssuer, load_secret
 from .codec import NEED_DATA, FrameDecoder
 from .errors import PravegaProtocolError
 from .grpc import GrpcServerConnection
-from .session import Park, SegmentStoreSession
+from .session import ERROR_REPLIES, Park, SegmentStoreSession
 from .state import state_of
 
 log = logging.getLogger("ferry.pravega")
@@ -128,23 +131,63 @@ async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park
     counters = session.counters
     counters["connections_total"].inc("pravega")
     counters["connections_open"].inc("pravega")
+    directory = directory_for(broker)
+    scope = trio.CancelScope()   # the console's close
+    entry = directory.open("pravega", address(_peer(stream)), close=scope.cancel,
+                           refresh=partial(_refresh_store, session, current_actor()))
+    _meter_session(session, entry)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write_loop, stream, outbox, session, nursery.cancel_scope)
-            await _read_loop(broker, stream, outbox, session, nursery, tail_park_s)
-            outbox.closing = True
-            outbox.poke()
+        with scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_write_loop, stream, outbox, session, nursery.cancel_scope)
+                await _read_loop(broker, stream, outbox, session, nursery, tail_park_s, entry)
+                outbox.closing = True
+                outbox.poke()
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the peer vanished: nobody to tell
     except* Exception:
         log.exception("pravega segment store connection failed")
     finally:
         counters["connections_open"].dec("pravega")
+        directory.closed(entry)
         session.close()
         await trio.aclose_forcefully(stream)
 
 
-async def _read_loop(broker, stream, outbox: Outbox, session: SegmentStoreSession, nursery, park_s: float) -> None:
+def _meter_session(session: SegmentStoreSession, entry) -> None:
+    """Count the session on its console entry too (core/connections.py), and keep its
+    failure replies, in Pravega's words, in the listener's last errors."""
+    session.counters = entry.metered(session.counters)
+    send = session.send
+
+    def send_and_record(reply) -> None:
+        if type(reply) in ERROR_REPLIES:
+            entry.error(_reply_text(reply))
+        send(reply)
+
+    session.send = send_and_record
+
+
+def _reply_text(reply) -> str:
+    """A failure reply as the console lists it: its WireCommands name and what it names."""
+    parts = [type(reply).__name__]
+    for name in ("segment", "operation_name", "message", "serverStackTrace"):
+        value = getattr(reply, name, None)
+        if value:
+            parts.append(f"{name}={value}")
+    return " ".join(parts)
+
+
+def _refresh_store(session: SegmentStoreSession, actor, entry) -> None:
+    """The user a segment-store connection acts as and the segments it writes."""
+    entry.user = actor.user
+    segments = sorted({w.segment for w in session.writers.values()})
+    entry.subscriptions = len(segments)
+    entry.subjects = tuple(f"writer to {seg}" for seg in segments)
+
+
+async def _read_loop(broker, stream, outbox: Outbox, session: SegmentStoreSession, nursery, park_s: float,
+                     entry=None) -> None:
     decoder = FrameDecoder()
     parked = [0]
     while True:
@@ -152,6 +195,8 @@ async def _read_loop(broker, stream, outbox: Outbox, session: SegmentStoreSessio
         decoder.receive_data(data)
         try:
             while (cmd := decoder.next_event()) is not NEED_DATA:
+                if type(cmd) is C.Hello and entry is not None:   # the client's wire versions
+                    entry.client, entry.version = "pravega", f"wire {cmd.low_version}..{cmd.high_version}"
                 park = session.handle(cmd)
                 if park is not None:
                     if parked[0] >= MAX_PARKED_READS:
@@ -217,29 +262,44 @@ async def controller_connection(service, stream: trio.abc.Stream) -> None:
     counters = listener_metrics(metrics_for(service.broker))
     counters["connections_total"].inc("pravega_controller")
     counters["connections_open"].inc("pravega_controller")
+    directory = directory_for(service.broker)
+    scope = trio.CancelScope()   # the console's close
+    actor = current_actor()
+    entry = directory.open("pravega_controller", address(_peer(stream)), close=scope.cancel,
+                           refresh=lambda e: setattr(e, "user", actor.user))
+    bind_connection(entry)   # the service counts per_connection (gateway/listeners/pravega_controller.py)
     try:
-        conn.initiate()
-        await stream.send_all(conn.data_to_send())
-        while not conn.closed:
-            data = await stream.receive_some(RECV_CHUNK)
-            if not data:
-                return
-            for call in conn.receive_data(data):
-                auth = getattr(service, "auth", None)
-                check = auth.prepare(call.metadata) if auth is not None else None
-                if check is not None:   # a password not seen lately: argon2 off the event loop
-                    check.settle(await trio.to_thread.run_sync(check))
-                service.dispatch(conn, call)
-            out = conn.data_to_send()
-            if out:
-                await stream.send_all(out)
+        with scope:
+            await _serve_calls(service, stream, conn, entry)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     except Exception:
         log.exception("pravega controller connection failed")
     finally:
         counters["connections_open"].dec("pravega_controller")
+        directory.closed(entry)
         await trio.aclose_forcefully(stream)
+
+
+async def _serve_calls(service, stream, conn: GrpcServerConnection, entry) -> None:
+    conn.initiate()
+    await stream.send_all(conn.data_to_send())
+    while not conn.closed:
+        data = await stream.receive_some(RECV_CHUNK)
+        if not data:
+            return
+        for call in conn.receive_data(data):
+            agent = next((v for k, v in call.metadata if k == "user-agent"), None)
+            if agent:
+                entry.client = clip(agent)
+            auth = getattr(service, "auth", None)
+            check = auth.prepare(call.metadata) if auth is not None else None
+            if check is not None:   # a password not seen lately: argon2 off the event loop
+                check.settle(await trio.to_thread.run_sync(check))
+            service.dispatch(conn, call)
+        out = conn.data_to_send()
+        if out:
+            await stream.send_all(out)
 
 
 __all__ = ["Outbox", "controller_connection", "ensure_issuer", "segment_store_connection", "serve_controller",

@@ -22,6 +22,8 @@ max_connections    10000         open connections; past it new ones are closed
 
 from __future__ import annotations
 
+import json
+
 import trio
 
 from adapters.http.app import HttpApp
@@ -30,8 +32,12 @@ from adapters.http.limits import (
     IDLE_TIMEOUT_S, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_WAIT_MS, REQUEST_TIMEOUT_S, HttpLimits,
 )
 from adapters.http.tokens import DEFAULT_LIFETIME_S, REVOKED_SETTING, TokenService, load_secret
+from core.connections import directory_for
 from core.metrics import metrics_for
 from gateway.registry import ListenerSpec
+
+# Error bodies are a few hundred bytes; a larger one is not parsed for the Errors view.
+MAX_ERROR_BODY = 4096
 
 OPTIONS = {
     "tls_cert": "",
@@ -55,6 +61,26 @@ class _ListenerApp(HttpApp):
         super().count_response(response)
         if response.status >= 400:
             self.counters["errors"].inc(self.listener)
+            directory_for(self.broker).error(self.listener, error_text(response))
+
+
+def error_text(response) -> str:
+    """An error answer as the console's Errors view lists it: the status and the reason of
+    Iggy's JSON error body (``{"id", "code", "reason", "field"}``) when there is one."""
+    text = str(response.status)
+    body = response.body
+    if isinstance(body, (bytes, bytearray)) and body[:1] == b"{" and len(body) <= MAX_ERROR_BODY:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return text
+        if isinstance(doc, dict):
+            for key in ("code", "reason"):
+                if doc.get(key):
+                    text += f" {doc[key]}"
+            if doc.get("field"):
+                text += f" (field {doc['field']})"
+    return text
 
 
 def build_app(broker, cfg) -> tuple[HttpApp, HttpLimits]:

@@ -25,6 +25,7 @@ import trio
 
 from adapters.nats.monitor import respond
 from adapters.nats.server_state import shared_state
+from core.connections import address, clip, directory_for
 from core.metrics import listener_metrics, metrics_for
 
 from ..registry import ListenerSpec
@@ -52,29 +53,51 @@ async def _http_connection(broker, http_port: int, stream) -> None:
     counters = listener_metrics(metrics_for(broker))
     counters["connections_total"].inc(NAME)
     counters["connections_open"].inc(NAME)
+    directory = directory_for(broker)
+    scope = trio.CancelScope()   # the console's close
+    entry = directory.open(NAME, _peer(stream), close=scope.cancel)
+    counters = entry.metered(counters)   # counted on the console's entry too (core/connections.py)
     try:
-        while True:
-            with trio.move_on_after(IDLE_TIMEOUT):
-                request = await _read_request(conn, stream, counters)
-            if request is None:
-                return
-            status, body = _answer(broker, http_port, request)
-            counters["messages_in"].inc(NAME)
-            await _send(conn, stream, status, body, head_only=request.method == b"HEAD", counters=counters)
-            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                return
-            conn.start_next_cycle()
+        with scope:
+            await _serve_requests(broker, http_port, stream, conn, counters, entry)
     except h11.RemoteProtocolError as exc:
         if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with trio.move_on_after(1):
-                await _send(conn, stream, exc.error_status_hint, b"", head_only=False, counters=counters)
+                await _send(conn, stream, exc.error_status_hint, b"", head_only=False, counters=counters,
+                            entry=entry, error=str(exc))
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     except Exception:  # noqa: BLE001 - a bug here must not take the listener down
         log.exception("nats monitor connection failed")
     finally:
         counters["connections_open"].dec(NAME)
+        directory.closed(entry)
         await trio.aclose_forcefully(stream)
+
+
+async def _serve_requests(broker, http_port: int, stream, conn: h11.Connection, counters, entry) -> None:
+    while True:
+        with trio.move_on_after(IDLE_TIMEOUT):
+            request = await _read_request(conn, stream, counters)
+        if request is None:
+            return
+        agent = dict(request.headers).get(b"user-agent")
+        if agent:
+            entry.client = clip(agent.decode("latin-1"))
+        status, body = _answer(broker, http_port, request)
+        counters["messages_in"].inc(NAME)
+        await _send(conn, stream, status, body, head_only=request.method == b"HEAD", counters=counters,
+                    entry=entry, error=request.target.decode("latin-1"))
+        if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+            return
+        conn.start_next_cycle()
+
+
+def _peer(stream) -> str:
+    try:
+        return address(stream.socket.getpeername())
+    except (AttributeError, OSError):
+        return ""
 
 
 def _answer(broker, http_port: int, request: h11.Request) -> tuple[int, bytes]:
@@ -109,7 +132,10 @@ async def _read_request(conn: h11.Connection, stream, counters) -> h11.Request |
             return None
 
 
-async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_only: bool, counters) -> None:
+async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_only: bool, counters,
+                entry=None, error: str = "") -> None:
+    """Answer; a status >= 400 is an error, listed with ``error`` (the path, or the
+    parse error) in the listener's last errors."""
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     data = conn.send(h11.Response(status_code=status, headers=headers))
     if not head_only:
@@ -121,6 +147,8 @@ async def _send(conn: h11.Connection, stream, status: int, body: bytes, head_onl
         counters["bytes_out"].inc(NAME, amount=len(body))
     if status >= 400:
         counters["errors"].inc(NAME)
+        if entry is not None:
+            entry.error(f"{status} {error}")
 
 
 LISTENER = ListenerSpec(name="nats_monitor", default_port=8222, transport="tcp", serve=serve,

@@ -36,6 +36,8 @@ from __future__ import annotations
 from adapters.pravega.auth import Authenticator, Principal
 from adapters.pravega.controller import ControllerService
 from adapters.pravega.driver import ensure_issuer, serve_controller
+from adapters.pravega.grpc import GrpcStatus
+from core.connections import directory_for, per_connection
 from core.errors import InvalidArgument
 from core.metrics import listener_metrics, metrics_for
 
@@ -50,21 +52,23 @@ class _MeteredController(ControllerService):
 
     def __init__(self, broker, **kw) -> None:
         super().__init__(broker, **kw)
-        self.counters = listener_metrics(metrics_for(broker))
+        # Also counted on the connection the driver binds (the console's, core/connections.py).
+        self.counters = per_connection(listener_metrics(metrics_for(broker)))
+        self.directory = directory_for(broker)
 
     def dispatch(self, conn, call) -> None:
         self.counters["messages_in"].inc(NAME)
         self.counters["bytes_in"].inc(NAME, amount=len(call.body))
-        super().dispatch(_MeteredConn(conn, self.counters), call)
+        super().dispatch(_MeteredConn(conn, self.counters, self.directory), call)
 
 
 class _MeteredConn:
     """The gRPC connection as the service answers through it (reply / fail)."""
 
-    __slots__ = ("conn", "counters")
+    __slots__ = ("conn", "counters", "directory")
 
-    def __init__(self, conn, counters) -> None:
-        self.conn, self.counters = conn, counters
+    def __init__(self, conn, counters, directory) -> None:
+        self.conn, self.counters, self.directory = conn, counters, directory
 
     def reply(self, stream_id: int, body: bytes) -> None:
         self.counters["messages_out"].inc(NAME)
@@ -73,6 +77,11 @@ class _MeteredConn:
 
     def fail(self, stream_id: int, code, message: str = "") -> None:
         self.counters["errors"].inc(NAME)
+        try:
+            status = GrpcStatus(code).name
+        except ValueError:
+            status = str(code)
+        self.directory.error(NAME, f"{status}: {message}" if message else status)
         self.conn.fail(stream_id, code, message)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import struct
 
 import httpx
@@ -19,7 +20,8 @@ import pytest
 
 from adapters.http.app import HttpApp
 from adapters.http.events import Request
-from adapters.http.routes_console import MAX_BROWSE_COUNT, infer_origin, listener_snapshot, payload_preview
+from adapters.http.routes_console import infer_origin, listener_snapshot
+from adapters.http.routes_console_browse import MAX_BROWSE_COUNT, payload_preview
 from adapters.http.tokens import TokenService
 from adapters.http import console
 from core.broker import Broker, BrokerConfig
@@ -89,7 +91,9 @@ def test_listener_snapshot_reads_families_generically():
 
 
 def test_static_files_are_all_there():
-    assert set(console.ASSETS) == {"app.js", "chart.js", "console.css"}
+    assert {"app.js", "chart.js", "console.css", "consumers.js", "jetstream.js", "messages.js"} <= set(console.ASSETS)
+    # every file the page asks for is served, and nothing else is
+    assert set(re.findall(r'"/console/([^"]+)"', console.INDEX)) == set(console.ASSETS)
     assert "/console/app.js" in console.INDEX and "<script>" not in console.INDEX  # no inline script
     assert b"script-src 'self'" in console.CSP and b"unsafe-inline" not in console.CSP
 
@@ -128,10 +132,12 @@ def test_topic_details_report_group_lag(tmp_path):
         assert _get(app, "not-a-token", "/console/api/metrics")[0] == 401
         status, body = _get(app, token, f"/console/api/streams/shop/topics/orders/messages?count={MAX_BROWSE_COUNT + 1}")
         assert status == 400 and body["field"] == "count"
-        status, body = _get(app, token, "/console/api/streams/shop/topics/orders/messages?value=3&count=10")
+        status, body = _get(app, token, "/console/api/streams/shop/topics/orders/messages"
+                                        "?partition_id=0&offset=3&count=10&order=oldest")
         assert status == 200 and [m["offset"] for m in body["messages"]] == [3, 4]
-        status, body = _get(app, token, "/console/api/streams/shop/topics/orders/messages?count=2")  # the last two
-        assert [m["payload"] for m in body["messages"]] == ["m3", "m4"]
+        status, body = _get(app, token, "/console/api/streams/shop/topics/orders/messages?count=2&partition_id=0")
+        assert [m["payload"] for m in body["messages"]] == ["m4", "m3"]  # the last two, newest first
+        assert broker.get_offset(Consumer("group", g.id), s.id, t.id, 0) == 2  # browsing stored nothing
     finally:
         broker.close()
 
@@ -177,7 +183,7 @@ def test_browser_endpoint_decodes_headers_and_names_the_writer(tmp_path):
                    json={"messages": [{"payload": _b64("from http"), "headers": headers}]})
         assert r.status_code == 201, r.text
 
-        r = c.get("/console/api/streams/shop/topics/orders/messages", params={"partition_id": 0, "value": 0})
+        r = c.get("/console/api/streams/shop/topics/orders/messages", params={"partition_id": 0, "order": "oldest"})
         assert r.status_code == 200, r.text
         msgs = r.json()["messages"]
         assert [(m["offset"], m["origin"], m["payload"]) for m in msgs] == [
@@ -191,7 +197,7 @@ def test_browser_endpoint_decodes_headers_and_names_the_writer(tmp_path):
         assert shown == {f"k-{name}": (name, text) for name, (_raw, text) in KIND_SAMPLES.items()}
 
         out_before = c.get("/console/api/metrics").json()["listeners"]["http"]
-        c.get("/console/api/streams/shop/topics/orders/messages", params={"value": 1, "count": 2})
+        c.get("/console/api/streams/shop/topics/orders/messages", params={"offset": 1, "count": 2, "order": "oldest"})
         after = c.get("/console/api/metrics").json()["listeners"]
         assert after["http"]["messages_out"] - out_before["messages_out"] == 2  # a browse is a delivery
         assert after["http"]["bytes_out"] - out_before["bytes_out"] == 2 * len("from nats 0")

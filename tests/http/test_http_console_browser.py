@@ -3,8 +3,10 @@
 One scripted session against a gateway with every listener: log in through the form,
 create a stream and a topic through the UI, publish through NATS (nats-py), watch the
 overview's messages-in series for the ``nats`` listener rise, find the messages in the
-browser with their NATS origin (and an HTTP-posted one with markup shown as text),
-create and delete a user and a token, log out. A PNG screenshot is saved at every step
+message browser with their NATS origin (and HTTP-posted ones: markup shown as text,
+control bytes as visible symbols), page older (by keyboard) and newer, filter by header
+and payload text, switch the payload to hex and JSON, create and delete a user and a
+token, log out. A PNG screenshot is saved at every step
 into ``$FERRY_ARTIFACTS/console`` (default ``<repo>/.artifacts/console/``; tests/http/console_cdp.py).
 
 No timing thresholds: every wait polls the page's own state (``window.ferryConsole``
@@ -25,6 +27,14 @@ from console_cdp import (SESSION_LIMIT_S, STEP_LIMIT_S, artifacts_dir, chromium_
                          page_problems, publish_nats)
 
 NATS_MESSAGES_IN = "(ferryConsole.series('messages_in').nats || [])"
+# The browser's rows as data; a wait adds its condition and closes the function.
+ROWS = ("(() => { const r = [...document.querySelectorAll('#message-table tbody tr')].map((x) => ({"
+        "partition: Number(x.dataset.partition), offset: Number(x.dataset.offset), "
+        "origin: x.querySelector('td.origin').textContent, key: x.querySelector('td.key span').textContent, "
+        "headers: x.querySelector('ul.headers').textContent, size: x.querySelector('td.size').textContent, "
+        "payload: x.querySelector('td.payload pre').textContent, "
+        "view: x.querySelector('td.payload').dataset.view, "
+        "note: [...x.querySelectorAll('td.payload .hint')].map((h) => h.textContent).join(' ')}))")
 
 
 @needs_chromium
@@ -85,11 +95,17 @@ async def test_console_session_in_headless_chromium(tmp_path):
                                 ".some(r => r.dataset.listener === 'nats')", "the listener table has nats")
             await page.screenshot("overview-after-nats")
 
-            # -- an HTTP message with markup, then the browser shows both writers
+            # -- HTTP messages (markup, control bytes, JSON), then the browser shows both writers
+            def http_message(payload: bytes, **headers: str) -> dict:
+                return {"payload": base64.b64encode(payload).decode(), "headers": {
+                    k: {"kind": "string", "value": base64.b64encode(v.encode()).decode()} for k, v in headers.items()}}
+
             r = await api.post("/streams/shop/topics/orders/messages", json={
                 "partitioning": {"kind": "partition_id", "value": base64.b64encode(b"\0\0\0\0").decode()},
-                "messages": [{"payload": base64.b64encode(b"<b>hello from http</b>").decode(),
-                              "headers": {"source": {"kind": "string", "value": base64.b64encode(b"pytest").decode()}}}]})
+                "messages": [http_message(b"<b>hello from http</b>", source="pytest"),
+                             http_message(b"bell\x07 nul\x00 esc\x1b[1m\xff", source="binary"),
+                             http_message(b'{"order":7,"lines":[{"sku":"a-1","qty":2}],"big":12345678901234567890}',
+                                          source="json")]})
             assert r.status_code == 201, r.text
             await page.click("#nav button[data-view=messages]")
             await page.wait_for("[...document.getElementById('b-stream').options].some(o => o.value === 'shop')",
@@ -98,20 +114,91 @@ async def test_console_session_in_headless_chromium(tmp_path):
                             "s.dispatchEvent(new Event('change')); const t = document.getElementById('b-topic'); "
                             "t.value = 'orders'; t.dispatchEvent(new Event('change')); })()")
             await page.type_into("#b-count", "50")
-            await page.click("#browse button")
-            rows = await page.wait_for(
-                "(() => { const r = [...document.querySelectorAll('#message-table tbody tr')]; "
-                "return r.length === 21 && r.map(x => [x.querySelector('td.origin').textContent, "
-                "x.querySelector('td.payload').textContent, x.querySelector('ul.headers').textContent]); })()",
-                "21 messages in the browser")
-            nats_rows = [r for r in rows if r[0] == "NATS"]
-            assert len(nats_rows) == 20 and {r[1] for r in nats_rows} == {f"hello from nats {i}" for i in range(20)}
-            assert all("ferry-nats-subject=shop.orders" in r[2] and "trace=console-" in r[2] for r in nats_rows)
-            (http_row,) = [r for r in rows if r[0] != "NATS"]
-            assert http_row == ["Iggy/HTTP", "<b>hello from http</b>", "source=pytest"]
+            await page.click("#b-show")
+            rows = await page.wait_for(ROWS + "; return r.length === 23 && r; })()", "23 messages in the browser")
+            nats_rows = [r for r in rows if r["origin"] == "NATS"]
+            assert len(nats_rows) == 20 and {r["payload"] for r in nats_rows} == {f"hello from nats {i}" for i in range(20)}
+            assert all("ferry-nats-subject=shop.orders" in r["headers"] and "trace=console-" in r["headers"]
+                       for r in nats_rows)
+            assert all(r["key"].startswith("shop.orders") for r in nats_rows)  # a NATS message's key: its subject
+            # newest first: the three HTTP messages, last posted on top
+            assert [(r["origin"], r["headers"]) for r in rows[:3]] == [
+                ("Iggy/HTTP", "source=json"), ("Iggy/HTTP", "source=binary"), ("Iggy/HTTP", "source=pytest")]
+            assert rows[2]["payload"] == "<b>hello from http</b>"
             assert await page.eval("document.querySelector('#message-table td.payload b')") is None  # text, not markup
+            # control bytes and a byte that is not UTF-8 as marked ASCII escapes: never a box or nothing
+            assert rows[1]["payload"] == r"bell\x07 nul\x00 esc\x1b[1m\xff"
+            assert await page.eval("[...document.querySelectorAll('#message-table tbody tr')][1]"
+                                   ".querySelectorAll('td.payload span.esc').length") == 4
+            assert rows[1]["size"] == "19 B"
             assert await page.eval("document.getElementById('title').textContent") == "Messages of shop/orders"
             await page.screenshot("messages")
+
+            # -- pages of 8: older, older, then newer, by keyboard as well as by click
+            every = [(r["partition"], r["offset"]) for r in rows]
+            await page.type_into("#b-count", "8")
+            await page.click("#b-show")
+            await page.wait_for(ROWS + "; return r.length === 8 && r[0].headers === 'source=json'; })()",
+                                "the newest page of 8")
+            assert await page.eval("document.getElementById('b-newer').disabled")  # nothing newer yet
+            await page.eval("document.getElementById('b-older').focus()")
+            await page.send("Input.dispatchKeyEvent", type="keyDown", key="Enter", code="Enter",
+                            windowsVirtualKeyCode=13, text="\r")
+            await page.send("Input.dispatchKeyEvent", type="keyUp", key="Enter", code="Enter", windowsVirtualKeyCode=13)
+            second = await page.wait_for(ROWS + "; return r.length === 8 && r[0].headers !== 'source=json' && r; })()",
+                                         "the second page (Enter on older)")
+            assert [(r["partition"], r["offset"]) for r in second] == every[8:16]
+            await page.click("#b-older")
+            third = await page.wait_for(ROWS + "; return r.length === 7 && r; })()", "the last 7 messages")
+            assert [(r["partition"], r["offset"]) for r in third] == every[16:]
+            assert await page.eval("document.getElementById('b-older').disabled")  # the oldest page
+            await page.screenshot("messages-oldest-page")
+            await page.click("#b-newer")
+            back = await page.wait_for(ROWS + "; return r.length === 8 && r; })()", "back to the second page")
+            assert [(r["partition"], r["offset"]) for r in back] == every[8:16]
+
+            # -- a filter: NATS messages whose payload contains "nats 1" (1, 10..19), oldest first
+            await page.type_into("#b-count", "20")
+            await page.type_into("#b-header", "trace")
+            await page.type_into("#b-text", "NATS 1")
+            await page.eval("(() => { const o = document.getElementById('b-order'); o.value = 'oldest'; })()")
+            await page.click("#b-show")
+            found = await page.wait_for(ROWS + "; return r.length === 11 && r; })()", "11 matches")
+            assert sorted(r["payload"] for r in found) == sorted(f"hello from nats {i}" for i in (1, *range(10, 20)))
+            status = await page.eval("document.getElementById('b-status').textContent")
+            assert status.startswith("11 messages matching, 23 scanned"), status
+            await page.screenshot("messages-filtered")
+            for field in ("#b-header", "#b-text"):
+                await page.type_into(field, "")
+
+            # -- the payload as hex and as JSON
+            await page.eval("(() => { const o = document.getElementById('b-order'); o.value = 'newest'; })()")
+            await page.type_into("#b-count", "3")
+            await page.click("#b-show")
+            await page.wait_for(ROWS + "; return r.length === 3 && r[0].headers === 'source=json'; })()",
+                                "the three HTTP messages")
+            await page.eval("(() => { const v = document.getElementById('b-view'); v.value = 'hex'; "
+                            "v.dispatchEvent(new Event('change')); })()")
+            hexed = await page.wait_for(ROWS + "; return r[0].view === 'hex' && r; })()", "the hex view")
+            assert hexed[2]["payload"].startswith("00000000  3c 62 3e 68 65 6c 6c 6f  20 66 72 6f 6d 20 68 74  "
+                                                  "|<b>hello from ht|")
+            assert hexed[1]["payload"] == ("00000000  62 65 6c 6c 07 20 6e 75  6c 00 20 65 73 63 1b 5b  |bell. nul. esc.[|\n"
+                                           "00000010  31 6d ff" + " " * 42 + "|1m.|")
+            await page.screenshot("messages-hex")
+            await page.eval("(() => { const v = document.getElementById('b-view'); v.value = 'base64'; "
+                            "v.dispatchEvent(new Event('change')); })()")
+            b64ed = await page.wait_for(ROWS + "; return r[0].view === 'base64' && r; })()", "the base64 view")
+            assert [base64.b64decode(r["payload"]) for r in b64ed[1:]] == [
+                b"bell\x07 nul\x00 esc\x1b[1m\xff", b"<b>hello from http</b>"]
+            await page.eval("(() => { const v = document.getElementById('b-view'); v.value = 'json'; "
+                            "v.dispatchEvent(new Event('change')); })()")
+            jsoned = await page.wait_for(ROWS + "; return r[0].view === 'json' && r; })()", "the JSON view")
+            assert jsoned[0]["payload"] == ('{\n  "order": 7,\n  "lines": [\n    {\n      "sku": "a-1",\n'
+                                            '      "qty": 2\n    }\n  ],\n  "big": 12345678901234567890\n}')
+            assert jsoned[2]["view"] == "text" and "not JSON" in jsoned[2]["note"]  # the others say why
+            await page.screenshot("messages-json")
+            await page.eval("(() => { const v = document.getElementById('b-view'); v.value = 'text'; "
+                            "v.dispatchEvent(new Event('change')); })()")
 
             # -- users and personal access tokens
             await page.click("#nav button[data-view=users]")
@@ -146,5 +233,6 @@ async def test_console_session_in_headless_chromium(tmp_path):
             assert not csp and not thrown, (csp, thrown)
     assert [p.name for p in page.saved] == [
         "01-login.png", "02-overview.png", "03-topic-created.png", "04-overview-after-nats.png",
-        "05-messages.png", "06-users-and-tokens.png", "07-logged-out.png"]
+        "05-messages.png", "06-messages-oldest-page.png", "07-messages-filtered.png", "08-messages-hex.png",
+        "09-messages-json.png", "10-users-and-tokens.png", "11-logged-out.png"]
     assert all(p.stat().st_size > 1000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in page.saved)

@@ -24,7 +24,8 @@ INDEX = _HERE.joinpath("index.html").read_text(encoding="utf-8")
 # name -> (content type, body); only these names are served, nothing is looked up by path.
 ASSETS: dict[str, tuple[bytes, bytes]] = {
     name: (_TYPES[name[name.rfind("."):]], _HERE.joinpath(name).read_bytes())
-    for name in ("app.js", "chart.js", "console.css")
+    for name in ("app.js", "chart.js", "console.css", "connections.js", "errors.js", "consumers.js",
+                 "jetstream.js", "messages.js")
 }
 
 __all__ = ["ASSETS", "CSP", "INDEX"]

@@ -112,9 +112,23 @@ $("logout").addEventListener("click", async () => {
 // -- views -------------------------------------------------------------------------
 // A view is a <section class="view"> and a loader run each time it is shown. Views in
 // their own files (connections.js, ...) add theirs with ferryConsole.registerView.
-const LOADERS = {overview: async () => drawOverview(), streams: loadStreams, messages: loadBrowser, users: loadUsers};
+const LOADERS = {overview: async () => drawOverview(), streams: loadStreams, users: loadUsers};
+const REFRESH_MS = 2000;  // how often a live view (connections, consumers, ...) is redrawn while shown
+const LIVE = new Set();   // views registered with {live: true}
 let current = null;
-function registerView(name, loader) { LOADERS[name] = loader; }
+let refreshing = false;   // one refresh at a time: a slow answer is not overtaken by the next tick
+function registerView(name, loader, options) {
+  LOADERS[name] = loader;
+  if (options && options.live) LIVE.add(name);
+}
+// One timer for every live view: only the one shown, only while the tab is visible and
+// someone is logged in.
+setInterval(async () => {
+  const view = current;
+  if (!LIVE.has(view) || refreshing || document.hidden || !state.token || $(view).hidden) return;
+  refreshing = true;
+  try { await LOADERS[view](); } catch (e) { showError(e); } finally { refreshing = false; }
+}, REFRESH_MS);
 async function show(view) {
   current = view;
   for (const v of document.querySelectorAll("section.view")) v.hidden = v.id !== view;
@@ -189,6 +203,9 @@ function drawOverview() {
   body.replaceChildren(...rows);
 }
 
+// The message browser lives in messages.js, which loads after this file.
+const openMessages = (stream, topic) => window.ferryConsole.openMessages(stream, topic);
+
 // -- streams, topics, partitions ---------------------------------------------------------
 async function loadTree() {
   const tree = [];
@@ -235,7 +252,7 @@ async function loadStreams() {
       label.href = "#";
       label.addEventListener("click", (ev) => { ev.preventDefault(); showTopic(s, t).catch(showError); });
       const browse = el("button", "messages"); browse.type = "button";
-      browse.addEventListener("click", () => openMessages(s.name, t.name));
+      browse.addEventListener("click", () => openMessages(s.name, t.name).catch(showError));
       ti.append(label, " ", el("span", t.size, "hint"), " ", browse, " ",
                 deleteButton("topic " + t.name, async () => {
                   await del("/streams/" + s.id + "/topics/" + t.id);
@@ -280,92 +297,6 @@ async function showTopic(s, t) {
     return row;
   }));
 }
-
-// -- message browser -----------------------------------------------------------------------
-function fillSelect(select, options, keep) {
-  const old = keep ? select.value : null;
-  select.replaceChildren(...options.map(([value, text]) => { const o = el("option", text); o.value = value; return o; }));
-  if (old !== null && options.some(([v]) => v === old)) select.value = old;
-}
-function selectedTopic() {
-  const s = state.tree.find((x) => x.stream.name === $("b-stream").value);
-  return s ? [s.stream, s.topics.find((t) => t.name === $("b-topic").value)] : [null, null];
-}
-function onStreamPicked() {
-  const s = state.tree.find((x) => x.stream.name === $("b-stream").value);
-  fillSelect($("b-topic"), s ? s.topics.map((t) => [t.name, t.name]) : [], true);
-  onTopicPicked();
-}
-function onTopicPicked() {
-  const [, t] = selectedTopic();
-  const parts = [["all", "all partitions"]];
-  for (let p = 0; t && p < t.partitions_count; p++) parts.push([String(p), "partition " + p]);
-  fillSelect($("b-partition"), parts, true);
-}
-$("b-stream").addEventListener("change", onStreamPicked);
-$("b-topic").addEventListener("change", onTopicPicked);
-
-async function loadBrowser() {
-  await loadTree();
-  fillSelect($("b-stream"), state.tree.map((x) => [x.stream.name, x.stream.name]), true);
-  onStreamPicked();
-}
-
-async function openMessages(stream, topic) {
-  for (const v of document.querySelectorAll("section.view")) v.hidden = v.id !== "messages";
-  await loadBrowser();
-  $("b-stream").value = stream; onStreamPicked();
-  $("b-topic").value = topic; onTopicPicked();
-  await browse();
-}
-
-function fieldText(f) { return f.kind === "string" ? f.text : f.text + " (" + f.kind + ")"; }
-
-function messageRow(pid, m) {
-  const row = el("tr");
-  row.dataset.offset = m.offset;
-  row.dataset.partition = pid;
-  if (m.error) {
-    row.append(el("td", String(pid)), el("td", String(m.offset)), el("td", m.error, "danger"));
-    return row;
-  }
-  const origin = el("td", m.origin, "origin");
-  origin.title = m.origin_evidence;
-  const headers = el("ul", undefined, "headers");
-  for (const h of m.headers) {
-    const li = el("li", fieldText(h.key) + "=" + fieldText(h.value));
-    li.title = h.key.kind + " = " + h.value.kind;
-    headers.appendChild(li);
-  }
-  let payload = (m.payload_encoding === "base64" ? "base64: " : "") + m.payload;
-  const shown = m.payload_encoding === "base64" ? Math.floor(m.payload.length * 3 / 4) : new Blob([m.payload]).size;
-  if (m.payload_size > shown) payload += " … (" + m.payload_size + " bytes)";
-  row.append(el("td", String(pid)), el("td", String(m.offset)),
-             el("td", new Date(m.timestamp / 1000).toISOString()), origin);
-  const hcell = el("td"); hcell.appendChild(headers); row.appendChild(hcell);
-  row.appendChild(el("td", payload, "payload"));
-  return row;
-}
-
-let browsing = 0;  // bumped on every browse: a slow answer for an older choice is dropped
-async function browse() {
-  const mine = ++browsing;
-  const [s, t] = selectedTopic();
-  if (!s || !t) { $("message-table").tBodies[0].replaceChildren(); return; }
-  $("title").textContent = "Messages of " + s.name + "/" + t.name;
-  const pick = $("b-partition").value;
-  const pids = pick === "all" || pick === "" ? [...Array(t.partitions_count).keys()] : [Number(pick)];
-  const q = new URLSearchParams({count: $("b-count").value || "20"});
-  if ($("b-offset").value !== "") q.set("value", $("b-offset").value);
-  const rows = [];
-  for (const pid of pids) {
-    q.set("partition_id", String(pid));
-    const got = await api("/console/api/streams/" + s.id + "/topics/" + t.id + "/messages?" + q);
-    for (const m of got.messages) rows.push(messageRow(pid, m));
-  }
-  if (mine === browsing) $("message-table").tBodies[0].replaceChildren(...rows);
-}
-$("browse").addEventListener("submit", (ev) => { ev.preventDefault(); clearError(); browse().catch(showError); });
 
 // -- users and personal access tokens --------------------------------------------------------
 async function loadUsers() {
@@ -416,10 +347,60 @@ $("new-pat").addEventListener("submit", async (ev) => {
   } catch (e) { showError(e); }
 });
 
+// -- shared by the views' own scripts --------------------------------------------------------
+// A table: head texts, rows ({cells: [string | number | Node], key}), a note when there is
+// no row. Numbers are right-aligned (class "num"); null and undefined read "-".
+function dataTable(id, heads, rows, empty, cls) {
+  const t = el("table", undefined, cls);
+  t.id = id;
+  const hr = el("tr");
+  for (const h of heads) { const th = el("th", h); th.scope = "col"; hr.appendChild(th); }
+  t.createTHead().appendChild(hr);
+  const body = t.createTBody();
+  if (!rows.length) {
+    const r = el("tr"); const c = el("td", empty, "hint"); c.colSpan = heads.length;
+    r.appendChild(c); body.appendChild(r);
+  }
+  for (const {cells, key} of rows) {
+    const r = el("tr");
+    if (key) r.dataset.key = key;
+    for (const cell of cells) {
+      if (cell instanceof Node) { const td = el("td"); td.appendChild(cell); r.appendChild(td); continue; }
+      r.appendChild(el("td", cell === null || cell === undefined ? "-" : String(cell),
+                       typeof cell === "number" ? "num" : undefined));
+    }
+    body.appendChild(r);
+  }
+  return t;
+}
+
+// A "show [all listeners v]" choice with a hint beside it: {controls, filter, hint, offer(names)};
+// offer adds the listener names it has not seen yet.
+function listenerFilter(id) {
+  const hint = el("p", "", "hint");
+  const filter = el("select");
+  filter.id = id;
+  filter.setAttribute("aria-label", "listener");
+  filter.appendChild(Object.assign(el("option", "all listeners"), {value: ""}));
+  const controls = el("div", undefined, "inline");
+  const label = el("label", "show ");
+  label.appendChild(filter);
+  controls.append(label, " ", hint);
+  const offer = (names) => {
+    const have = new Set([...filter.options].map((o) => o.value).filter(Boolean));
+    for (const n of names) if (!have.has(n)) {
+      have.add(n);
+      filter.appendChild(Object.assign(el("option", n), {value: n}));
+    }
+  };
+  return {controls, filter, hint, offer};
+}
+
 // -- start ---------------------------------------------------------------------------------
 // Tests and curious users read the console's state from the JS console.
-window.ferryConsole = {state, series, show, browse, openMessages, registerView, currentView,
-                       api, post, del, el, showError, clearError, sizeText, deleteButton};
+// messages.js adds openMessages (the message browser at one topic) to it.
+window.ferryConsole = {state, series, show, registerView, currentView, REFRESH_MS, dataTable, listenerFilter,
+                       api, post, del, el, showError, clearError, sizeText, deleteButton, loadTree};
 $("window").value = String(state.windowS);
 $("window").addEventListener("change", () => {
   state.windowS = Number($("window").value);
@@ -430,7 +411,8 @@ if (state.token) {
   sessionStorage.setItem("ferry-token", state.token);
   loggedIn();
   if (hash.get("stream") && hash.get("topic"))  // a deep link: that topic's messages (the stream list loads too)
-    loadStreams().then(() => openMessages(hash.get("stream"), hash.get("topic"))).catch(showError);
+    window.addEventListener("load", () =>  // once messages.js ran
+      loadStreams().then(() => openMessages(hash.get("stream"), hash.get("topic"))).catch(showError));
   else if (hash.get("view") && document.getElementById(hash.get("view")))  // #view=connections, ...
     // after every deferred script ran, so views in their own files are registered
     window.addEventListener("load", () => show(hash.get("view")));
