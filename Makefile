@@ -98,8 +98,10 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 # start keeping its state in a 3-node nats-server JetStream cluster (docs/scale-out.md).
 STORE_PASS := FERRY_TEST_STORE=jetstream $(BIN)/pytest $(PYTEST_ARGS) -m "store and not embedded_only"
 
+# The whole suite prints its ten slowest tests: the figures issue 24 (a faster test tier)
+# is measured by, from every CI run.
 test: $(TEST_STAMP) $(NODE_STAMP)
-	@$(BIN)/pytest $(PYTEST_ARGS)
+	@$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
 	@$(STORE_PASS)
 
 # The same suite on the Python twins of every compiled loop (docs/internals.md
