@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
@@ -53,7 +52,7 @@ import nats
 import pytest
 import yaml
 
-from ferry_harness import free_ports, wait_for_port
+from ferry_harness import free_ports, read_until_ready, wait_for_port
 from gateway.config import load_config
 from nats_cluster import find_nats_server
 from test_gw_compose import COMPOSE_DIR, STACKS, interpolate  # the structural checks' table and substitution
@@ -252,20 +251,13 @@ class Stack:
 
 def _read_until_ready(proc: subprocess.Popen, log: Path) -> str:
     """``ferry serve``'s stdout up to its final ``ready`` line (the banner)."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline, buf = time.monotonic() + START_LIMIT_S, b""
+    def exited(code: int, buf: bytes) -> Exception:
+        return AssertionError(f"exited ({code}): {buf!r}\n{log.read_bytes()[-3000:]!r}")
+
     try:
-        while not buf.endswith(b"\nready\n"):
-            if not sel.select(max(deadline - time.monotonic(), 0)):
-                raise AssertionError(f"no 'ready' within the start guard: {buf!r}")
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise AssertionError(f"exited ({proc.wait()}): {buf!r}\n{log.read_bytes()[-3000:]!r}")
-            buf += chunk
-    finally:
-        sel.close()
-    return buf.decode()
+        return read_until_ready(proc, START_LIMIT_S, exited)
+    except TimeoutError as hung:
+        raise AssertionError(f"no 'ready' within the start guard: {hung}") from None
 
 
 @contextmanager

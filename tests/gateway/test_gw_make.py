@@ -7,16 +7,14 @@ install that names its log and exit code. One test runs the real server through
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from ferry_harness import free_port
+from ferry_harness import free_port, read_until_ready
 
 ROOT = Path(__file__).parents[2]
 MAKE = shutil.which("make")
@@ -182,19 +180,10 @@ def test_run_with_ferry_args_starts_the_real_server(tmp_path):
 def _read_until_ready(proc: subprocess.Popen, limit_s: float) -> str:
     """The server's stdout up to its ``ready`` line (``limit_s`` bounds a hung start,
     no timing is asserted); fails with stderr when it exits first."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline, buf = time.monotonic() + limit_s, b""
+    def exited(code: int, buf: bytes) -> Exception:
+        return AssertionError(f"make run exited ({code}): {buf!r}\n{proc.stderr.read().decode(errors='replace')}")
+
     try:
-        while not buf.endswith(b"\nready\n"):
-            if not sel.select(max(deadline - time.monotonic(), 0)):
-                raise AssertionError(f"no banner within {limit_s} s: {buf!r}")
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                proc.wait()
-                raise AssertionError(f"make run exited ({proc.returncode}): {buf!r}\n"
-                                     f"{proc.stderr.read().decode(errors='replace')}")
-            buf += chunk
-    finally:
-        sel.close()
-    return buf.decode()
+        return read_until_ready(proc, limit_s, exited)
+    except TimeoutError as hung:
+        raise AssertionError(f"no banner within {limit_s} s: {hung}") from None

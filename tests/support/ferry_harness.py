@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 from urllib.parse import quote
 
 import pytest
@@ -95,25 +95,38 @@ def _serve_once(cwd: Path, data: Path, args, limit_s: float) -> tuple[subprocess
     with open(log_path, "ab") as errors:  # every attempt kept, for the failure message
         proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--data", str(data), "--host",
                                  "127.0.0.1", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=errors)
+    def exited(code: int, buf: bytes) -> Exception:
+        proc.stdout.close()
+        tail = log_path.read_bytes()[-3000:].decode(errors="replace")  # this attempt's end
+        error = _PortBusy if "cannot listen" in tail else AssertionError
+        return error(f"server exited ({code}): {buf!r}\nstderr (tail):\n{tail}")
+
+    try:
+        return proc, read_until_ready(proc, limit_s, exited)
+    except TimeoutError as hung:
+        proc.kill()
+        raise AssertionError(f"server did not start: {hung}") from None
+
+
+def read_until_ready(proc: subprocess.Popen, limit_s: float,
+                     exited: Callable[[int, bytes], Exception]) -> str:
+    """``ferry serve``'s stdout up to its final ``ready`` line (the banner). ``limit_s``
+    bounds a hung start (TimeoutError with the output so far; no timing is asserted); a
+    process that exits first raises what ``exited(exit code, output so far)`` makes."""
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     deadline, buf = time.monotonic() + limit_s, b""
     try:
         while not buf.endswith(b"\nready\n"):
             if not sel.select(max(deadline - time.monotonic(), 0)):
-                proc.kill()
-                raise AssertionError(f"server did not start: {buf!r}")
+                raise TimeoutError(f"no 'ready' within {limit_s} s: {buf!r}")
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
-                code = proc.wait()
-                proc.stdout.close()
-                tail = log_path.read_bytes()[-3000:].decode(errors="replace")  # this attempt's end
-                error = _PortBusy if "cannot listen" in tail else AssertionError
-                raise error(f"server exited ({code}): {buf!r}\nstderr (tail):\n{tail}")
+                raise exited(proc.wait(), buf)
             buf += chunk
     finally:
         sel.close()
-    return proc, buf.decode()
+    return buf.decode()
 
 
 def kill_process(proc: subprocess.Popen) -> None:
