@@ -116,7 +116,7 @@ class Broker(ConsumerOps, TopicOps):
         # built on topic_for_subject (adapters/nats/session.py) compare it.
         self.subject_generation = 0
         self._append_listeners: list[AppendListener] = []
-        # Scale-out (gateway/cluster/store.py): ``forward(subject, reply, header, payload)``
+        # Scale-out (gateway/jetstream_store/store.py): ``forward(subject, reply, header, payload)``
         # offers a plain (not stored) NATS publish to the other gateways; None = one gateway.
         self.forward: Callable[[str, str, bytes, bytes], None] | None = None
         self._wake_flusher: Callable[[], None] = lambda: None

@@ -59,7 +59,7 @@ class ConsumerOps:
     def __init__(self) -> None:
         self._groups: dict[tuple[int, int, int], GroupState] = {}
         self._member_groups: dict[int, set[tuple[int, int, int]]] = {}
-        # Scale-out (gateway/cluster/groups.py): told of every local join and leave,
+        # Scale-out (gateway/jetstream_store/groups.py): told of every local join and leave,
         # ``group_hook(group key, member id, joined)``, to share membership with the
         # other gateways, whose members it puts back through :meth:`set_group_members`.
         self.group_hook = None
@@ -171,7 +171,7 @@ class ConsumerOps:
 
     def set_group_members(self, key: tuple[int, int, int], ordered: list) -> None:
         """Scale-out: the group's members across every gateway, in the order all of
-        them use (local members by their own ids, the others' by ids gateway/cluster/groups.py
+        them use (local members by their own ids, the others' by ids gateway/jetstream_store/groups.py
         derives for them)."""
         state = self._groups.get(key)
         if state is None:

@@ -115,7 +115,7 @@ class GroupState:
 
     def replace_members(self, ordered: "list[MemberId] | tuple[MemberId, ...]") -> bool:
         """Make ``ordered`` the membership, in that order (scale-out: every gateway
-        builds the same order from the cluster's view, gateway/cluster/groups.py);
+        builds the same order from the cluster's view, gateway/jetstream_store/groups.py);
         rebalance only if it differs. Returns whether it changed."""
         if tuple(ordered) == self._order and len(self._members) == len(self._order):
             return False

@@ -89,7 +89,7 @@ REORDERABLE_PREFIXES = ("INSERT INTO consumer_offsets ",)
 
 
 class Replicator(Protocol):
-    """What :class:`MetaDb` needs from a cluster (gateway/cluster/store.py)."""
+    """What :class:`MetaDb` needs from a cluster (gateway/jetstream_store/store.py)."""
 
     def before_write(self, db: "MetaDb") -> None:
         """Bring ``db`` up to the log's end (apply entries other gateways wrote)."""

@@ -18,8 +18,8 @@ The broker keeps three kinds of durable state, and each has one seam:
 
 :class:`EmbeddedStore` is the default: partitions are the on-disk log under
 ``data_dir`` and the SQLite file is the metadata itself; its hooks do nothing.
-The JetStream store (gateway/cluster/store.py) opens
-:class:`~core.log.remote.RemotePartition` caches whose records a NATS
+The JetStream store (gateway/jetstream_store/store.py) opens
+:class:`~gateway.jetstream_store.partition.RemotePartition` caches whose records a NATS
 JetStream cluster orders and keeps, and replicates the SQLite file through
 the cluster's metadata log. The broker does not know which one it has beyond
 ``Store.remote`` (appended records become visible when the store applies

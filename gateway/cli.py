@@ -321,7 +321,7 @@ def _report(exc: BaseException) -> int | None:
     if isinstance(exc, (DataDirLocked, ListenerStartError)):
         print(f"ferry: error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_START
-    from .cluster.errors import ClusterUnreachable
+    from gateway.jetstream_store.errors import ClusterUnreachable
 
     if isinstance(exc, ClusterUnreachable):
         print(f"ferry: error: cannot use the store cluster: {exc}", file=sys.stderr)

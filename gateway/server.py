@@ -135,7 +135,7 @@ def _store(cfg: Config):
     None (the embedded log). Reaching the cluster is checked by ``Broker.open``."""
     if not cfg.store.urls:
         return None
-    from .cluster.store import JetStreamStore  # deferred: the embedded log never loads it
+    from gateway.jetstream_store.store import JetStreamStore  # deferred: the embedded log never loads it
 
     return JetStreamStore(cfg.store)
 

@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from adapters.nats.jetstream_streams import JS_STREAM
+from adapters.nats.jetstream.streams import JS_STREAM
 from core.addressing import SUBJECT_HEADER
 from core.consumers import Consumer
 from core.message import Headers

@@ -28,8 +28,8 @@ import base64
 import json
 from typing import Any
 
-from adapters.nats.jetstream_api import jetstream_for
-from adapters.nats.jetstream_streams import JS_STREAM
+from adapters.nats.jetstream.api import jetstream_for
+from adapters.nats.jetstream.streams import JS_STREAM
 from adapters.pravega.readergroups import group_tables, place, read_group
 from core.errors import NotFound
 from core.message import Headers

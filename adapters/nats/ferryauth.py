@@ -54,8 +54,8 @@ from core.permissions import Action
 from .auth import AuthConfigError, UserPermissions, permissions_from
 from .connection import DeferredAuth
 from .events import Connect
-from .jetstream_api import jetstream_for
-from .jetstream_streams import JS_STREAM
+from adapters.nats.jetstream.api import jetstream_for
+from adapters.nats.jetstream.streams import JS_STREAM
 
 # Verified logins remembered by the authenticator: enough for every client of
 # a busy gateway reconnecting at once; an LRU, so memory stays flat (~200 B each).

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 from urllib.parse import parse_qs
 
-from . import jetstream_monitor
+from adapters.nats.jetstream import monitor as jetstream_monitor
 from .server_state import NatsServerState
 
 NS = 1_000_000_000                 # Go time.Duration unit

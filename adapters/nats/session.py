@@ -64,10 +64,10 @@ from .events import (
 from .headers import HeaderBlock, no_responders_block, parse_headers
 from .pubscan import expand_run as _expand_run
 from .pubscan import render_msgs as _render_msgs
-from .jetstream_api import JetStreamApi, jetstream_for
-from .jetstream_session import UNSTORABLE as _UNSTORABLE
-from .jetstream_session import route as _route_js
-from .jetstream_session import subscription_changed, wire
+from adapters.nats.jetstream.api import JetStreamApi, jetstream_for
+from adapters.nats.jetstream.session import UNSTORABLE as _UNSTORABLE
+from adapters.nats.jetstream.session import route as _route_js
+from adapters.nats.jetstream.session import subscription_changed, wire
 from .subscriptions import Subscription
 from .translate import block_to_canonical, canonical_to_nats
 
@@ -266,7 +266,7 @@ class NatsSession:
         # publish_runs' routing decisions per subject (None until this client publishes).
         self._routes: dict | None = None
         self._routes_stamp: tuple = ()
-        # JetStream (adapters/nats/jetstream_api.py), None when the listener runs without it.
+        # JetStream (adapters/nats/jetstream/api.py), None when the listener runs without it.
         self.js: JetStreamApi | None = jetstream_for(broker)
         if self.js is not None:
             wire(broker, self.js)

@@ -685,7 +685,7 @@ class SegmentStoreSession(TableSegmentOps):
 
 def _end_after(part, outcome, raw: bool) -> int:
     """The segment's length right after the append ``outcome`` (an AppendResult with
-    the real offsets, core/log/remote.py ``on_durable``) in the event view, or the raw
+    the real offsets, gateway/jetstream_store/partition.py ``on_durable``) in the event view, or the raw
     one; the current end for a duplicate or an offset retention already dropped."""
     nxt = outcome.base_offset + outcome.count
     if outcome.count and not outcome.duplicate and part.first_offset <= nxt <= part.next_offset:

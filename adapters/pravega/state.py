@@ -19,7 +19,7 @@ scale-out mode they are this gateway's: a client opens, writes and commits a
 transaction through one gateway's controller and the segment store it names.
 
 Unsettled appends (scale-out mode, docs/scale-out.md): a remote partition
-(core/log/remote.py) takes an append into an outbox and makes it readable,
+(gateway/jetstream_store/partition.py) takes an append into an outbox and makes it readable,
 and its writer's event number known, only once the cluster stored it. So the
 segment store counts here, per (partition, writer), the appends whose
 ``on_durable`` has not fired yet, and the event-view bytes they add per

@@ -108,7 +108,7 @@ def _fire(callback: Callable[[object], None], arg: object) -> None:
 class Partition(PartitionReads):
     """One partition directory; see the module docstring. Synchronous, trio-thread only."""
 
-    remote = False  # core/log/remote.py: appends visible once the cluster stored them
+    remote = False  # gateway/jetstream_store/partition.py: appends visible once the cluster stored them
 
     def __init__(self, path: Path, partition_id: int, cfg: LogConfig, clock: Callable[[], int]) -> None:
         self.path = path

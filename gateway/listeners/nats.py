@@ -30,7 +30,7 @@ text with ``tls_required``, then the client upgrades (nats.md section 13);
 TLS handshake come first and INFO follow inside it.
 
 ``jetstream`` (default true) serves the JetStream streams API, pull, push and
-ordered consumers and acknowledged publishing on Ferry's log (adapters/nats/jetstream_api.py);
+ordered consumers and acknowledged publishing on Ferry's log (adapters/nats/jetstream/api.py);
 false answers ``$JS.API`` requests as nats-server without ``-js`` does.
 
 The listener registers its state (adapters/nats/server_state.py) so the
@@ -49,8 +49,8 @@ import trio
 from adapters.nats.auth import AUTH_TIMEOUT, Auth, AuthConfigError, auth_from_block, simple_auth
 from adapters.nats.connection import NatsLimits, ServerInfo
 from adapters.nats.driver import new_server_id, run_jetstream_timers, serve_nats
-from adapters.nats.jetstream_api import enable as enable_jetstream
-from adapters.nats.jetstream_session import wire as wire_jetstream
+from adapters.nats.jetstream.api import enable as enable_jetstream
+from adapters.nats.jetstream.session import wire as wire_jetstream
 from adapters.nats.natsconf import NatsConfError, lookup, parse
 from adapters.nats.ferryauth import FerryAuthenticator, subject_filters
 from adapters.nats.server_state import NatsServerState, register, revoke_user

@@ -4,7 +4,7 @@ The JSON comes from :mod:`adapters.nats.monitor` over the state the ``nats``
 listener registered for this broker (adapters/nats/server_state.py), so the
 WebSocket clients of ``nats_ws`` are counted too; ``/jsz`` reads the
 broker's JetStream state, which the ``nats`` listener turned on
-(``adapters.nats.jetstream_api.enable``), else it reports ``disabled``. HTTP/1.1 through h11, GET
+(``adapters.nats.jetstream.api.enable``), else it reports ``disabled``. HTTP/1.1 through h11, GET
 and HEAD only, keep-alive, one small request at a time per connection.
 Without a running ``nats`` listener every endpoint answers 503.
 

@@ -1,4 +1,4 @@
-"""The storage seam's cluster side without a cluster: core/log/remote.py (RemotePartition)
+"""The storage seam's cluster side without a cluster: gateway/jetstream_store/partition.py (RemotePartition)
 and core/metadb.py's replication hooks, driven by hand (docs/scale-out.md)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from core.errors import InvalidArgument, PayloadTooLarge, StorageError
 from core.log import AppendInput, LogConfig
 from core.log.encoded import block_of
-from core.log.remote import RemotePartition
+from gateway.jetstream_store.partition import RemotePartition
 from core.message import now_us
 from core.metadb import MetaDb
 

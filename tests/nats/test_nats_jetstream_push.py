@@ -28,7 +28,7 @@ from test_nats_jetstream_streams import (  # noqa: F401 - real_js is a fixture
     run,
 )
 
-from adapters.nats.jetstream_push import FC_FIRST_WINDOW, FC_MAX_PENDING, PushState
+from adapters.nats.jetstream.push import FC_FIRST_WINDOW, FC_MAX_PENDING, PushState
 
 nats = pytest.importorskip("nats")
 from nats.js.api import AckPolicy, ConsumerConfig

@@ -27,7 +27,7 @@ nats = pytest.importorskip("nats")
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), needs_server]
 
 N = 7
-# Keys nats-server 2.15.1 writes that Ferry leaves out (adapters/nats/jetstream_monitor.py):
+# Keys nats-server 2.15.1 writes that Ferry leaves out (adapters/nats/jetstream/monitor.py):
 # strict JSON parsing (Ferry ignores unknown request fields), nats-server's default
 # limits block (Ferry enforces none).
 # config.sync_interval: under sync_always nats-server still reports its periodic interval

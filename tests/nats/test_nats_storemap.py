@@ -1,4 +1,4 @@
-"""adapters/nats/storemap.py: Ferry records as JetStream messages, metadata log entries,
+"""gateway/jetstream_store/layout.py: Ferry records as JetStream messages, metadata log entries,
 JetStream API answers (scale-out mode, docs/scale-out.md)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.nats.headers import parse_headers
-from adapters.nats.storemap import (
+from gateway.jetstream_store.layout import (
     ApiError, Layout, ack_info, api_answer, decode_entry, decode_message, encode_entry,
     encode_message, mirror_consumer, pub_ack,
 )  # fmt: skip

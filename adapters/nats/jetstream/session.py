@@ -35,16 +35,16 @@ from core.errors import (
 from core.live import Delivery
 from core.log import AppendInput
 
-from .errors import NatsHeaderError
-from .headers import parse_headers
-from .jetstream_api import JetStreamApi, pub_ack, pub_error
-from .jetstream_direct import DIRECT_PREFIX, direct_get
-from .jetstream_consumers import ACK_PREFIX
-from .jetstream_errors import JsApiError
-from .jetstream_pull import Out
-from .jetstream_push import FC_PREFIX
-from .jetstream_streams import JS_STREAM
-from .translate import block_to_canonical
+from adapters.nats.errors import NatsHeaderError
+from adapters.nats.headers import parse_headers
+from adapters.nats.jetstream.api import JetStreamApi, pub_ack, pub_error
+from adapters.nats.jetstream.direct import DIRECT_PREFIX, direct_get
+from adapters.nats.jetstream.consumers import ACK_PREFIX
+from adapters.nats.jetstream.errors import JsApiError
+from adapters.nats.jetstream.pull import Out
+from adapters.nats.jetstream.push import FC_PREFIX
+from adapters.nats.jetstream.streams import JS_STREAM
+from adapters.nats.translate import block_to_canonical
 
 ORIGIN = "nats"
 PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."

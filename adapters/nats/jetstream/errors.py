@@ -49,7 +49,7 @@ ERRORS: dict[str, ErrorSpec] = {
     "JSStreamMsgDeleteFailedF": ErrorSpec(500, 10057, "{err}"),
     "JSMessageTTLInvalidErr": ErrorSpec(400, 10165, "invalid per-message TTL"),
     "JSMessageTTLDisabledErr": ErrorSpec(400, 10166, "per-message TTL is disabled"),
-    # consumers (adapters/nats/jetstream_consumers.py)
+    # consumers (adapters/nats/jetstream/consumers.py)
     "JSConsumerCreateErrF": ErrorSpec(500, 10012, "{err}"),
     "JSConsumerNameExistErr": ErrorSpec(400, 10013, "consumer name already in use"),
     "JSConsumerNotFoundErr": ErrorSpec(404, 10014, "consumer not found"),

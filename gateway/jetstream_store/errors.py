@@ -1,5 +1,5 @@
-"""Errors of the gateway's cluster clients (:mod:`gateway.cluster.blocking`,
-:mod:`gateway.cluster.client`).
+"""Errors of the gateway's cluster clients (:mod:`gateway.jetstream_store.blocking`,
+:mod:`gateway.jetstream_store.client`).
 
 Plain ``Exception`` subclasses on purpose: they are not client-facing Ferry
 errors (``core.errors``) but conditions the gateway maps itself (retry,

@@ -35,10 +35,10 @@ from core.kvtables import NO_VERSION
 from core.message import Headers
 from core.subjects import is_literal, subject_matches
 
-from .jetstream_config import NS_PER_S, check_update, same_config, subjects_overlap
-from .jetstream_errors import JsApiError
-from .jetstream_index import ROLLUP_HEADER, TABLE, TTL_HEADER, SubjectCounts, SubjectIndex, needs_index, parse_ttl
-from .translate import canonical_to_nats, stored_subject
+from adapters.nats.jetstream.config import NS_PER_S, check_update, same_config, subjects_overlap
+from adapters.nats.jetstream.errors import JsApiError
+from adapters.nats.jetstream.index import ROLLUP_HEADER, TABLE, TTL_HEADER, SubjectCounts, SubjectIndex, needs_index, parse_ttl
+from adapters.nats.translate import canonical_to_nats, stored_subject
 
 JS_STREAM = "jetstream"                 # the Ferry stream holding every JetStream stream
 CONFIG_ATTR = "nats.js.config"

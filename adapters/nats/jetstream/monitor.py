@@ -10,8 +10,8 @@ streams, consumers, messages and bytes over every account; with
 ``streams=true`` each account's ``stream_detail`` (name, created, state),
 with ``consumers=true`` each stream's ``consumer_detail``, with
 ``config=true`` the stream and consumer configs. :func:`jsz` builds that
-document from :class:`~adapters.nats.jetstream_api.JetStreamApi` (the one
-:func:`~adapters.nats.jetstream_api.jetstream_for` finds for the broker):
+document from :class:`~adapters.nats.jetstream.api.JetStreamApi` (the one
+:func:`~adapters.nats.jetstream.api.jetstream_for` finds for the broker):
 stream states and consumer infos are the ones ``$JS.API.STREAM.INFO`` and
 ``CONSUMER.INFO`` answer with, account usage is ``$JS.API.INFO``'s, and
 ``api.total``/``api.errors`` are the API's own counters. Nothing is cached:
@@ -63,8 +63,8 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qs
 
-from .jetstream_api import API_LEVEL, jetstream_for
-from .jetstream_streams import go_time
+from adapters.nats.jetstream.api import API_LEVEL, jetstream_for
+from adapters.nats.jetstream.streams import go_time
 
 GLOBAL_ACCOUNT = "$G"               # nats-server's account when none are configured
 DEFAULT_LIMIT = 1024                # Jsz: a limit of 0 pages accounts by 1024

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 docs/scale-out.md has the whole mapping; this module holds its exact bytes so
-the gateway's cluster driver (gateway/cluster/store.py) and the tests share one
+the gateway's cluster driver (gateway/jetstream_store/store.py) and the tests share one
 definition.
 
 * **Names.** Partition ``p`` of topic ``t`` in stream ``s`` is the JetStream
@@ -46,8 +46,8 @@ from typing import Any, Sequence
 
 from core.errors import InvalidArgument
 
-from .headers import HeaderBlock, parse_headers
-from .translate import block_to_headers, canonical_to_nats
+from adapters.nats.headers import HeaderBlock, parse_headers
+from adapters.nats.translate import block_to_headers, canonical_to_nats
 
 STORE_HEADER = "Ferry-Store"
 RAW_HEADERS = "Ferry-Headers"

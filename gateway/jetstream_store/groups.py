@@ -40,13 +40,13 @@ import trio
 
 from adapters.nats.client_codec import ServerMsg
 from adapters.nats.headers import HeaderBlock, encode_headers
-from adapters.nats.storemap import ApiError, pub_ack
+from gateway.jetstream_store.layout import ApiError, pub_ack
 from core.message import now_us
 
-from .errors import ConnectionLost, SlowCluster
+from gateway.jetstream_store.errors import ConnectionLost, SlowCluster
 
 if TYPE_CHECKING:
-    from .store import JetStreamStore
+    from gateway.jetstream_store.store import JetStreamStore
 
 log = logging.getLogger("ferry.groups")
 

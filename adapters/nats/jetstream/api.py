@@ -28,12 +28,12 @@ import weakref
 from functools import partial
 from typing import Any, Callable
 
-from .jetstream_config import API_PREFIX, parse_config, type_error
-from .jetstream_consumer_config import parse_consumer_config
-from .jetstream_consumers import JsConsumers
-from .jetstream_errors import JsApiError
-from .jetstream_index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
-from .jetstream_streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
+from adapters.nats.jetstream.config import API_PREFIX, parse_config, type_error
+from adapters.nats.jetstream.consumer_config import parse_consumer_config
+from adapters.nats.jetstream.consumers import JsConsumers
+from adapters.nats.jetstream.errors import JsApiError
+from adapters.nats.jetstream.index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
+from adapters.nats.jetstream.streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST

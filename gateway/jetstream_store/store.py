@@ -8,22 +8,22 @@ reach the cluster, both speaking NATS through Ferry's own client code
 (adapters/nats/client_codec.py), so no asyncio loop or second thread runs
 beside trio:
 
-* :class:`~gateway.cluster.blocking.BlockingNats`, a plain socket used from the
+* :class:`~gateway.jetstream_store.blocking.BlockingNats`, a plain socket used from the
   trio thread for the rare calls the broker makes synchronously: metadata
   writes (each one a compare-and-set publish to the metadata log, see
   core/metadb.py), catching the metadata up before a write, and creating or
   deleting a partition's stream. Each is one or two round trips, bounded by
   ``REQUEST_TIMEOUT_S``; the gateway's other connections wait meanwhile, which
   is why nothing per message goes this way.
-* :class:`~gateway.cluster.client.TrioNats` for everything per message: the
-  *pump* publishes what :class:`~core.log.remote.RemotePartition` appends
+* :class:`~gateway.jetstream_store.client.TrioNats` for everything per message: the
+  *pump* publishes what :class:`~gateway.jetstream_store.partition.RemotePartition` appends
   queued (pipelined, one PubAck each), and one *mirror* per stream (an ordered
   push consumer: no acks, flow control, heartbeats) applies every stored
   message, in sequence order, to the partition's local cache; the metadata
   log has a mirror too, so other gateways' changes arrive without a write.
 
 A re-send after a lost acknowledgement carries the same ``Nats-Msg-Id``
-(adapters/nats/storemap.py), so JetStream stores it once; re-sends stop after
+(gateway/jetstream_store/layout.py), so JetStream stores it once; re-sends stop after
 ``PUBLISH_RETRY_S`` and the append fails (it was never acknowledged).
 """
 
@@ -41,27 +41,27 @@ import trio
 
 from adapters.nats.client_codec import STATUS_CONTROL, ServerMsg, headers_of, status_of
 from adapters.nats.headers import HeaderBlock, encode_headers
-from adapters.nats.storemap import (
+from gateway.jetstream_store.layout import (
     STREAM_NAME_EXISTS, STREAM_NOT_FOUND, WRONG_LAST_SEQUENCE, ApiError, Layout, ack_info, api_answer,
     decode_entry, decode_message, encode_entry, encode_message, mirror_consumer, pub_ack, request_json,
 )  # fmt: skip
 from adapters.nats.translate import nats_to_canonical
 from core.errors import FerryError, InvalidArgument, StorageError
 from core.log.config import FSYNC_NEVER
-from core.log.remote import Outgoing, RemotePartition
+from gateway.jetstream_store.partition import Outgoing, RemotePartition
 from core.message import now_us, uuid7_parts
 from core.metrics import metrics_for
 
-from .blocking import BlockingNats, new_inbox_prefix
-from .client import TrioNats
-from .errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
-from .groups import GroupCoordinator
+from gateway.jetstream_store.blocking import BlockingNats, new_inbox_prefix
+from gateway.jetstream_store.client import TrioNats
+from gateway.jetstream_store.errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
+from gateway.jetstream_store.groups import GroupCoordinator
 
 if TYPE_CHECKING:
     from core.metadata import TopicInfo
     from core.metadb import MetaDb
 
-    from ..config import StoreConfig
+    from gateway.config import StoreConfig
 
 log = logging.getLogger("ferry.store")
 

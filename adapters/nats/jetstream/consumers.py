@@ -19,7 +19,7 @@ reply to a synchronous ack. ``emit`` (set by the NATS session module) routes
 outputs to the inboxes' subscribers.
 
 Push consumers (``deliver_subject``) have a
-:class:`~adapters.nats.jetstream_push.PushState`: :meth:`JsConsumers.serve_push`
+:class:`~adapters.nats.jetstream.push.PushState`: :meth:`JsConsumers.serve_push`
 sends to the deliver subject while someone subscribes to it (the session
 reports subscription changes through :meth:`interest_changed`), with the
 same ack, redelivery and ``max_ack_pending`` rules, plus flow control
@@ -50,14 +50,14 @@ from typing import Any, Callable, Iterator
 from core.kvtables import NO_VERSION
 from core.subjects import subject_matches
 
-from .jetstream_consumer_config import filters_of
-from .jetstream_consumer_store import SAVE_INTERVAL, TABLE, ConsumerStore, _key
-from .jetstream_errors import JsApiError
-from .jetstream_pull import Out, add_headers, heartbeat, parse_pull, status
-from .jetstream_push import PushDelivery, PushState
-from .jetstream_retention import RetentionRules
-from .jetstream_streams import JetStreams, JsStream, go_time, parse_go_time
-from .translate import canonical_to_nats
+from adapters.nats.jetstream.consumer_config import filters_of
+from adapters.nats.jetstream.consumer_store import SAVE_INTERVAL, TABLE, ConsumerStore, _key
+from adapters.nats.jetstream.errors import JsApiError
+from adapters.nats.jetstream.pull import Out, add_headers, heartbeat, parse_pull, status
+from adapters.nats.jetstream.push import PushDelivery, PushState
+from adapters.nats.jetstream.retention import RetentionRules
+from adapters.nats.jetstream.streams import JetStreams, JsStream, go_time, parse_go_time
+from adapters.nats.translate import canonical_to_nats
 
 ACK_PREFIX = "$JS.ACK."
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -158,7 +158,7 @@ class JsConsumers(PushDelivery, ConsumerStore, RetentionRules):
 
     def add(self, st: JsStream, name: str | None, cfg: dict, durable: bool, action: str) -> Consumer:
         """Create (or find, or update) a consumer; ``name`` None = a new ephemeral name."""
-        from .jetstream_consumer_config import check_consumer_update, same_settings
+        from adapters.nats.jetstream.consumer_config import check_consumer_update, same_settings
         consumers = self.by_stream.setdefault(st.name, {})
         name = name or "".join(secrets.choice(_NAME_CHARS) for _ in range(8))
         con = consumers.get(name)

@@ -18,7 +18,7 @@ connect failed). Replies come to one wildcard subscription
 and replies to earlier, timed-out requests are skipped.
 
 :func:`parse_url` and :func:`connect_options` are shared with the trio client
-(:mod:`gateway.cluster.client`).
+(:mod:`gateway.jetstream_store.client`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from adapters.nats.client_codec import (
     status_of,
 )
 
-from .errors import ClusterServerError, ClusterUnreachable, NoResponders
+from gateway.jetstream_store.errors import ClusterServerError, ClusterUnreachable, NoResponders
 
 DEFAULT_PORT = 4222  # IANA-registered NATS client port
 # Per URL: a loopback or LAN server answers INFO in milliseconds; two seconds

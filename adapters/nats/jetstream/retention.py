@@ -22,13 +22,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 
-from .jetstream_config import subjects_overlap
-from .jetstream_consumer_config import filters_of
-from .jetstream_errors import JsApiError
+from adapters.nats.jetstream.config import subjects_overlap
+from adapters.nats.jetstream.consumer_config import filters_of
+from adapters.nats.jetstream.errors import JsApiError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .jetstream_consumers import Consumer
-    from .jetstream_streams import JsStream
+    from adapters.nats.jetstream.consumers import Consumer
+    from adapters.nats.jetstream.streams import JsStream
 
 
 class RetentionRules:

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A push consumer (``deliver_subject`` set) sends its messages to that
 subject instead of waiting for pull requests. :class:`PushState` is the part
-of a :class:`~adapters.nats.jetstream_consumers.Consumer` that only push
+of a :class:`~adapters.nats.jetstream.consumers.Consumer` that only push
 consumers have; :class:`PushDelivery`, the push half of ``JsConsumers``,
 drives it with the pull consumers' machinery (next message, ack reply,
 pending set and redelivery). The rules are
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Callable
 
 from core.subjects import is_literal, subject_matches
 
-from .jetstream_pull import Out, status
+from adapters.nats.jetstream.pull import Out, status
 
 FC_PREFIX = "$JS.FC."
 # nats-server's JsFlowControlMaxPending: the largest flow-control window; the first is 1/16 of it.

@@ -22,7 +22,7 @@ from core.errors import FerryError
 from core.kvtables import NO_VERSION
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .jetstream_consumers import Consumer
+    from adapters.nats.jetstream.consumers import Consumer
 
 TABLE = "nats.jetstream.consumers"
 SAVE_INTERVAL = 0.2          # seconds between writes of a dirty durable consumer
@@ -80,7 +80,7 @@ class ConsumerStore:
         st = self.streams.streams.get(doc["stream"])
         if st is None:
             return
-        from .jetstream_consumers import Consumer, Pending   # the registry module imports this one
+        from adapters.nats.jetstream.consumers import Consumer, Pending   # the registry module imports this one
         con = Consumer(st, doc["name"], doc["config"], doc["created"], True, active=now)
         con.sseq, con.cseq = doc["delivered"]
         con.floor_sseq, con.floor_cseq = doc["ack_floor"]

@@ -13,7 +13,7 @@ agree on every offset. This class is the gateway's side of that, with no I/O:
   The records are not readable yet: they have no offset until the cluster
   stores them. The result's ``base_offset`` is this gateway's guess (exact
   while it is the partition's only writer); ``on_durable`` gets the real one.
-* The gateway's cluster driver (gateway/cluster/store.py) takes the outbox,
+* The gateway's cluster driver (gateway/jetstream_store/store.py) takes the outbox,
   publishes each message and, on the stream's acknowledgement, calls
   :meth:`await_applied`.
 * The driver's mirror of the stream calls :meth:`apply` for every stored
@@ -34,13 +34,13 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import InvalidArgument, PayloadTooLarge, StorageError
-from ..message import uuid7
-from ..record import encode_record
-from .config import MAX_APPEND_BYTES
-from .encoded import records_of
-from .partition import AppendInput, AppendResult, OnDurable, Partition, _fire
-from .segment import Segment
+from core.errors import InvalidArgument, PayloadTooLarge, StorageError
+from core.message import uuid7
+from core.record import encode_record
+from core.log.config import MAX_APPEND_BYTES
+from core.log.encoded import records_of
+from core.log.partition import AppendInput, AppendResult, OnDurable, Partition, _fire
+from core.log.segment import Segment
 
 # Message bytes queued for the cluster per partition before ``over_limit`` asks the
 # protocol drivers to stop reading from their clients (the embedded log's backpressure,
@@ -134,7 +134,7 @@ class RemotePartition(Partition):
         nbytes = sum(len(h) + len(p) for _, _, h, p in messages)
         for _, _, headers, payload in messages:
             # Each message is one cluster message: its payload plus the header block
-            # (adapters/nats/storemap.py), under the cluster's max_payload.
+            # (gateway/jetstream_store/layout.py), under the cluster's max_payload.
             if len(payload) + 2 * len(headers) + HEADER_ALLOWANCE > self.max_message_bytes:
                 raise PayloadTooLarge(f"a message of {len(payload)} bytes exceeds the cluster's "
                                       f"max_payload ({self.max_message_bytes} bytes)")
