@@ -18,7 +18,7 @@ import trustme
 from nats.errors import TimeoutError as NatsTimeout
 
 from gateway.config import load_config
-from gateway.natscli import NatsCliError, build_parser, config_flags, normalize_argv, parse_duration, settings
+from gateway.cli.nats_server import NatsCliError, build_parser, config_flags, normalize_argv, parse_duration, settings
 from gateway.registry import default_registry
 from ferry_harness import free_port, wait_for_port
 
@@ -261,7 +261,7 @@ def test_killed_drop_ins_without_store_dir_leave_at_most_one_directory(tmp_path,
 
 def test_scratch_dir_is_emptied_and_skips_a_held_one(tmp_path):
     from gateway.lock import DataDirLock
-    from gateway.natscli import scratch_dir
+    from gateway.cli.nats_server import scratch_dir
 
     first = scratch_dir(4999, base=tmp_path)
     (first / "old").write_text("x")

@@ -293,13 +293,13 @@ def ferry_login(env) -> tuple[str | None, str | None, str | None]:
     ``$FERRY_USER``/``$FERRY_PASSWORD``, else the configured root user (``iggy``/
     ``iggy`` by default). ``ferry serve``'s NATS listener requires a login; a server
     without authentication (nats-server's default) ignores it."""
-    from .config import ConfigError
-    from .remote_target import client_config, resolve_auth
+    from gateway.config import ConfigError
+    from gateway.remote_target import client_config, resolve_auth
 
     try:
         auth = resolve_auth(client_config(None, env=env), token=None, user=None, password=None, env=env)
     except ConfigError:   # an unreadable config: the defaults, as a server without one has them
-        from .config import DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME
+        from gateway.config import DEFAULT_ROOT_PASSWORD, DEFAULT_ROOT_USERNAME
         return env.get("FERRY_USER") or DEFAULT_ROOT_USERNAME, env.get("FERRY_PASSWORD") or DEFAULT_ROOT_PASSWORD, \
             env.get("FERRY_TOKEN") or None
     if auth.token:
@@ -502,7 +502,7 @@ def _parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
 
 def add_parsers(sub) -> None:
     """Add ``pub``, ``sub``, ``req``, ``reply`` and ``bench`` to the ``ferry`` parser's subparsers."""
-    from . import cli_nats_bench, cli_nats_cmds as cmds
+    from gateway.cli import nats_bench as cli_nats_bench, nats_cmds as cmds
 
     header = dict(action="append", default=[], type=parse_header, metavar="K:V", dest="headers",
                   help="a header (repeatable; a key given twice keeps its last value)")

@@ -22,9 +22,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import version
-from .confkeys import BINDING_FIELDS, SECRET_SHOWN, MiB, KiB, Key, is_secret
-from .config import (
+from gateway import version
+from gateway.confkeys import BINDING_FIELDS, SECRET_SHOWN, MiB, KiB, Key, is_secret
+from gateway.config import (
     LISTENER_KEYS,
     SECTIONS,
     Path_,
@@ -34,8 +34,8 @@ from .config import (
     resolve_config,
     schema_for,
 )
-from .cli import EXIT_CANNOT_START, EXIT_FAILED, serve_flags
-from .registry import Registry, default_registry
+from gateway.cli.ferry import EXIT_CANNOT_START, EXIT_FAILED, serve_flags
+from gateway.registry import Registry, default_registry
 
 # Secrets (confkeys.is_secret) show as "<set>" with their source, never their value.
 HIDDEN = SECRET_SHOWN

@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .cli_nats import (EXIT_USAGE, Connection, NatsCliError, check_subject, connection_settings,
+from gateway.cli.nats_client import (EXIT_USAGE, Connection, NatsCliError, check_subject, connection_settings,
                        log, parse_size, positive_int, reason)
 
 BENCH_QUEUE = "ferry-bench"  # request mode: repliers share one queue group, so each request is answered once

@@ -1,6 +1,6 @@
 """The bodies of ``ferry pub``, ``sub``, ``req`` and ``reply`` (parsers and the runner:
 gateway/cli_nats.py). Each is a coroutine function taking the parsed arguments and
-returning an exit code; failures raise :class:`~gateway.cli_nats.NatsCliError`.
+returning an exit code; failures raise :class:`~gateway.cli.nats_client.NatsCliError`.
 
 What they print is natscli's (cli/pub_command.go, sub_command.go,
 reply_command.go): stamped status lines on stderr, message bodies on stdout.
@@ -13,7 +13,7 @@ import asyncio
 import sys
 import time
 
-from .cli_nats import (EXIT_FAILED, NEXT_REPLY_GRACE_S, PUB_LINES_MAX, Connection, NatsCliError,
+from gateway.cli.nats_client import (EXIT_FAILED, NEXT_REPLY_GRACE_S, PUB_LINES_MAX, Connection, NatsCliError,
                        body_block, check_subject, connection_settings, go_duration, header_lines, log,
                        reason, render, render_bytes, wait_or_lost, write_out)
 

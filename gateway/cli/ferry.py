@@ -18,10 +18,10 @@ from typing import Sequence
 
 from core.errors import FerryError
 
-from . import version
-from .config import ConfigError, env_name, load_config
-from .lock import DataDirLocked
-from .registry import ListenerStartError, Registry, RegistryError, default_registry
+from gateway import version
+from gateway.config import ConfigError, env_name, load_config
+from gateway.lock import DataDirLocked
+from gateway.registry import ListenerStartError, Registry, RegistryError, default_registry
 
 EXIT_FAILED = 1
 EXIT_CANNOT_START = 2  # bad config, data dir held by another process, a port taken
@@ -74,7 +74,7 @@ def _add_serve(sub, registry: Registry) -> None:
 
 
 def _add_admin(sub) -> None:
-    from .cli_admin import add_connection_options
+    from gateway.cli.admin import add_connection_options
 
     stream = sub.add_parser("stream", help="create, list and delete streams (on the running server)")
     ssub = stream.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
@@ -133,7 +133,7 @@ def _add_admin(sub) -> None:
     add_connection_options(p)
     p.set_defaults(func=cmd_tail)
 
-    from .cli_admin import add_parsers as add_admin_commands  # ferry user|perm|pat|group
+    from gateway.cli.admin import add_parsers as add_admin_commands  # ferry user|perm|pat|group
 
     add_admin_commands(sub)
 
@@ -150,14 +150,14 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
                                 metavar="{serve,nats-server,version,stream,topic,produce,tail,user,perm,pat,group,snapshot,"
                                         "config,pub,sub,req,reply,bench,pipeline}")
     _add_serve(sub, registry)
-    # Listed for --help only: main() hands "nats-server" to gateway.natscli before argparse.
+    # Listed for --help only: main() hands "nats-server" to gateway.cli.nats_server before argparse.
     sub.add_parser(NATS_SERVER, add_help=False,
                    help="run as a drop-in nats-server (nats-server's flags; ferry nats-server --help)")
     p = sub.add_parser("version", help="print the version")
     p.set_defaults(func=lambda args: print(f"ferry {version()}") or 0)
     _add_admin(sub)
-    from .cli_config import add_parsers as add_config_commands  # ferry config sample|check
-    from .cli_nats import add_parsers as add_nats_tools  # ferry pub|sub|req|reply|bench
+    from gateway.cli.config import add_parsers as add_config_commands  # ferry config sample|check
+    from gateway.cli.nats_client import add_parsers as add_nats_tools  # ferry pub|sub|req|reply|bench
 
     add_config_commands(sub)
     add_nats_tools(sub)
@@ -203,7 +203,7 @@ def _check_names(names: set[str], known, flag: str) -> None:
 
 def admin_config(args: argparse.Namespace):
     """``(config, target)`` of an admin command (gateway/remote_target.py)."""
-    from .remote_target import admin_setup
+    from gateway.remote_target import admin_setup
 
     return admin_setup(args)
 
@@ -215,15 +215,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, flags=serve_flags(args, registry), registry=registry)
     import trio  # after the config checks: a bad config fails fast, without loading trio
 
-    from . import logs
-    from .server import serve_until_signalled
+    from gateway import logs
+    from gateway.server import serve_until_signalled
 
     logs.configure(cfg.server.log_level, cfg.server.log_format)
     return trio.run(serve_until_signalled, cfg)
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
-    from . import admin
+    from gateway import admin
 
     cfg, server = admin_config(args)
     if args.action == "create":
@@ -236,7 +236,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
-    from . import admin
+    from gateway import admin
 
     cfg, server = admin_config(args)
     if args.action == "create":
@@ -251,7 +251,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from . import admin
+    from gateway import admin
 
     cfg, server = admin_config(args)
     admin.produce(cfg, args.address, args.message, headers=args.header, key=args.key,
@@ -261,7 +261,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from . import admin
+    from gateway import admin
 
     cfg, server = admin_config(args)
     try:
@@ -301,8 +301,8 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _report(exc: BaseException) -> int | None:
     """Print a known failure as one line to stderr and return its exit code;
     None for anything else (a bug: let the traceback show)."""
-    from .admin import AdminError, UsageError
-    from .remote import NotHttp, RemoteError, RemoteUnreachable
+    from gateway.admin import AdminError, UsageError
+    from gateway.remote import NotHttp, RemoteError, RemoteUnreachable
 
     if isinstance(exc, NotHttp):
         print(f"ferry: error: {exc}", file=sys.stderr)
@@ -342,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``ferry`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [NATS_SERVER]:   # nats-server's own flag syntax: gateway/natscli.py parses it
-        from .natscli import main as nats_server_main
+        from gateway.cli.nats_server import main as nats_server_main
 
         return _guarded(nats_server_main, argv[1:])
     try:
