@@ -1,6 +1,7 @@
 # Ferry developer entry points.
 #   make run    create .venv if needed, install Ferry into it, run `ferry serve`
 #   make test   install the test extras (once per pyproject.toml version), run the whole suite
+#   make test-fast  the unit tier only (no sockets, no processes; tests/conftest.py)
 # Override on the command line: make run FERRY_ARGS="--fsync always", make test PYTEST_ARGS="-x tests/gateway".
 # Python: the first of python3.13, python3.12, python3.11, python3 on PATH that
 # runs and is >= 3.11; PYTHON=/path/to/python (or PYTHON=python3.12 make run) chooses.
@@ -24,6 +25,12 @@ FERRY_ARGS ?=
 # make variable whose name starts with FERRY_ goes here too.
 unexport FERRY_ARGS
 PYTEST_ARGS ?= -q
+# Parallel workers (pytest-xdist). Most real-client tests wait on sockets and child
+# processes, so twice the cores keeps a 2-core machine busy; TEST_WORKERS=0 runs in
+# this process. loadgroup keeps a file's tests on one worker and every Spark test on
+# one worker (tests/conftest.py), so module- and session-scoped servers start once.
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
 # pip's output goes here, not to the terminal; shown (its path, its exit code
 # and its last lines) only when an install fails.
 INSTALL_LOG := $(VENV)/install.log
@@ -46,12 +53,13 @@ define quiet_pip
 		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
 endef
 
-.PHONY: run test test-pure install install-test clean-venv help print-python
+.PHONY: run test test-fast test-pure install install-test clean-venv help print-python
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make run    - start the gateway (all listeners, ./data) in .venv"
 	@echo "make test   - run the test suite in .venv"
+	@echo "make test-fast - the unit tier only (no sockets, no processes), in a few minutes"
 	@echo "make test-pure - the same suite with FERRY_PURE_PYTHON=1 (no compiled loops)"
 	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
 
@@ -96,18 +104,22 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 
 # The second run: the real-client tests marked `store` again, with every gateway they
 # start keeping its state in a 3-node nats-server JetStream cluster (docs/scale-out.md).
-STORE_PASS := FERRY_TEST_STORE=jetstream $(BIN)/pytest $(PYTEST_ARGS) -m "store and not embedded_only"
+STORE_PASS = FERRY_TEST_STORE=jetstream $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) -m "store and not embedded_only"
 
 # The whole suite prints its ten slowest tests: the figures issue 24 (a faster test tier)
-# is measured by, from every CI run.
+# is measured by, from every CI run. The store pass is its own step.
 test: $(TEST_STAMP) $(NODE_STAMP)
-	@$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
+	@$(BIN)/pytest $(XDIST) --durations=10 $(PYTEST_ARGS)
 	@$(STORE_PASS)
+
+# The unit tier: codecs, state machines and the core on a temporary directory.
+test-fast: $(TEST_STAMP)
+	@$(BIN)/pytest $(XDIST) -m unit $(PYTEST_ARGS)
 
 # The same suite on the Python twins of every compiled loop (docs/internals.md
 # "Compiled loops"): what runs where no C compiler was found.
 test-pure: $(TEST_STAMP) $(NODE_STAMP)
-	@FERRY_PURE_PYTHON=1 $(BIN)/pytest $(PYTEST_ARGS)
+	@FERRY_PURE_PYTHON=1 $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

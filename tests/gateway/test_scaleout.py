@@ -25,7 +25,7 @@ from iggy_clients import client_python
 from nats_cluster import NatsCluster, find_nats_server
 from nats_cluster_fixtures import SKIP_REASON
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 IGGY = ROOT / "tests" / "iggy" / "clients" / "current_scaleout.py"
 WAIT = 30  # guards a hang only

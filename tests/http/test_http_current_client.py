@@ -19,7 +19,7 @@ from ferry_harness import running_gateway
 from iggy_clients import run_scenario
 
 # store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
-pytestmark = [pytest.mark.store, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.store
 
 
 def steps(lines: list[dict]) -> dict:

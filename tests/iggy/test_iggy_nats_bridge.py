@@ -15,7 +15,7 @@ from ferry_harness import running_gateway
 from iggy_clients import SCENARIO_TIMEOUT_S, SCRIPTS, client_python
 
 # store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
-pytestmark = [pytest.mark.store, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.store
 ORDERS = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
 WAIT = 30  # guards a hang only
 

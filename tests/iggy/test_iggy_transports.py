@@ -19,7 +19,6 @@ import pytest
 from ferry_harness import running_gateway
 from iggy_clients import run_scenario
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 # transport -> the listener it talks to
 TRANSPORTS = {"tcp": "iggy_tcp", "quic": "iggy_quic", "ws": "iggy_ws", "http": "http"}
 

@@ -15,7 +15,6 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from ferry_harness import running_gateway
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 WAIT = 5  # seconds; only guards a hang
 
 AUTH_CONF = """

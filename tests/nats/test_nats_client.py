@@ -18,7 +18,7 @@ from core.broker import Broker
 from ferry_harness import free_port, gateway_config, running_gateway
 
 # store: also run with every gateway on a JetStream cluster (make test, docs/scale-out.md "Tests")
-pytestmark = [pytest.mark.store, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.store
 
 ORDERS = '[[binding]]\nstream = "orders"\ntopic = "eu"\ncreate = true\npartitions = 1\n'
 WAIT = 5  # seconds; only guards a hang, a passing test never waits on it

@@ -19,7 +19,6 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from ferry_harness import running_gateway
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 WAIT = 5           # seconds; only guards a hang
 QUIET = 0.3        # how long "nothing arrives" is watched
 PW = "pw-secret"

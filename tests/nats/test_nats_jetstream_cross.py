@@ -30,7 +30,6 @@ from iggy_clients import SCENARIO_TIMEOUT_S, client_python
 nats = pytest.importorskip("nats")
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 IGGY = "apache-iggy==0.9.0"
 WAIT = 10.0  # guards a hang only
 KINDS = "Ferry-Header-Kinds"

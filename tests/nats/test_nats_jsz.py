@@ -24,7 +24,7 @@ from test_nats_jetstream_streams import NATS_SERVER, needs_server
 
 nats = pytest.importorskip("nats")
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), needs_server]
+pytestmark = needs_server
 
 N = 7
 # Keys nats-server 2.15.1 writes that Ferry leaves out (adapters/nats/jetstream/monitor.py):

@@ -11,7 +11,6 @@ import trustme
 
 from ferry_harness import GatewayThread, gateway_config
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 WAIT = 20  # seconds; only guards a hang
 
 

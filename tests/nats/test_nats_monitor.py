@@ -11,7 +11,6 @@ import pytest
 from adapters.nats.monitor import uptime
 from ferry_harness import running_gateway
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def run(coro):

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ NATS_SERVER = (os.environ.get("NATS_SERVER_BIN") or shutil.which("nats-server")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not NATS_SERVER, reason="nats-server binary not installed")]
 REPO = Path(__file__).resolve().parents[2]
 HANG_GUARD = 30.0
+SETTLE_S = 0.05  # between two /varz reads that must agree
 
 CONF = """
 authorization {
@@ -256,10 +258,19 @@ def test_message_and_byte_counts_are_nats_servers(tmp_path):
             s.sendall(traffic)
             while f.readline() != b"PONG\r\n":
                 pass
-            varz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/varz", timeout=HANG_GUARD))
-            connz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/connz", timeout=HANG_GUARD))
-        fields = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
-        return {k: varz[k] for k in fields}, {k: connz["connections"][0][k] for k in fields}
+            # nats-server folds a read loop's counts into /varz after that loop's
+            # writes (the PONG may come first): read until two reads agree.
+            fields = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
+            seen, deadline = None, time.monotonic() + HANG_GUARD
+            while time.monotonic() < deadline:
+                varz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/varz", timeout=HANG_GUARD))
+                connz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/connz", timeout=HANG_GUARD))
+                now = ({k: varz[k] for k in fields}, {k: connz["connections"][0][k] for k in fields})
+                if now == seen:
+                    break
+                seen = now
+                time.sleep(SETTLE_S)
+        return seen
 
     with _servers(tmp_path,
                   ([NATS_SERVER, *common, "-p", str(ports["real"]), "-m", str(ports["real_m"])], ports["real"]),

@@ -22,8 +22,7 @@ from gateway.cli.nats_server import NatsCliError, build_parser, config_flags, no
 from gateway.registry import default_registry
 from ferry_harness import free_port, wait_for_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 START_LIMIT_S = 30   # a server that does not accept by then has failed to start
 WAIT = 5

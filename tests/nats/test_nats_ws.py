@@ -10,10 +10,6 @@ import pytest
 
 from ferry_harness import running_gateway
 
-# nats-py's ws transport leaves its aiohttp session open after a refused
-# connect; the warning about it comes from the client, not from Ferry.
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 WAIT = 5
 
 

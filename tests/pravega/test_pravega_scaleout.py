@@ -33,7 +33,7 @@ from ferry_harness import running_gateway
 from nats_cluster_fixtures import nats_cluster_module  # noqa: F401 - the module's cluster
 from pravega_clients import SCENARIO_TIMEOUT_S, finish, run_scenario, start_scenario
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.slow
 WAIT = 30  # guards a hang only
 _prefixes = itertools.count()
 # Short tail parks keep reader shutdown quick (test_pravega_real_client.py does the same).

@@ -1,0 +1,248 @@
+"""Test tiers and parallel groups, decided in one place (issue 24, docs/testing.md).
+
+Every test is in exactly one tier, a marker ``-m`` selects on:
+
+* ``unit`` — no sockets, no subprocesses: codecs, state machines, the core on a
+  temporary directory. ``make test-fast`` runs this tier. It is *enforced*: a unit
+  test that binds or connects an internet socket, or starts a process, fails with a
+  message saying which tier its module belongs in (:func:`_unit_guard`).
+* ``integration`` — Ferry's own listeners on 127.0.0.1, driven by raw bytes or
+  Ferry's own codecs, in this process.
+* ``realclient`` — the programs and libraries users run (nats-py, apache-iggy,
+  pravega, pyspark, httpx, aiohttp, curl, nats-server, node, Chromium, a ``ferry
+  serve`` process) against a real gateway.
+
+The tier is read from what a test module uses, not from a list to keep: a module
+whose globals come from a real-client library, ``subprocess`` or the real-gateway
+harness (:data:`REALCLIENT_ORIGINS`) is ``realclient``; else one that uses sockets
+or Ferry's listeners and drivers (:data:`INTEGRATION_ORIGINS`) is
+``integration``; else ``unit``. Test helper modules (``*_helpers.py``,
+``tests/support``) count through what they import, one level down.
+
+Parallel runs (pytest-xdist, ``--dist loadgroup``): a test file's tests stay on one
+worker, so module-scoped gateways are started once and documentation blocks keep their
+order; every test that uses the ``spark`` fixture shares one worker, because the JVM is
+a session fixture (tests/spark/conftest.py) that costs ~10 s per worker that starts it.
+"""
+
+from __future__ import annotations
+
+import dis
+import importlib
+import importlib.util
+import socket
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# Module-name prefixes whose use makes a test module a real-client test.
+REALCLIENT_ORIGINS = (
+    "nats",  # nats-py (the `nats` package; adapters.nats is a different root)
+    "httpx",
+    "aiohttp",
+    "pyspark",
+    "pravega_client",
+    "apache_iggy",
+    "iggy_py",
+    "subprocess",
+    "asyncio.subprocess",
+    "ferry_harness",  # a real gateway in a thread (or a `ferry serve` process) for real clients
+    "nats_cluster",  # nats-server processes
+    "nats_cluster_fixtures",
+    "iggy_clients",
+    "pravega_clients",
+    "spark_session",
+    "console_cdp",  # Chromium
+)
+# ... and whose use makes one an integration test (sockets on loopback, in-process).
+INTEGRATION_ORIGINS = (
+    "socket",
+    "ssl",
+    "trio._highlevel_open_tcp_stream",
+    "trio._highlevel_open_tcp_listeners",
+    "trio._highlevel_serve_listeners",
+    "trio_websocket",
+    "aioquic.asyncio",
+    "gateway.server",
+    "gateway.listeners",
+    "adapters.iggy.driver",
+    "adapters.iggy.quic_driver",
+    "adapters.iggy.ws_driver",
+    "adapters.http.driver",
+    "adapters.nats.driver",
+    "adapters.pravega.driver",
+)
+TIERS = ("unit", "integration", "realclient")
+
+
+def _origin(value: object) -> str | None:
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    return getattr(value, "__module__", None) if callable(value) or isinstance(value, type) else None
+
+
+def _matches(name: str | None, prefixes: tuple[str, ...]) -> bool:
+    return name is not None and any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _is_test_helper(name: str | None, load: bool = False) -> bool:
+    if load and name and name not in sys.modules:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return False
+        if spec is None or spec.origin is None or not Path(spec.origin).resolve().is_relative_to(TESTS):
+            return False
+        importlib.import_module(name)
+    mod = sys.modules.get(name or "")
+    path = getattr(mod, "__file__", None)
+    return path is not None and Path(path).resolve().is_relative_to(TESTS)
+
+
+def _origins(module: types.ModuleType, depth: int = 1) -> set[str]:
+    """The modules a test module's globals come from, through test helpers ``depth`` deep."""
+    found: set[str] = set()
+    for value in list(vars(module).values()):
+        name = _origin(value)
+        if name is None:
+            continue
+        found.add(name)
+        if depth and name != module.__name__ and _is_test_helper(name):
+            found |= _origins(sys.modules[name], depth - 1)
+    return found
+
+
+_tier_of_module: dict[str, str] = {}
+
+
+def tier_of(module: types.ModuleType) -> str:
+    cached = _tier_of_module.get(module.__name__)
+    if cached is None:
+        origins = _origins(module)
+        if any(_matches(o, REALCLIENT_ORIGINS) for o in origins):
+            cached = "realclient"
+        elif any(_matches(o, INTEGRATION_ORIGINS) for o in origins):
+            cached = "integration"
+        else:
+            cached = "unit"
+        _tier_of_module[module.__name__] = cached
+    return cached
+
+
+def _code_origins(code, module: types.ModuleType) -> set[str]:
+    """The modules a function imports, and those the globals its code names come from
+    (nested code included)."""
+    found: set[str] = set()
+    for imported in {i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"}:
+        found.add(imported)
+        if _is_test_helper(imported, load=True):  # e.g. `from http_helpers import gateway` in a test
+            found |= _origins(sys.modules[imported], 0)
+    for name in code.co_names:
+        origin = _origin(vars(module).get(name))
+        if origin is not None:
+            found.add(origin)
+            if origin != module.__name__ and _is_test_helper(origin):
+                found |= _origins(sys.modules[origin], 0)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _code_origins(const, module)
+    return found
+
+
+def _fixture_origins(item: pytest.Item) -> set[str]:
+    """What a test function and the fixtures it uses (conftest ones included) import and call."""
+    found: set[str] = set()
+    test = getattr(item, "function", None)
+    if test is not None and getattr(item, "module", None) is not None:
+        found |= _code_origins(test.__code__, item.module)
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        func = getattr(defs[-1], "func", None)
+        module = sys.modules.get(getattr(func, "__module__", "") or "")
+        code = getattr(func, "__code__", None)
+        if module is not None and code is not None:
+            found |= _code_origins(code, module)
+    return found
+
+
+def tier_of_item(item: pytest.Item) -> str:
+    module = getattr(item, "module", None)
+    tier = tier_of(module) if module is not None else "unit"
+    if tier == "realclient":
+        return tier
+    origins = _fixture_origins(item)
+    if any(_matches(o, REALCLIENT_ORIGINS) for o in origins):
+        return "realclient"
+    if tier == "unit" and any(_matches(o, INTEGRATION_ORIGINS) for o in origins):
+        return "integration"
+    return tier
+
+
+def _group_of(item: pytest.Item) -> str:
+    if "spark" in getattr(item, "fixturenames", ()):  # the session's JVM (tests/spark/conftest.py)
+        return "spark"
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "unit: no sockets, no subprocesses (tests/conftest.py)")
+    config.addinivalue_line("markers", "integration: Ferry's own listeners on loopback, in this process")
+    config.addinivalue_line("markers", "realclient: the clients and programs users run, against a real gateway")
+
+
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own
+# pytest_collection_modifyitems (xdist/remote.py), which must run after this one.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of_item(item)
+        if not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker(getattr(pytest.mark, tier))
+        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+
+
+class TierViolation(AssertionError):
+    pass
+
+
+def _refuse(what: str):
+    def refuse(*args, **kwargs):
+        raise TierViolation(
+            f"a unit-tier test {what}; unit tests open no sockets and start no processes "
+            "(tests/conftest.py decides the tier from what the module imports: import the "
+            "real client or use the harness, or add its origin to INTEGRATION_ORIGINS)")
+    return refuse
+
+
+_INET = (socket.AF_INET, socket.AF_INET6)
+
+
+@pytest.fixture(autouse=True)
+def _unit_guard(request, monkeypatch):
+    """Keeps the unit tier honest: internet sockets and processes raise there.
+
+    trio's own wake-up socketpair (AF_UNIX, never bound or connected) is untouched."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    real_connect, real_bind = socket.socket.connect, socket.socket.bind
+
+    def connect(self, address):
+        if self.family in _INET:
+            _refuse(f"connected a socket to {address!r}")()
+        return real_connect(self, address)
+
+    def bind(self, address):
+        if self.family in _INET:
+            _refuse(f"bound a socket to {address!r}")()
+        return real_bind(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("started a process"))
+    yield
