@@ -27,10 +27,11 @@ unexport FERRY_ARGS
 PYTEST_ARGS ?= -q
 # Parallel workers (pytest-xdist). Most real-client tests wait on sockets and child
 # processes, so twice the cores keeps a 2-core machine busy; TEST_WORKERS=0 runs in
-# this process. loadgroup keeps a file's tests on one worker and every Spark test on
-# one worker (tests/conftest.py), so module- and session-scoped servers start once.
+# this process. loadfile keeps a file's tests on one worker, in order, so a module-scoped
+# server starts once per file. (loadgroup's xdist_group marks were not honoured by
+# pytest-xdist 3.8 under pytest 9: tests of one group ran on two workers.)
 TEST_WORKERS ?= 4
-XDIST = -n $(TEST_WORKERS) --dist loadgroup
+XDIST = -n $(TEST_WORKERS) --dist loadfile
 # pip's output goes here, not to the terminal; shown (its path, its exit code
 # and its last lines) only when an install fails.
 INSTALL_LOG := $(VENV)/install.log

@@ -19,10 +19,9 @@ or Ferry's listeners and drivers (:data:`INTEGRATION_ORIGINS`) is
 ``integration``; else ``unit``. Test helper modules (``*_helpers.py``,
 ``tests/support``) count through what they import, one level down.
 
-Parallel runs (pytest-xdist, ``--dist loadgroup``): a test file's tests stay on one
-worker, so module-scoped gateways are started once and documentation blocks keep their
-order; every test that uses the ``spark`` fixture shares one worker, because the JVM is
-a session fixture (tests/spark/conftest.py) that costs ~10 s per worker that starts it.
+Parallel runs: the Makefile runs pytest-xdist with ``--dist loadfile``, so a file's
+tests stay on one worker, in order: a module-scoped gateway starts once and
+documentation blocks keep their order (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -91,6 +90,8 @@ def _matches(name: str | None, prefixes: tuple[str, ...]) -> bool:
 
 
 def _is_test_helper(name: str | None, load: bool = False) -> bool:
+    if name == "conftest":  # several files share this name in sys.modules; fixtures are read by their globals
+        return False
     if load and name and name not in sys.modules:
         try:
             spec = importlib.util.find_spec(name)
@@ -134,39 +135,40 @@ def tier_of(module: types.ModuleType) -> str:
     return cached
 
 
-def _code_origins(code, module: types.ModuleType) -> set[str]:
+def _code_origins(code, namespace: dict) -> set[str]:
     """The modules a function imports, and those the globals its code names come from
-    (nested code included)."""
+    (nested code included); ``namespace`` is the function's own ``__globals__``."""
     found: set[str] = set()
     for imported in {i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"}:
         found.add(imported)
         if _is_test_helper(imported, load=True):  # e.g. `from http_helpers import gateway` in a test
             found |= _origins(sys.modules[imported], 0)
+    own = namespace.get("__name__")
     for name in code.co_names:
-        origin = _origin(vars(module).get(name))
+        origin = _origin(namespace.get(name))
         if origin is not None:
             found.add(origin)
-            if origin != module.__name__ and _is_test_helper(origin):
+            if origin != own and _is_test_helper(origin):
                 found |= _origins(sys.modules[origin], 0)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            found |= _code_origins(const, module)
+            found |= _code_origins(const, namespace)
     return found
 
 
 def _fixture_origins(item: pytest.Item) -> set[str]:
-    """What a test function and the fixtures it uses (conftest ones included) import and call."""
+    """What a test function and the fixtures it uses (conftest ones included) import and
+    call. This file's own fixtures (the guard) are not the test's doing."""
     found: set[str] = set()
     test = getattr(item, "function", None)
-    if test is not None and getattr(item, "module", None) is not None:
-        found |= _code_origins(test.__code__, item.module)
+    if test is not None:
+        found |= _code_origins(test.__code__, test.__globals__)
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info else ()):
         func = getattr(defs[-1], "func", None)
-        module = sys.modules.get(getattr(func, "__module__", "") or "")
         code = getattr(func, "__code__", None)
-        if module is not None and code is not None:
-            found |= _code_origins(code, module)
+        if code is not None and getattr(func, "__globals__", None) is not globals():
+            found |= _code_origins(code, func.__globals__)
     return found
 
 
@@ -183,27 +185,17 @@ def tier_of_item(item: pytest.Item) -> str:
     return tier
 
 
-def _group_of(item: pytest.Item) -> str:
-    if "spark" in getattr(item, "fixturenames", ()):  # the session's JVM (tests/spark/conftest.py)
-        return "spark"
-    return item.nodeid.split("::", 1)[0]
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "unit: no sockets, no subprocesses (tests/conftest.py)")
     config.addinivalue_line("markers", "integration: Ferry's own listeners on loopback, in this process")
     config.addinivalue_line("markers", "realclient: the clients and programs users run, against a real gateway")
 
 
-# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own
-# pytest_collection_modifyitems (xdist/remote.py), which must run after this one.
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        tier = tier_of_item(item)
-        if not any(item.get_closest_marker(t) for t in TIERS):
-            item.add_marker(getattr(pytest.mark, tier))
-        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+# Marked as each item is collected, before any plugin's pytest_collection_modifyitems
+# (the mark plugin's -m selection among them) runs.
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if not any(item.get_closest_marker(t) for t in TIERS):
+        item.add_marker(getattr(pytest.mark, tier_of_item(item)))
 
 
 class TierViolation(AssertionError):

@@ -213,7 +213,9 @@ async def pause_and_resume(url: str) -> list:
     out.append((ci.get("paused"), "pause_remaining" in ci))
     short = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1))
     await js.pause_consumer("PZ", "W", short.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
-    out.append(await fetch(psub, 1, timeout=3.0))               # waits out the pause, then delivers
+    # waits out the 1 s pause, then delivers; returns at delivery, so the bound only guards a
+    # hang (3 s was seen to run out on a loaded machine with parallel tests)
+    out.append(await fetch(psub, 1, timeout=3 * WAIT))
     out.append(json.loads((await nc.request("$JS.API.CONSUMER.PAUSE.PZ.NOPE", b"", timeout=WAIT)).data)["error"])
     out.append(json.loads((await nc.request("$JS.API.CONSUMER.PAUSE.PZ.W", b"{bad", timeout=WAIT)).data)["error"]
                ["err_code"])
