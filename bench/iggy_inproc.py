@@ -46,7 +46,7 @@ def main() -> None:
         broker.create_stream("bench")
         broker.create_topic("bench", "t", 1)
         session = IggySession(broker, client_id=1)
-        session.user = broker.meta.authenticate("iggy", "iggy")
+        session.user = broker.meta.users.authenticate("iggy", "iggy")
         conn = session.conn
         conn.dialect = a.dialect
         conn.state = conn._framing = State.VSR if a.dialect == 3 else State.LEGACY  # as after detection

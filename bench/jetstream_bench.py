@@ -397,7 +397,7 @@ def summarize_profile(path: Path, top: int = 10) -> str:
     as its coroutine stacks do not always unwind to the module): the innermost Ferry frame of
     each (its own time plus the trio/stdlib calls under it), and inclusive counts per Ferry
     function; samples of other threads (trio's worker threads: write + fdatasync) apart."""
-    return summarize_stacks(path, project=PROJECT_FRAME, skip=r"gateway/(cli|__main__|natscli)\.py", threads=True,
+    return summarize_stacks(path, project=PROJECT_FRAME, skip=r"gateway/(cli/|__main__\.py)", threads=True,
                             top=top, head="  event loop: {main} GIL samples; innermost Ferry frame "
                             "(own + trio/stdlib under it):", others="  other threads: {} GIL samples: ")
 

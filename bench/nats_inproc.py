@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.nats.codec import ServerCodec  # noqa: E402
 from adapters.nats.connection import NatsServerConnection, ServerInfo  # noqa: E402
-from adapters.nats.session import NatsSession, Outbox  # noqa: E402
+from adapters.nats.outbox import Outbox  # noqa: E402
+from adapters.nats.session import NatsSession  # noqa: E402
 from core.broker import Broker  # noqa: E402
 
 FRAMES = 200_000          # per pass; enough for a stable best-of

@@ -298,7 +298,7 @@ def summarize_profile(path: Path, top: int = 8) -> str:
     """Where the gateway's event loop (main thread) spends its samples: idle in epoll, and the
     innermost Ferry frame of every busy sample (its own time plus the trio/stdlib calls under
     it) and inclusive counts per Ferry function; worker threads (fdatasync) apart."""
-    return summarize_stacks(path, project=PROJECT_FRAME, skip=r"gateway/cli\.py|gateway/__main__", threads=False,
+    return summarize_stacks(path, project=PROJECT_FRAME, skip=r"gateway/cli/|gateway/__main__", threads=False,
                             top=top, idle="get_events (trio/_core/_io_epoll.py",
                             head="  event loop: {main} samples, {idle:.0%} idle in epoll; of the {busy} busy ones:"
                                  "\n  innermost Ferry frame (own + trio/stdlib under it):",

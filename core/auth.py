@@ -2,9 +2,11 @@
 
 Theory of operation
 -------------------
-Mixed into :class:`core.metadata.Metadata` (its own module to keep each file
-small); it shares the store's :class:`core.metadb.MetaDb` (``self._db``) and
-clock (``self._clock``, µs).
+:class:`UserStore` is a collaborator that :class:`core.metadata.Metadata`
+constructs and hands out as ``metadata.users``; it shares the store's
+:class:`core.metadb.MetaDb` and clock (µs), given to its constructor. The
+metadata store calls :meth:`UserStore.forget_grants` inside its delete
+transactions and :meth:`UserStore.invalidate` when the file changed under it.
 
 * Passwords are hashed with argon2id (argon2-cffi ``PasswordHasher``); only
   the PHC-format hash is stored. A successful login whose hash was made with
@@ -123,12 +125,12 @@ class TokenInfo:
 
 
 class UserStore:
-    """Users, permissions and PATs (a mixin over ``self._db`` and ``self._clock``)."""
+    """Users, permissions and PATs in the metadata file ``db``; ``clock`` returns
+    µs since the epoch; ``hasher`` hashes passwords (argon2id by default)."""
 
-    _db: "MetaDb"
-    _clock: Callable[[], int]
-
-    def _init_auth(self, hasher: PasswordHasher | None) -> None:
+    def __init__(self, db: "MetaDb", clock: Callable[[], int], hasher: PasswordHasher | None = None) -> None:
+        self._db = db
+        self._clock = clock
         self._hasher = hasher or PasswordHasher()
         self._dummy_hash: str | None = None
         # id -> UserInfo as committed; filled under the db lock by live_user and
@@ -140,12 +142,13 @@ class UserStore:
         self.login_guard = LoginGuard()
         # Bumped by every write to `users`: a session that caches a decision
         # (adapters/nats/ferryauth.py) compares it instead of re-reading.
-        self.users_version = 0
+        self.version = 0
 
-    def _users_changed(self) -> None:
-        """Inside a transaction that wrote `users`: no cached copy survives it."""
+    def invalidate(self) -> None:
+        """Inside a transaction that wrote `users`, or once the file changed under
+        the store (``Metadata.reload``): no cached copy survives it."""
         self._live.clear()
-        self.users_version += 1
+        self.version += 1
 
     # -- users -------------------------------------------------------------------
     def create_user(
@@ -180,7 +183,7 @@ class UserStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (user_id, username, pw_hash, status, self._clock(), perms_json),
             )
-            self._users_changed()
+            self.invalidate()
         audit("user.create", target=username, target_id=user_id, status=status)
         return self.get_user(user_id)
 
@@ -226,7 +229,7 @@ class UserStore:
                 if uid == ROOT_USER_ID and status != ACTIVE:
                     raise PermissionDenied("the root user cannot be deactivated")
                 conn.execute("UPDATE users SET status = ? WHERE id = ?", (status, uid))
-            self._users_changed()
+            self.invalidate()
         info = self.get_user(uid)
         audit("user.update", target=info.username, target_id=uid, renamed=username is not None, status=status)
         self._watchers.announce(CredentialChange(uid, info.created_at, CHANGED))
@@ -241,7 +244,7 @@ class UserStore:
             if uid == ROOT_USER_ID:
                 raise CannotChangePermissions("the root user's permissions cannot be changed")
             conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (perms_json, uid))
-            self._users_changed()
+            self.invalidate()
         info = self.get_user(uid)
         audit("user.permissions", target=info.username, target_id=uid)
         self._watchers.announce(CredentialChange(uid, info.created_at, CHANGED))
@@ -261,7 +264,7 @@ class UserStore:
             )
             if cur.rowcount != 1:
                 raise InvalidCredentials("the password changed meanwhile")
-        self.users_version += 1   # remembered verifications of the old password are void
+        self.version += 1   # remembered verifications of the old password are void
         audit("user.password", target_id=uid)
 
     def delete_user(self, user: Ident) -> None:
@@ -272,7 +275,7 @@ class UserStore:
             if uid == ROOT_USER_ID:
                 raise CannotDeleteUser("the root user cannot be deleted")
             conn.execute("DELETE FROM users WHERE id = ?", (uid,))
-            self._users_changed()
+            self.invalidate()
         audit("user.delete", target_id=uid)
         self._watchers.announce(CredentialChange(uid, created_at))
 
@@ -406,7 +409,7 @@ class UserStore:
             cur = conn.execute("DELETE FROM personal_access_tokens WHERE user_id = ? AND name = ?", (uid, name))
             if cur.rowcount == 0:
                 raise TokenNotFound(f"personal access token {name!r} not found")
-        self.users_version += 1   # remembered token logins are void
+        self.version += 1   # remembered token logins are void
         audit("token.delete", target_id=uid, name=name)
 
     def delete_expired_pats(self) -> int:
@@ -465,7 +468,7 @@ class UserStore:
                 "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, uid, old_hash)
             )
 
-    def _forget_grants(self, conn, stream_id: int, topic_id: int | None = None) -> None:
+    def forget_grants(self, conn, stream_id: int, topic_id: int | None = None) -> None:
         """Inside a delete transaction: drop grants on a stream (or one topic).
 
         Ids are reused (lowest free id), so a grant left behind would silently
@@ -475,7 +478,7 @@ class UserStore:
             new = perms.without_stream(stream_id) if topic_id is None else perms.without_topic(stream_id, topic_id)
             if new is not perms:
                 conn.execute("UPDATE users SET permissions = ? WHERE id = ?", (new.to_json(), uid))
-                self._users_changed()
+                self.invalidate()
 
 
 def _user(row: tuple) -> UserInfo:

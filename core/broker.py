@@ -35,16 +35,18 @@ import xxhash
 
 from .access import audit
 from .addressing import Addressing, Binding, stored_subject
-from .consumers import ConsumerOps
-from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown, StorageError
+from .consumers import Consumers
+from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
 from .kvtables import KvTables
 from .live import Delivery, LiveHub
 from .log import AppendInput, AppendResult, LogConfig, Partition
 from .log.encoded import records_of
 from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
-from .metadata import Ident, Metadata, StreamInfo, TopicInfo
-from .store import EmbeddedStore, Store
-from .topicops import TopicOps, topic_sealed
+from .metadata import Ident, Metadata
+from .metrics import metrics_for
+from .model import StreamInfo, TopicInfo
+from .store import EmbeddedStore, Published, Store, StoreEvents
+from .topicops import TopicState, topic_sealed
 
 log = logging.getLogger("ferry.broker")
 
@@ -83,11 +85,12 @@ class BrokerTotals:
     consumer_groups: int
 
 
-class Broker(ConsumerOps, TopicOps):
+class Broker:
     """Synchronous facade over metadata, log, live delivery and addressing.
 
-    Stream and topic arguments are an int id (canonical, 0-based) or a name.
-    """
+    Stream and topic arguments are an int id (canonical, 0-based) or a name. Consumer
+    offsets, groups and polling are ``consumers`` (:class:`core.consumers.Consumers`);
+    sealing, truncation, byte bounds and topic attributes ``topic_state`` (core/topicops.py)."""
 
     def __init__(self, data_dir: Path, cfg: BrokerConfig, meta: Metadata, store: Store | None = None) -> None:
         self.data_dir = data_dir
@@ -116,35 +119,25 @@ class Broker(ConsumerOps, TopicOps):
         # built on topic_for_subject (adapters/nats/session.py) compare it.
         self.subject_generation = 0
         self._append_listeners: list[AppendListener] = []
-        # Scale-out (gateway/jetstream_store/store.py): ``forward(subject, reply, header, payload)``
-        # offers a plain (not stored) NATS publish to the other gateways; None = one gateway.
-        self.forward: Callable[[str, str, bytes, bytes], None] | None = None
         self._wake_flusher: Callable[[], None] = lambda: None
-        ConsumerOps.__init__(self)
+        self.consumers = Consumers(meta, self._partition, self.store)
+        self.topic_state = TopicState(meta, self._partition, sealed=self._subject_topics.clear)
 
     # -- lifecycle ---------------------------------------------------------
     @classmethod
     def open(cls, data_dir: Path | str, cfg: BrokerConfig | None = None, store=None) -> "Broker":
         """Open (creating if needed) the data directory and recover every partition.
-        ``store`` (core/store.py) is the embedded log when None; a store with an
-        ``attach(meta)`` method gets the metadata store before anything is read
-        (the JetStream store replicates it and catches it up there)."""
+        ``store`` (core/store.py) is the embedded log when None; it gets the
+        broker's :class:`~core.store.StoreEvents` before anything is read (the
+        JetStream store replicates the metadata and catches it up there)."""
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         cfg = cfg or BrokerConfig()
         meta = Metadata(data_dir / METADATA_FILE)
         broker = cls(data_dir, cfg, meta, store)
         try:
-            attach = getattr(store, "attach", None)
-            if attach is not None:
-                attach(broker)
-            for attempt in range(3):  # another gateway of the same store may write at that moment
-                try:
-                    meta.ensure_root(cfg.root_username, cfg.root_password)
-                    break
-                except StorageError:
-                    if not broker.store.remote or attempt == 2:
-                        raise
+            broker.store.attach(broker._store_events())
+            broker.store.start_write(partial(meta.users.ensure_root, cfg.root_username, cfg.root_password))
             broker._recover()
         except BaseException:
             # Release whatever was opened before the failure: a caller that
@@ -166,7 +159,7 @@ class Broker(ConsumerOps, TopicOps):
                     wanted.add(self._open_partition(topic, pid).path)
                 self.store.partitions_opened(topic, range(topic.partitions_count))
         self._remove_orphans(wanted)
-        self._apply_logical_starts()
+        self.topic_state.apply_logical_starts(self._partitions)
 
     def _remove_orphans(self, wanted: set[Path]) -> None:
         """Remove stream, topic and partition directories that no metadata row
@@ -239,8 +232,6 @@ class Broker(ConsumerOps, TopicOps):
         path = self._topic_dir(sid, tid) / "partitions" / str(pid)
         part = self.store.open_partition(path, topic, pid, self.topic_log_config(topic))
         part.set_wakeup(self._wake_flusher)
-        if self.store.remote:
-            part.on_applied = partial(self._applied, (sid, tid, pid))
         self._partitions[(sid, tid, pid)] = part
         return part
 
@@ -264,7 +255,7 @@ class Broker(ConsumerOps, TopicOps):
                 tk = (k[0], k[1])
                 if tk not in incarnations:
                     incarnations[tk] = self.store.incarnation(topic)
-                if incarnations[tk] == getattr(p, "incarnation", None):
+                if incarnations[tk] == p.incarnation:
                     continue
             gone.append(k)
         for key in gone:
@@ -275,7 +266,7 @@ class Broker(ConsumerOps, TopicOps):
             self.store.partitions_closed(gone)
             for sid, tid in {(k[0], k[1]) for k in gone}:
                 if any(k[:2] == (sid, tid) for k in wanted):
-                    self._topic_partitions_changed(sid, tid)
+                    self.consumers.partitions_changed(sid, tid)
                 else:  # the topic itself went: its groups and round robin go too, as in delete_topic
                     self._forget_topic(sid, tid)
         opened: dict[tuple[int, int], list[int]] = {}
@@ -285,7 +276,7 @@ class Broker(ConsumerOps, TopicOps):
                 opened.setdefault((key[0], key[1]), []).append(key[2])
         for (sid, tid), pids in opened.items():
             self.store.partitions_opened(wanted[(sid, tid, pids[0])], pids)
-            self._topic_partitions_changed(sid, tid)
+            self.consumers.partitions_changed(sid, tid)
 
     def topic_log_config(self, topic: TopicInfo) -> LogConfig:
         """The log settings of ``topic``'s partitions: the broker's ``[log]`` with the
@@ -305,6 +296,11 @@ class Broker(ConsumerOps, TopicOps):
         for key in [k for k in self._partitions if k[0] == sid and k[1] == tid]:
             self._partitions.pop(key).close()
             self.live.wake(key)
+
+    def _forget_topic(self, sid: int, tid: int) -> None:
+        """A topic went: its groups' runtime state and its round-robin position go too."""
+        self.consumers.forget_topic(sid, tid)
+        self._round_robin.pop((sid, tid), None)
 
     # -- streams -----------------------------------------------------------
     def create_stream(self, name: str, stream_id: int | None = None) -> StreamInfo:
@@ -400,7 +396,7 @@ class Broker(ConsumerOps, TopicOps):
         for pid in range(info.partitions_count):
             self._partitions[(info.stream_id, info.id, pid)].purge()
         self.meta.delete_topic_offsets(info.stream_id, info.id)
-        self.meta.clear_logical_starts(info.stream_id, info.id)  # byte positions restart at 0
+        self.meta.topic_state.clear_logical_starts(info.stream_id, info.id)  # byte positions restart at 0
         audit("topic.purge", stream_id=info.stream_id, topic=info.name, topic_id=info.id)
 
     def add_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
@@ -410,7 +406,7 @@ class Broker(ConsumerOps, TopicOps):
         for pid in new_ids:
             self._open_partition(info, pid)
         self.store.partitions_opened(info, new_ids)
-        self._topic_partitions_changed(info.stream_id, info.id)
+        self.consumers.partitions_changed(info.stream_id, info.id)
         return new_ids
 
     def delete_partitions(self, stream: Ident, topic: Ident, count: int) -> list[int]:
@@ -424,7 +420,7 @@ class Broker(ConsumerOps, TopicOps):
                 part.delete()
             self.live.wake(key)
         self.store.partitions_dropped(info.stream_id, info.id, removed)
-        self._topic_partitions_changed(info.stream_id, info.id)
+        self.consumers.partitions_changed(info.stream_id, info.id)
         return removed
 
     def partition(self, stream: Ident, topic: Ident, partition_id: int) -> Partition:
@@ -503,15 +499,9 @@ class Broker(ConsumerOps, TopicOps):
             raise topic_sealed(info)
         pid = self.choose_partition(info, partition, key)
         part = self._partition(info, pid)
-        result = part.append(items, producer=producer, on_durable=on_durable)
-        if result.duplicate or part.remote:  # remote: visible once applied (_applied)
-            return result
-        key3 = (info.stream_id, info.id, pid)
-        self.live.wake(key3)
-        for listener in self._append_listeners:
-            listener(info, pid, result, items)
-        self._deliver_live(info, pid, result, items, live_subject, origin, native, publisher, reply)
-        return result
+        # Readable (and announced, _applied) when the store applies it: at once for the embedded log.
+        return self.store.append((info.stream_id, info.id, pid), part, items, producer, on_durable,
+                                 (info, live_subject, origin, native, publisher, reply))
 
     def append_records(
         self,
@@ -540,37 +530,57 @@ class Broker(ConsumerOps, TopicOps):
             raise topic_sealed(info)
         pid = self.choose_partition(info, partition, key)
         part = self._partition(info, pid)
-        result = part.append_encoded(block, count, producer=producer, on_durable=on_durable)
-        if result.duplicate or part.remote:  # remote: visible once applied (_applied)
-            return result
-        self.live.wake((info.stream_id, info.id, pid))
+        return self.store.append_records((info.stream_id, info.id, pid), part, block, count, producer,
+                                         on_durable, (info, None, origin, None, None, None))
+
+    # -- the store's events (core/store.py) ------------------------------------
+    def _store_events(self) -> StoreEvents:
+        return StoreEvents(meta=self.meta, applied=self._applied, applied_block=self._applied_block,
+                           resync=self.resync, group_members=self.consumers.set_group_members,
+                           plain_publish=self._plain_publish,
+                           add_metrics=lambda collector: metrics_for(self).add_collector(collector))
+
+    def _applied(self, key, part, result: AppendResult, items: Sequence[AppendInput],
+                 published: Published | None) -> None:
+        """Records of an append became readable (``StoreEvents.applied``): wake the
+        partition's waiters, tell the append listeners, deliver live. ``published``
+        None: the store applied a stored record later (this gateway's or another's,
+        JetStream store); the publish subject a NATS client used travels in the
+        stored headers, so live delivery finds it from them."""
+        if published is None:
+            if self._partitions.get(key) is not part:
+                return
+            try:
+                info = self.meta.get_topic(key[0], key[1])
+            except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to deliver
+                return
+            published = (info, stored_subject(items[0].headers) if self.live.trie.count else None,
+                         "", None, None, None)
+        info = published[0]
+        pid = key[2]
+        self.live.wake(key)
+        for listener in self._append_listeners:
+            listener(info, pid, result, items)
+        self._deliver_live(info, pid, result, items, *published[1:])
+
+    def _applied_block(self, key, part, result: AppendResult, block: bytearray, published: Published) -> None:
+        """``_applied`` for ``append_records``: the per-message view of ``block`` is
+        built only when an append listener or a live subscriber exists."""
+        self.live.wake(key)
         if self._append_listeners or self.live.trie.count:
             items = [
                 AppendInput(bytes(rv.payload), bytes(rv.headers), rv.id, rv.origin_timestamp)
                 for rv in records_of(block)
             ]
+            info, pid = published[0], key[2]
             for listener in self._append_listeners:
                 listener(info, pid, result, items)
-            self._deliver_live(info, pid, result, items, None, origin, None, None, None)
-        return result
+            self._deliver_live(info, pid, result, items, *published[1:])
 
-    def _applied(self, key, part, result: AppendResult, items: Sequence[AppendInput]) -> None:
-        """A remote store applied a stored message (this gateway's or another's) to
-        its cache: what ``append`` does for the embedded log once the records are
-        readable. The publish subject a NATS client used travels in the stored
-        headers, so live delivery finds it from them (``Delivery`` carries the rest)."""
-        if self._partitions.get(key) is not part:
-            return
-        sid, tid, pid = key
-        try:
-            info = self.meta.get_topic(sid, tid)
-        except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to deliver
-            return
-        self.live.wake(key)
-        for listener in self._append_listeners:
-            listener(info, pid, result, items)
-        if self.live.trie.count:
-            self._deliver_live(info, pid, result, items, stored_subject(items[0].headers), "", None, None, None)
+    def _plain_publish(self, subject: str, reply: str | None, header: bytes, payload: bytes) -> None:
+        """A plain NATS publish from another gateway (``StoreEvents.plain_publish``)."""
+        if self.live.has_interest(subject):
+            self.live.publish(Delivery(subject=subject, payload=payload, reply=reply, origin="nats", native=header))
 
     def _deliver_live(self, info, pid, result, items, live_subject, origin, native, publisher, reply) -> None:
         if not self.live.trie.count:  # nobody subscribed to anything: skip the subject lookups (a
@@ -655,7 +665,7 @@ class Broker(ConsumerOps, TopicOps):
             streams=len(streams), topics=len(topics), partitions=sum(t.partitions_count for t in topics),
             segments=sum(p.segment_count for p in parts), messages=sum(p.record_count for p in parts),
             stored_bytes=sum(p.size_bytes for p in parts), pending_bytes=sum(p.pending_bytes for p in parts),
-            consumer_groups=sum(len(self.list_groups(t.stream_id, t.id)) for t in topics),
+            consumer_groups=sum(len(self.meta.list_groups(t.stream_id, t.id)) for t in topics),
         )
 
     # -- retention -----------------------------------------------------------

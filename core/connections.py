@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import itertools
 import time
-import weakref
 from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+from .perowner import PerOwner
 
 # Per listener: one screen of the console's Errors view. Older errors are in the
 # gateway's log (each protocol logs its refusals) and counted in ferry_errors_total.
@@ -227,19 +228,13 @@ class ConnectionDirectory:
         self.errors.record(listener, remote, message)
 
 
-_DIRECTORIES: "weakref.WeakKeyDictionary[object, ConnectionDirectory]" = weakref.WeakKeyDictionary()
+_DIRECTORIES: PerOwner[ConnectionDirectory] = PerOwner(ConnectionDirectory, fresh_if_unweakable=True)
 
 
 def directory_for(owner: object) -> ConnectionDirectory:
     """The directory of ``owner`` (a Broker), created on first use. An owner that cannot be
     weakly referenced (a slotted test double) gets a fresh one each call."""
-    try:
-        directory = _DIRECTORIES.get(owner)
-        if directory is None:
-            directory = _DIRECTORIES[owner] = ConnectionDirectory()
-    except TypeError:
-        return ConnectionDirectory()
-    return directory
+    return _DIRECTORIES.of(owner)
 
 
 def address(peer) -> str:

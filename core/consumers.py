@@ -1,7 +1,9 @@
 """Consumers: polling strategies, consumer offsets and consumer groups.
 
-Mixed into :class:`core.broker.Broker` (kept in its own module to keep each
-file small). Semantics follow Iggy, the protocol whose model this is:
+:class:`Consumers` is the broker's collaborator for them (``broker.consumers``):
+it owns the group membership (runtime state) and reads the metadata store,
+the broker's partitions and the store it is given. Semantics follow Iggy,
+the protocol whose model this is:
 
 * A *consumer* is ``(kind, id)``: ``"consumer"`` (a single consumer) or
   ``"group"`` (a consumer group). Stored offsets are per consumer and
@@ -18,13 +20,17 @@ file small). Semantics follow Iggy, the protocol whose model this is:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .errors import ConsumerGroupMemberNotFound, FerryError, InvalidArgument, InvalidOffset, PartitionNotFound
 from .groups import GroupState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .metadata import Ident, TopicInfo
+    from .log import Partition
+    from .metadata import Metadata
+    from .metadb import Ident
+    from .model import TopicInfo
+    from .store import Store
 
 POLL_KINDS = ("offset", "timestamp", "first", "last", "next")
 CONSUMER_KINDS = ("consumer", "group")
@@ -53,16 +59,23 @@ class PollResult:
     batch: object  # core.log ReadBatch
 
 
-class ConsumerOps:
-    """Offsets, groups and polling (a mixin over Broker's metadata and partitions)."""
+class Consumers:
+    """Offsets, groups and polling of one broker (``broker.consumers``).
 
-    def __init__(self) -> None:
+    ``meta`` is the metadata store (offsets and groups are rows there);
+    ``partition(info, pid)`` is the broker's open partition of a topic (raises
+    PartitionNotFound); ``store`` hears of local group joins and leaves
+    (``Store.group_changed``, shared with other gateways in scale-out). The broker
+    tells it when a topic's partitions change or the topic goes
+    (:meth:`partitions_changed`, :meth:`forget_topic`)."""
+
+    def __init__(self, meta: "Metadata", partition: Callable[["TopicInfo", int], "Partition"],
+                 store: "Store") -> None:
+        self.meta = meta
+        self._partition = partition
+        self.store = store
         self._groups: dict[tuple[int, int, int], GroupState] = {}
         self._member_groups: dict[int, set[tuple[int, int, int]]] = {}
-        # Scale-out (gateway/jetstream_store/groups.py): told of every local join and leave,
-        # ``group_hook(group key, member id, joined)``, to share membership with the
-        # other gateways, whose members it puts back through :meth:`set_group_members`.
-        self.group_hook = None
 
     # -- offsets -------------------------------------------------------------
     def _check_consumer(self, consumer: Consumer, info: "TopicInfo") -> None:
@@ -140,8 +153,7 @@ class ConsumerOps:
             state = self._groups[key] = GroupState(info.partitions_count)
         state.join(member_id)
         self._member_groups.setdefault(member_id, set()).add(key)
-        if self.group_hook is not None:
-            self.group_hook(key, member_id, True)
+        self.store.group_changed(key, member_id, True)  # shared with other gateways (core/store.py)
         return state.assignment(member_id)
 
     def leave_group(self, stream: "Ident", topic: "Ident", group: "Ident", member_id: int) -> None:
@@ -152,8 +164,7 @@ class ConsumerOps:
             raise ConsumerGroupMemberNotFound(f"member {member_id} is not in group {g.name!r}")
         state.leave(member_id)
         self._member_groups.get(member_id, set()).discard(key)
-        if self.group_hook is not None:
-            self.group_hook(key, member_id, False)
+        self.store.group_changed(key, member_id, False)
 
     def groups_of(self, member_id: int) -> list[tuple[int, int, int]]:
         """``(stream, topic, group)`` ids of every group ``member_id`` is in, sorted
@@ -166,11 +177,11 @@ class ConsumerOps:
             state = self._groups.get(key)
             if state is not None:
                 state.leave(member_id)
-                if self.group_hook is not None:
-                    self.group_hook(key, member_id, False)
+                self.store.group_changed(key, member_id, False)
 
     def set_group_members(self, key: tuple[int, int, int], ordered: list) -> None:
-        """Scale-out: the group's members across every gateway, in the order all of
+        """Scale-out (``StoreEvents.group_members``, told of local joins and leaves by
+        ``Store.group_changed``): the group's members across every gateway, in the order all of
         them use (local members by their own ids, the others' by ids gateway/jetstream_store/groups.py
         derives for them)."""
         state = self._groups.get(key)
@@ -184,19 +195,19 @@ class ConsumerOps:
             state = self._groups[key] = GroupState(info.partitions_count)
         state.replace_members(ordered)
 
-    def _topic_partitions_changed(self, sid: int, tid: int) -> None:
+    def partitions_changed(self, sid: int, tid: int) -> None:
+        """The topic's partition count changed: its groups reassign."""
         info = self.meta.get_topic(sid, tid)
         for (gs, gt, _gid), state in self._groups.items():
             if gs == sid and gt == tid:
                 state.set_partitions(info.partitions_count)
 
-    def _forget_topic(self, sid: int, tid: int) -> None:
+    def forget_topic(self, sid: int, tid: int) -> None:
+        """The topic was deleted: its groups' runtime state goes."""
         for key in [k for k in self._groups if k[0] == sid and k[1] == tid]:
             del self._groups[key]
             for members in self._member_groups.values():
                 members.discard(key)
-        for key in [k for k in self._round_robin if k == (sid, tid)]:
-            del self._round_robin[key]
 
     # -- polling -------------------------------------------------------------
     def poll(

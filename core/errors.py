@@ -253,7 +253,7 @@ class PreconditionFailed(FerryError):
 
 
 class TopicSealed(PreconditionFailed):
-    """An append to a sealed topic (``Broker.seal_topic``; Pravega's sealStream /
+    """An append to a sealed topic (``broker.topic_state.seal_topic``; Pravega's sealStream /
     SealSegment, reply SegmentIsSealed). ``details``: stream_id, topic_id."""
 
     code = "topic_sealed"

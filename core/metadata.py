@@ -33,14 +33,18 @@ The API is synchronous; the broker calls it from the trio thread.
 * **Consumer offsets** name the last consumed offset per (consumer kind,
   consumer id, partition). ``store_offset`` runs on every auto-commit poll:
   it is one cached prepared UPSERT, its own transaction.
-* **Topic state** (sealed flags, recorded partition starts, topic attributes)
-  is the mixin :class:`core.topicstate.TopicStateStore`; users and tokens are
-  :class:`core.auth.UserStore`.
+* **Collaborators**: topic state (sealed flags, recorded partition starts,
+  topic attributes) is ``metadata.topic_state``, a
+  :class:`core.topicstate.TopicStateStore`; users, permissions and tokens are
+  ``metadata.users``, a :class:`core.auth.UserStore`. Both share this store's
+  connection; the deletes here drop their grants and cached starts. The
+  records handed out (``StreamInfo``, ``TopicInfo``, ...) are in
+  :mod:`core.model`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -63,6 +67,7 @@ from .errors import (
 from .log.config import FSYNC_POLICIES, MAX_SEGMENT_BYTES
 from .message import now_us
 from .metadb import MAX_ID, MAX_INT64, Ident, MetaDb, check_ident, check_int, check_name, lowest_free_id
+from .model import ConsumerGroupInfo, ConsumerOffsetInfo, PartitionInfo, StreamInfo, TopicInfo
 from .permissions import Action, GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
 from .topicstate import TopicStateStore
 
@@ -87,58 +92,7 @@ _TOPIC_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class StreamInfo:
-    id: int
-    name: str
-    created_at: int  # µs since the epoch
-    topics_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicInfo:
-    stream_id: int
-    id: int
-    name: str
-    created_at: int  # µs since the epoch
-    partitions_count: int
-    message_expiry: int  # µs; 0 = never expires
-    max_topic_size: int  # bytes; 0 = unlimited
-    compression_algorithm: str  # "none" | "gzip"
-    replication_factor: int
-    sealed: bool = False  # no more appends (Broker.seal_topic); last, so older constructions still work
-    # Per-topic log settings (migration 3), fixed at creation: 0 / "" = the broker's [log] value.
-    segment_bytes: int = 0  # roll to a new segment past this many bytes
-    fsync: str = ""  # "always" | "batch" | "never" (core.log.config.FSYNC_POLICIES)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionInfo:
-    stream_id: int
-    topic_id: int
-    id: int
-    created_at: int  # µs since the epoch
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupInfo:
-    stream_id: int
-    topic_id: int
-    id: int
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerOffsetInfo:
-    kind: str  # "consumer" | "group"
-    consumer_id: int
-    stream_id: int
-    topic_id: int
-    partition_id: int
-    offset: int  # the last consumed offset
-
-
-class Metadata(UserStore, TopicStateStore):
+class Metadata:
     """The metadata store. ``clock`` returns µs since the epoch (tests inject one).
 
     ``fsync_offsets=False`` writes consumer offsets through a second
@@ -158,7 +112,10 @@ class Metadata(UserStore, TopicStateStore):
     ) -> None:
         self._db = self._offsets_db = MetaDb(path)
         self._clock = clock
-        self._init_auth(hasher)
+        # Users, permissions and tokens (core/auth.py).
+        self.users = UserStore(self._db, clock, hasher)
+        # Sealing, logical partition starts and topic attributes (core/topicstate.py).
+        self.topic_state = TopicStateStore(self._db, self.get_topic, self._reload_topic)
         self.closed = False
         try:
             self._db.migrate()
@@ -192,6 +149,12 @@ class Metadata(UserStore, TopicStateStore):
     def db(self) -> MetaDb:
         """The connection (synchronous=FULL) that other stores share: ``core.kvtables``."""
         return self._db
+
+    @property
+    def databases(self) -> tuple[MetaDb, ...]:
+        """Every connection that writes the file (the offsets may have their own,
+        synchronous=NORMAL): what a replicating store (core/store.py) installs on."""
+        return (self._db,) if self._offsets_db is self._db else (self._db, self._offsets_db)
 
     def schema_version(self) -> int:
         return self._db.schema_version()
@@ -247,8 +210,8 @@ class Metadata(UserStore, TopicStateStore):
         sid = self._sid(stream)
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM streams WHERE id = ?", (sid,))
-            self._forget_grants(conn, sid)
-        self._forget_logical_starts(sid)
+            self.users.forget_grants(conn, sid)
+        self.topic_state.forget_logical_starts(sid)
         info = self._streams.pop(sid)
         del self._stream_ids[info.name]
         for topic in self._topics.pop(sid).values():
@@ -349,8 +312,8 @@ class Metadata(UserStore, TopicStateStore):
         info = self.get_topic(stream, topic)
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM topics WHERE stream_id = ? AND id = ?", (info.stream_id, info.id))
-            self._forget_grants(conn, info.stream_id, info.id)
-        self._forget_logical_starts(info.stream_id, info.id)
+            self.users.forget_grants(conn, info.stream_id, info.id)
+        self.topic_state.forget_logical_starts(info.stream_id, info.id)
         self._drop_topic(info)
         audit("topic.delete", stream_id=info.stream_id, topic=info.name, topic_id=info.id)
 
@@ -380,7 +343,7 @@ class Metadata(UserStore, TopicStateStore):
                 "DELETE FROM partitions WHERE stream_id = ? AND topic_id = ? AND id >= ?",
                 (info.stream_id, info.id, removed[0]),
             )
-        self._forget_logical_starts(info.stream_id, info.id, removed[0])
+        self.topic_state.forget_logical_starts(info.stream_id, info.id, removed[0])
         self._reload_topic(info.stream_id, info.id)
         return removed
 
@@ -520,7 +483,7 @@ class Metadata(UserStore, TopicStateStore):
         replayed another gateway's writes, core/metadb.py)."""
         with self._db.lock:
             self._load_cache()
-            self._users_changed()   # users too may have changed: no cached decision survives
+            self.users.invalidate()   # users too may have changed: no cached decision survives
 
     def _load_cache(self) -> None:
         self._streams: dict[int, StreamInfo] = {}
@@ -533,7 +496,7 @@ class Metadata(UserStore, TopicStateStore):
             self._topics[sid] = {}
         for row in self._db.all(f"SELECT {_TOPIC_COLUMNS} FROM topics t"):
             self._cache_topic(_topic_info(row))
-        self._load_topic_state()
+        self.topic_state.load()
 
     def _cache_topic(self, info: TopicInfo) -> TopicInfo:
         topics = self._topics[info.stream_id]
@@ -643,19 +606,14 @@ def _setting_key(key: object) -> str:
 __all__ = [
     "ACTIVE",
     "Action",
-    "ConsumerGroupInfo",
-    "ConsumerOffsetInfo",
     "GlobalPermissions",
     "INACTIVE",
     "Ident",
     "MAX_PARTITIONS",
     "Metadata",
-    "PartitionInfo",
     "Permissions",
-    "StreamInfo",
     "StreamPermissions",
     "TokenInfo",
-    "TopicInfo",
     "TopicPermissions",
     "UserInfo",
 ]

@@ -28,8 +28,9 @@ set, and labels must never carry unbounded input such as client ids).
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Callable, Iterable, Iterator
+
+from .perowner import PerOwner
 
 # Prometheus' own client warns that every label set is a new time series;
 # 10 000 series per metric covers thousands of partitions yet bounds memory.
@@ -223,7 +224,7 @@ def render_families(families: Iterable[Family]) -> str:
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-_REGISTRIES: "weakref.WeakKeyDictionary[object, MetricsRegistry]" = weakref.WeakKeyDictionary()
+_REGISTRIES: PerOwner[MetricsRegistry] = PerOwner(MetricsRegistry, fresh_if_unweakable=True)
 
 
 def metrics_for(owner: object) -> MetricsRegistry:
@@ -231,13 +232,7 @@ def metrics_for(owner: object) -> MetricsRegistry:
 
     An owner that cannot be weakly referenced (a slotted test double) gets a
     fresh registry each call: its samples are dropped, nothing leaks or fails."""
-    try:
-        registry = _REGISTRIES.get(owner)
-        if registry is None:
-            registry = _REGISTRIES[owner] = MetricsRegistry()
-    except TypeError:
-        return MetricsRegistry()
-    return registry
+    return _REGISTRIES.of(owner)
 
 
 # Names shared by every adapter, so dashboards see one family per meaning.

@@ -1,7 +1,8 @@
 """Sealed topics, logical truncation, byte bounds and topic attributes.
 
-Mixed into :class:`core.broker.Broker` (its own module keeps each file small,
-as :mod:`core.consumers` does). Generic core capabilities the Pravega adapter
+:class:`TopicState` is the broker's collaborator for them
+(``broker.topic_state``), over the metadata store's half (``core.topicstate``)
+and the broker's partitions. Generic core capabilities the Pravega adapter
 maps its stream and segment operations onto (protocols/pravega.md sections 4.3
 and 12); any adapter may use them.
 
@@ -13,7 +14,7 @@ and 12); any adapter may use them.
   byte position (the Pravega byte view, docs/storage.md "Byte positions") as
   the partition's start in metadata, then deletes the whole sealed segments
   that lie entirely below it (never the active one). Pravega reads see the
-  exact position (:meth:`TopicOps.partition_byte_start`); other protocols'
+  exact position (:meth:`TopicState.partition_byte_start`); other protocols'
   offset reads only notice the deleted segments, as after retention.
 * **Attributes**: a small string key/value store per topic
   (``core.topicstate``), for what Pravega echoes back (tags, policies).
@@ -23,13 +24,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from .errors import InvalidArgument, InvalidOffset, TopicSealed
 
 if TYPE_CHECKING:  # pragma: no cover
     from .log import Partition
-    from .metadata import Ident, TopicInfo
+    from .metadata import Metadata
+    from .metadb import Ident
+    from .model import TopicInfo
 
 log = logging.getLogger("ferry.broker")
 
@@ -40,16 +43,27 @@ def topic_sealed(info: "TopicInfo") -> TopicSealed:
                        stream_id=info.stream_id, topic_id=info.id)
 
 
-class TopicOps:
-    """Sealing, truncation and attributes (a mixin over Broker's metadata and partitions)."""
+class TopicState:
+    """Sealing, truncation and attributes of one broker's topics (``broker.topic_state``).
+
+    ``meta`` is the metadata store (``core.topicstate`` keeps the state there);
+    ``partition(info, pid)`` is the broker's open partition of a topic (raises
+    PartitionNotFound); ``sealed()`` runs after a topic is sealed (the broker
+    drops the TopicInfos it cached per subject)."""
+
+    def __init__(self, meta: "Metadata", partition: Callable[["TopicInfo", int], "Partition"],
+                 sealed: Callable[[], None]) -> None:
+        self.meta = meta
+        self._partition = partition
+        self._sealed = sealed
 
     # -- sealing ---------------------------------------------------------------
     def seal_topic(self, stream: "Ident", topic: "Ident") -> "TopicInfo":
         """Seal a topic (idempotent); returns its TopicInfo (``sealed`` True).
         Appends already accepted still become durable. Raises StreamNotFound,
         TopicNotFound."""
-        info = self.meta.seal_topic(stream, topic)
-        self._subject_topics.clear()  # cached TopicInfos would still say unsealed
+        info = self.meta.topic_state.seal_topic(stream, topic)
+        self._sealed()  # cached TopicInfos would still say unsealed
         return info
 
     # -- byte bounds and truncation ---------------------------------------------------
@@ -60,12 +74,12 @@ class TopicOps:
         PartitionNotFound."""
         info = self.meta.get_topic(stream, topic)
         part = self._partition(info, partition_id)
-        return max(part.byte_start, self.meta.logical_start(info.stream_id, info.id, partition_id))
+        return max(part.byte_start, self.meta.topic_state.logical_start(info.stream_id, info.id, partition_id))
 
     def partition_byte_end(self, stream: "Ident", topic: "Ident", partition_id: int) -> int:
         """The length of the partition's Pravega byte view (pending appends
         included, as reads see them). Raises as :meth:`partition_byte_start`."""
-        return self.partition(stream, topic, partition_id).byte_end
+        return self._partition(self.meta.get_topic(stream, topic), partition_id).byte_end
 
     def truncate_partition(self, stream: "Ident", topic: "Ident", partition_id: int, byte_pos: int) -> int:
         """Move the partition's start to ``byte_pos`` and return the new start
@@ -82,25 +96,26 @@ class TopicOps:
         part = self._partition(info, partition_id)
         if not 0 <= byte_pos <= part.byte_end:
             raise InvalidOffset(f"byte position {byte_pos} is outside 0..{part.byte_end}", position=byte_pos)
-        start = max(part.byte_start, self.meta.logical_start(info.stream_id, info.id, partition_id))
+        start = max(part.byte_start, self.meta.topic_state.logical_start(info.stream_id, info.id, partition_id))
         if byte_pos <= start:
             return start
-        self.meta.set_logical_start(info.stream_id, info.id, partition_id, byte_pos)
+        self.meta.topic_state.set_logical_start(info.stream_id, info.id, partition_id, byte_pos)
         _drop_segments_below(part, byte_pos)
         return byte_pos
 
-    def _apply_logical_starts(self) -> None:
-        """At open: finish truncations a crash cut short (segments not yet
+    def apply_logical_starts(self, partitions: Mapping[tuple[int, int, int], "Partition"]) -> None:
+        """At open, over the broker's recovered ``partitions`` (by stream, topic and
+        partition id): finish truncations a crash cut short (segments not yet
         deleted) and pull back a start past the log's end (the tail it was
         recorded against was pending and lost; new appends must stay readable)."""
-        for (sid, tid, pid), start in self.meta.logical_starts().items():
-            part = self._partitions.get((sid, tid, pid))
+        for (sid, tid, pid), start in self.meta.topic_state.logical_starts().items():
+            part = partitions.get((sid, tid, pid))
             if part is None:
                 continue
             if start > part.byte_end:
                 log.warning("partition %d of topic %d/%d: recorded start %d is past the log's end %d after "
                             "recovery; moving it back", pid, sid, tid, start, part.byte_end)
-                start = self.meta.set_logical_start(sid, tid, pid, part.byte_end, lower=True)
+                start = self.meta.topic_state.set_logical_start(sid, tid, pid, part.byte_end, lower=True)
             _drop_segments_below(part, start)
 
     # -- attributes --------------------------------------------------------------------
@@ -108,11 +123,11 @@ class TopicOps:
         """Set the given attribute keys of a topic (other keys are kept), all or
         nothing. Raises StreamNotFound, TopicNotFound, InvalidName (key),
         InvalidArgument (value, or a limit of ``core.topicstate``)."""
-        self.meta.set_topic_attrs(stream, topic, mapping)
+        self.meta.topic_state.set_topic_attrs(stream, topic, mapping)
 
     def topic_attrs(self, stream: "Ident", topic: "Ident") -> dict[str, str]:
         """A topic's attributes. Raises StreamNotFound, TopicNotFound."""
-        return self.meta.topic_attrs(stream, topic)
+        return self.meta.topic_state.topic_attrs(stream, topic)
 
 
 def _drop_segments_below(part: "Partition", byte_pos: int) -> int:
@@ -127,4 +142,4 @@ def _drop_segments_below(part: "Partition", byte_pos: int) -> int:
     return part.delete_oldest_segments(sys.maxsize, keep_from - 1)
 
 
-__all__ = ["TopicOps", "topic_sealed"]
+__all__ = ["TopicState", "topic_sealed"]

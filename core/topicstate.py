@@ -1,15 +1,16 @@
 """Topic state beyond Iggy's settings: the sealed flag, recorded partition
 starts and topic attributes.
 
-A mixin over :class:`core.metadata.Metadata` (``self._db``, ``get_topic``,
-``_reload_topic``), kept in its own module so each file stays small, as
-``core.auth.UserStore`` is. The columns and the table are metadata migration 2
-(``core.metadb``).
+:class:`TopicStateStore` is a collaborator that :class:`core.metadata.Metadata`
+constructs and hands out as ``metadata.topic_state``; its constructor takes the
+store's :class:`core.metadb.MetaDb` and the two topic-cache functions it needs
+(``get_topic``, ``reload_topic``). The columns and the table are metadata
+migration 2 (``core.metadb``).
 
 Theory of operation
 -------------------
 * **Sealed** is a column of ``topics`` and so a field of every cached
-  :class:`~core.metadata.TopicInfo` (``sealed``): the append path reads it from
+  :class:`~core.model.TopicInfo` (``sealed``): the append path reads it from
   the TopicInfo it looks up anyway, so the check costs one attribute read.
   Sealing is one way: Pravega has no unseal (sealStream is final).
 * **Logical starts** (``partitions.logical_start``) are the byte positions a
@@ -27,14 +28,14 @@ Theory of operation
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from .errors import InvalidArgument, PartitionNotFound
 from .metadb import MAX_INT64, check_int, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .metadata import Ident, TopicInfo
-    from .metadb import MetaDb
+    from .metadb import Ident, MetaDb
+    from .model import TopicInfo
 
 # Attribute keys: 1..255 bytes of UTF-8, the length of every other name in the
 # store (Iggy's Str8), enough for Pravega's tag and policy names.
@@ -52,12 +53,26 @@ MAX_ATTRS_PER_TOPIC = 256
 
 
 class TopicStateStore:
-    """Sealing, logical partition starts and topic attributes (a mixin over Metadata)."""
+    """Sealing, logical partition starts and topic attributes in the metadata file ``db``.
 
-    _db: "MetaDb"
+    ``get_topic(stream, topic)`` is the metadata store's cached lookup (raises
+    StreamNotFound, TopicNotFound); ``reload_topic(sid, tid)`` re-reads one
+    topic row into that cache and returns it (after sealing)."""
 
-    def _load_topic_state(self) -> None:
-        self._logical_starts: dict[tuple[int, int, int], int] = {
+    def __init__(
+        self,
+        db: "MetaDb",
+        get_topic: Callable[["Ident", "Ident"], "TopicInfo"],
+        reload_topic: Callable[[int, int], "TopicInfo"],
+    ) -> None:
+        self._db = db
+        self._get_topic = get_topic
+        self._reload_topic = reload_topic
+        self._logical_starts: dict[tuple[int, int, int], int] = {}
+
+    def load(self) -> None:
+        """Read the recorded starts afresh (on open and on ``Metadata.reload``)."""
+        self._logical_starts = {
             (sid, tid, pid): start
             for sid, tid, pid, start in self._db.all(
                 "SELECT stream_id, topic_id, id, logical_start FROM partitions WHERE logical_start > 0"
@@ -68,7 +83,7 @@ class TopicStateStore:
     def seal_topic(self, stream: "Ident", topic: "Ident") -> "TopicInfo":
         """Mark a topic sealed (idempotent); returns its TopicInfo with ``sealed``
         True. Raises StreamNotFound, TopicNotFound."""
-        info = self.get_topic(stream, topic)
+        info = self._get_topic(stream, topic)
         if info.sealed:
             return info
         with self._db.transaction() as conn:
@@ -118,13 +133,13 @@ class TopicStateStore:
                 "UPDATE partitions SET logical_start = 0 WHERE stream_id = ? AND topic_id = ? AND logical_start != 0",
                 (sid, tid),
             )
-        self._forget_logical_starts(sid, tid)
+        self.forget_logical_starts(sid, tid)
 
     def _cached_starts(self, sid: int, tid: int | None = None, first_pid: int = 0) -> list[tuple[int, int, int]]:
         return [k for k in self._logical_starts
                 if k[0] == sid and (tid is None or k[1] == tid) and k[2] >= first_pid]
 
-    def _forget_logical_starts(self, sid: int, tid: int | None = None, first_pid: int = 0) -> None:
+    def forget_logical_starts(self, sid: int, tid: int | None = None, first_pid: int = 0) -> None:
         """Drop cache entries whose rows are gone (a delete cascaded) or were reset."""
         for key in self._cached_starts(sid, tid, first_pid):
             del self._logical_starts[key]
@@ -136,7 +151,7 @@ class TopicStateStore:
         1..MAX_ATTR_KEY_BYTES bytes of UTF-8), InvalidArgument (a value that is
         not a str or is over MAX_ATTR_VALUE_BYTES, or more than
         MAX_ATTRS_PER_TOPIC keys would result); nothing is changed then."""
-        info = self.get_topic(stream, topic)
+        info = self._get_topic(stream, topic)
         if not isinstance(attrs, Mapping):
             raise InvalidArgument(f"topic attributes must be a mapping, got {type(attrs).__name__}")
         rows = [(check_name(k, "topic attribute", hi=MAX_ATTR_KEY_BYTES), _attr_value(k, v)) for k, v in attrs.items()]
@@ -156,7 +171,7 @@ class TopicStateStore:
 
     def topic_attrs(self, stream: "Ident", topic: "Ident") -> dict[str, str]:
         """Every attribute of a topic, by key. Raises StreamNotFound, TopicNotFound."""
-        info = self.get_topic(stream, topic)
+        info = self._get_topic(stream, topic)
         rows = self._db.all(
             "SELECT key, value FROM topic_attrs WHERE stream_id = ? AND topic_id = ? ORDER BY key",
             (info.stream_id, info.id),

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The admin commands (gateway/admin.py, gateway/cli_admin.py) talk to a running
+The admin commands (gateway/admin.py, gateway/cli/admin.py) talk to a running
 ``ferry serve`` as an Iggy HTTP client would (docs/http.md): log in (a
 password, a personal access token traded for a JWT, or a JWT used as it is;
 gateway/remote_target.py says which server and which identity), then call the

@@ -105,7 +105,7 @@ async def run_gateway(
                 await _with_retries(ensure_bound_topics, broker, store is not None)
                 await _run_broker(broker, cfg, stop, registry, out or sys.stdout, task_status)
                 if store is not None:
-                    await _drain(broker, cfg.server.grace_seconds)
+                    await _drain(store, cfg.server.grace_seconds)
                     store.close()
         finally:
             broker.diagnostics.remove()
@@ -135,16 +135,16 @@ def _store(cfg: Config):
     None (the embedded log). Reaching the cluster is checked by ``Broker.open``."""
     if not cfg.store.urls:
         return None
-    from gateway.jetstream_store.store import JetStreamStore  # deferred: the embedded log never loads it
+    from .jetstream_store.store import JetStreamStore  # deferred: the embedded log never loads it
 
     return JetStreamStore(cfg.store)
 
 
-async def _drain(broker, grace_seconds: float) -> None:
+async def _drain(store, grace_seconds: float) -> None:
     """Give appends already taken (queued for, or awaiting, the cluster) up to the
     grace period to be acknowledged before the store's connection closes."""
     with trio.move_on_after(max(grace_seconds, 0.1)):
-        while any(getattr(p, "unsettled", False) for p in broker.partitions()):
+        while store.unsettled():
             await trio.sleep(0.01)
 
 

@@ -18,8 +18,8 @@ One :func:`http_session` per accepted connection (STYLE.md section 3):
   ``request_timeout_s`` of its first byte (slowloris guard); a connection with nothing in
   flight closes after ``idle_timeout_s``; a write the peer does not drain
   within ``WRITE_TIMEOUT_S`` ends the connection (no unbounded stall).
-* **Outcomes**: :class:`~.app.Offload` runs in ``trio.to_thread``;
-  :class:`~.app.Park` waits on a ``trio.Event`` set by a broker callback,
+* **Outcomes**: :class:`~.handler.Offload` runs in ``trio.to_thread``;
+  :class:`~.handler.Park` waits on a ``trio.Event`` set by a broker callback,
   bounded by its timeout.
 * **Writes** go through one lock, one ``send_all`` of everything the state
   machine has queued (batched per turn, as h2 suggests).
@@ -39,8 +39,10 @@ from functools import partial
 
 import trio
 
-from .app import EventStream, HttpApp, Offload, Park
+from .app import HttpApp
 from .connection import HttpServerConnection, StreamReset
+from .handler import EventStream, Offload, Park
+from adapters.peer import peer_of
 from core.access import bind_actor
 from core.connections import address, bind_connection, clip, current_connection, directory_for
 from core.errors import FerryError
@@ -279,18 +281,6 @@ class _Session:
                     await self.stream.send_all(data)
 
 
-def _peer(stream) -> tuple:
-    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
-    try:
-        return tuple(sock.getpeername()) if sock is not None else ("unknown",)
-    except OSError:
-        return ("unknown",)
-
-
-def _peer_ip(stream) -> str:
-    return str(_peer(stream)[0])
-
-
 async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stream: trio.abc.Stream) -> None:
     """Serve one connection until it closes; never raises (STYLE.md section 3)."""
     counters = app.counters
@@ -300,11 +290,11 @@ async def http_session(app: HttpApp, limits: HttpLimits, drain: trio.Event, stre
         return
     counters["connections_total"].inc(app.listener)
     counters["connections_open"].inc(app.listener)
-    bind_actor(app.listener, _peer_ip(stream))  # each request task copies it (core/access.py)
-    peer = _peer(stream)
+    peer = peer_of(stream)
+    bind_actor(app.listener, peer[0] if peer else "unknown")  # each request task copies it (core/access.py)
     directory = directory_for(app.broker)
     closing = trio.CancelScope()   # the console's close
-    entry = directory.open(app.listener, address(peer) if len(peer) > 1 else str(peer[0]), close=closing.cancel)
+    entry = directory.open(app.listener, address(peer) if peer else "unknown", close=closing.cancel)
     bind_connection(entry)   # request tasks copy it: app.counters count on it (core/connections.py)
     try:
         with closing:

@@ -21,9 +21,10 @@ that says only where the HTTP JSON differs from the binary record:
   rest of each OpenAPI component schema is derived from the wire types.
 
 This module and the ``adapters/iggy`` modules it and ``models.py`` import
-(table, types, replies, render, errors, messages) are pure: none imports trio.
-That dependency of ``adapters/http`` on ``adapters/iggy`` is declared in
-docs/internals.md, "Adapter dependencies".
+(table, types, replies, render, errors, messages), and the shared engine under
+them (``adapters/wire``), are pure: none imports trio. That dependency of
+``adapters/http`` on ``adapters/iggy`` is declared in docs/internals.md,
+"Adapter dependencies".
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from adapters.iggy import replies as R
-from adapters.iggy.table import SpecError, Struct
-from adapters.iggy.types import ListOf, Text, UInt
+from adapters.iggy.table import Struct
+from adapters.iggy.types import Text
+from adapters.wire.table import SpecError
+from adapters.wire.types import Int, ListOf
 
 ID_BASE = 0  # the current Iggy server's HTTP numbering starts at 0, as every Ferry transport (models.ID_BASE)
 
@@ -104,8 +107,8 @@ class JsonForm:
 
 
 def _type_schema(t) -> dict:
-    if isinstance(t, UInt):
-        return {"type": "integer", "minimum": 0, "maximum": 2 ** (8 * t.fixed) - 1}
+    if isinstance(t, Int):
+        return {"type": "integer", "minimum": t.lo, "maximum": t.hi}
     if isinstance(t, Text):
         return {"type": "string", "minLength": max(t.min_len, 1), "maxLength": t.max_len}
     if isinstance(t, ListOf):

@@ -11,10 +11,11 @@ requests per stream and sends whole responses while respecting flow control:
   ``MAX_CONCURRENT_STREAMS`` (our SETTINGS). A body over the limit gets a 413
   on its stream followed by RST_STREAM(NO_ERROR), which RFC 9113 section 8.1
   allows for a response sent before the request is complete.
-* **Outbound**: a response body is sent only as far as
-  ``local_flow_control_window(stream)`` and ``max_outbound_frame_size``
-  allow; the rest waits in ``_pending`` until a WINDOW_UPDATE or a SETTINGS
-  change (RFC 9113 section 5.2) and is pushed from ``_pump``.
+* **Outbound**: a response body is sent only as far as the peer's
+  flow-control windows and frame size allow; the rest waits in the shared
+  send pump (:class:`adapters.wire.h2pump.SendPump`) until a WINDOW_UPDATE or
+  a SETTINGS change (RFC 9113 section 5.2). END_STREAM rides on the last DATA
+  frame; a refused request's stream ends with RST_STREAM instead.
 * A stream the peer resets yields :class:`StreamReset` so the driver can
   cancel that request's task (a long poll must not outlive its stream).
 * Protocol errors: h2 raises ``ProtocolError``; we send GOAWAY and report
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
 import h2.config
 import h2.connection
@@ -39,6 +41,8 @@ import h2.events
 import h2.errors
 import h2.exceptions
 import h2.settings
+
+from adapters.wire.h2pump import SendPump
 
 from .errors import HttpError, Response
 from .events import NEED_DATA, ConnectionClosed, Request, RequestError
@@ -72,15 +76,6 @@ class _Incoming:
     malformed: bool = False  # rejected as a malformed message: reset with PROTOCOL_ERROR
 
 
-@dataclass(slots=True)
-class _Outgoing:
-    data: bytearray  # body bytes not yet sent (waiting for window)
-    reset_after: bool  # the request was refused before its body ended
-    ended: bool = False  # the application finished the body
-    sent_end: bool = False  # END_STREAM went out with the last DATA frame
-    reset_code: int = h2.errors.ErrorCodes.NO_ERROR  # RST_STREAM code when reset_after
-
-
 def _no_length_check(*_args) -> None:
     return None
 
@@ -107,7 +102,7 @@ class H2Side:
         self._h2 = _H2Connection(config)
         self._events: deque = deque()
         self._incoming: dict[int, _Incoming] = {}
-        self._pending: dict[int, _Outgoing] = {}
+        self._sends = SendPump(self._h2)  # response bodies waiting for flow-control window
         self._open: set[int] = set()  # requests handed out, not answered yet
         self._heads: set[int] = set()  # streams whose request was HEAD
         self._closed = False
@@ -135,7 +130,7 @@ class H2Side:
 
     @property
     def idle(self) -> bool:
-        return not (self._incoming or self._pending or self._open)
+        return not (self._incoming or self._sends or self._open)
 
     @property
     def mid_request(self) -> bool:
@@ -177,7 +172,7 @@ class H2Side:
             self._forget(ev.stream_id)
             self._events.append(StreamReset(ev.stream_id))
         elif isinstance(ev, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
-            self._pump()
+            self._sends.pump()
         elif isinstance(ev, h2.events.ConnectionTerminated):
             self._closed = True
             self._events.append(ConnectionClosed("GOAWAY received"))
@@ -247,7 +242,7 @@ class H2Side:
 
     def _forget(self, sid: int) -> None:
         self._incoming.pop(sid, None)
-        self._pending.pop(sid, None)
+        self._sends.forget(sid)
         self._open.discard(sid)
         self._heads.discard(sid)
 
@@ -276,52 +271,28 @@ class H2Side:
             self._h2.send_headers(stream_id, [(b":status", str(status).encode()), SERVER_HEADER, *headers])
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             return False
-        self._pending[stream_id] = _Outgoing(bytearray(), reset_after, reset_code=reset_code)
+        if reset_after:
+            self._sends.open(stream_id, end_with_data=False, finish=partial(self._end_and_reset, reset_code))
+        else:
+            self._sends.open(stream_id)
         return True
 
+    def _end_and_reset(self, code: int, stream_id: int) -> None:
+        self._h2.end_stream(stream_id)
+        # The peer may still be sending the body we refused (RFC 9113 8.1).
+        self._h2.reset_stream(stream_id, error_code=code)
+
     def send_body(self, stream_id: int, data: bytes) -> None:
-        out = self._pending.get(stream_id)
-        if out is not None and not out.ended and data and stream_id not in self._heads:
-            out.data += data
-            self._pump()
+        if data and stream_id not in self._heads:
+            self._sends.add(stream_id, data)
 
     def end_response(self, stream_id: int) -> None:
-        out = self._pending.get(stream_id)
-        if out is not None and not out.ended:
-            out.ended = True
+        if self._sends.end(stream_id):
             self._heads.discard(stream_id)
-            self._pump()
 
     def pending_bytes(self, stream_id: int) -> int:
         """Body bytes of ``stream_id`` still waiting for flow-control window."""
-        out = self._pending.get(stream_id)
-        return 0 if out is None else len(out.data)
-
-    def _pump(self) -> None:
-        """Send pending bodies as far as flow control allows (RFC 9113 5.2)."""
-        for sid in list(self._pending):
-            out = self._pending[sid]
-            try:
-                while out.data:
-                    size = min(self._h2.local_flow_control_window(sid), self._h2.max_outbound_frame_size,
-                               len(out.data))
-                    if size <= 0:
-                        break
-                    last = size == len(out.data) and out.ended and not out.reset_after
-                    self._h2.send_data(sid, bytes(out.data[:size]), end_stream=last)
-                    del out.data[:size]  # bytearray drops a prefix without moving the rest
-                    out.sent_end = last
-                if out.data or not out.ended:
-                    continue
-                del self._pending[sid]
-                if out.reset_after:
-                    self._h2.end_stream(sid)
-                    # The peer may still be sending the body we refused (RFC 9113 8.1).
-                    self._h2.reset_stream(sid, error_code=out.reset_code)
-                elif not out.sent_end:
-                    self._h2.end_stream(sid)  # an empty body, or ended after its last DATA
-            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-                self._pending.pop(sid, None)
+        return self._sends.pending_bytes(stream_id)
 
     def close(self) -> None:
         """Send GOAWAY (once): no new streams; the ones in flight may finish."""

@@ -51,7 +51,8 @@ from core.header_value import HeaderKind, HeaderValue
 from core.log import AppendInput
 from core.message import MAX_HEADERS_SIZE, Headers, Message
 from core.record import RECORD_HEADER, RECORD_HEADER_SIZE
-from core.metadata import ConsumerGroupInfo, StreamInfo, TopicInfo, UserInfo
+from core.metadata import UserInfo
+from core.model import ConsumerGroupInfo, StreamInfo, TopicInfo
 from core.permissions import Permissions
 
 from adapters.iggy import options, render

@@ -1,6 +1,6 @@
 """``GET /openapi.json``: the OpenAPI 3.1 document, built from the route table.
 
-Each :class:`~.app.Route` carries its Iggy command name, body schema, success
+Each :class:`~.handler.Route` carries its Iggy command name, body schema, success
 status and query parameters; :mod:`.schemas` holds the component schemas. The
 document is built once per app (routes do not change at run time).
 """

@@ -32,8 +32,8 @@ from core.metrics import BYTES_IN, BYTES_OUT, CONNECTIONS_OPEN, CONNECTIONS_TOTA
 from core.permissions import Action
 
 from . import console
-from .app import Ctx, HttpApp, Route, json_response
 from .errors import Response, not_found_entity
+from .handler import App, Ctx, Route, json_response
 from .routes_streams import topic_of
 
 # Families the overview charts, by the key the page reads. Counters are totals since start;
@@ -81,7 +81,7 @@ def infer_origin(headers: Headers, stream: str, pravega_visible: bool) -> Origin
 
 
 # -- static files -------------------------------------------------------------------------
-def asset(app: HttpApp, ctx: Ctx):
+def asset(app: App, ctx: Ctx):
     found = console.ASSETS.get(ctx.params["asset"])
     if found is None:
         raise not_found_entity()
@@ -120,38 +120,38 @@ def listener_snapshot(exposition: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def metrics_snapshot(app: HttpApp, ctx: Ctx):
+def metrics_snapshot(app: App, ctx: Ctx):
     """``{"time": unix seconds, "listeners": {name: {messages_in, ..., connections_open}}}``."""
     return json_response({"time": time.time(), "listeners": listener_snapshot(app.metrics.render())})
 
 
 # -- who is logged in ------------------------------------------------------------------------
-def whoami(app: HttpApp, ctx: Ctx):
+def whoami(app: App, ctx: Ctx):
     """``{"id", "username", "manage_servers"}`` of the session's user: the header shows the
     name after a deep link (the page then never saw the login form), and views hide actions
     the user may not take (the server checks them anyway)."""
     user = ctx.user
     return json_response({"id": user.id, "username": user.username,
-                          "manage_servers": app.broker.meta.can(user, Action.MANAGE_SERVERS, ignore_status=True)})
+                          "manage_servers": app.broker.meta.users.can(user, Action.MANAGE_SERVERS, ignore_status=True)})
 
 
 # -- topic details --------------------------------------------------------------------------
-def _visible_topic(app: HttpApp, ctx: Ctx, action: Action):
+def _visible_topic(app: App, ctx: Ctx, action: Action):
     topic = topic_of(app, ctx)
     ctx.require(action, topic.stream_id, topic.id)
     return topic, app.broker.get_stream(topic.stream_id).name
 
 
-def topic_details(app: HttpApp, ctx: Ctx):
+def topic_details(app: App, ctx: Ctx):
     topic, stream_name = _visible_topic(app, ctx, Action.READ_TOPIC)
     broker = app.broker
     parts = [broker.partition(topic.stream_id, topic.id, pid) for pid in range(topic.partitions_count)]
     groups = []
-    for g in broker.list_groups(topic.stream_id, topic.id):
-        members = broker.group_members(topic.stream_id, topic.id, g.id)
+    for g in broker.consumers.list_groups(topic.stream_id, topic.id):
+        members = broker.consumers.group_members(topic.stream_id, topic.id, g.id)
         rows, total = [], 0
         for pid, part in enumerate(parts):
-            stored = broker.get_offset(Consumer("group", g.id), topic.stream_id, topic.id, pid)
+            stored = broker.consumers.get_offset(Consumer("group", g.id), topic.stream_id, topic.id, pid)
             # Iggy stores the last consumed offset; nothing stored = every kept message is unread.
             lag = part.record_count if stored is None else max(part.next_offset - 1 - stored, 0)
             rows.append({"partition": pid, "stored_offset": stored, "lag": lag})

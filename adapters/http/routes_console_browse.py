@@ -55,7 +55,7 @@ from core.record import RecordView
 from core.subjects import is_literal, is_valid_pattern, subject_matches
 
 from . import models
-from .app import Ctx, HttpApp, Route, json_response
+from .handler import App, Ctx, Route, json_response
 from .limits import MAX_POLL_BYTES, MAX_POLL_COUNT
 from .routes_console import infer_origin
 from .routes_streams import topic_of
@@ -505,7 +505,7 @@ def cursor_text(boundaries: dict[int, int]) -> str:
 
 
 # -- the route ------------------------------------------------------------------------------------
-def browse_messages(app: HttpApp, ctx: Ctx):
+def browse_messages(app: App, ctx: Ctx):
     """One page of messages (module docstring; parameters and answer in docs/http.md "Web
     console"). Permission: poll_messages. Consumer offsets are not touched."""
     topic = topic_of(app, ctx)

@@ -23,8 +23,8 @@ from core.access import audit
 from core.connections import MAX_ERRORS_PER_LISTENER, current_connection, directory_for
 from core.permissions import Action
 
-from .app import Ctx, HttpApp, Route, empty, json_response
 from .errors import HttpError, not_found_entity
+from .handler import App, Ctx, Route, empty, json_response
 
 # Rows in one answer: one screen of the console. The directory itself holds every open
 # connection (bounded by each listener's max_connections); ``total`` says how many.
@@ -33,7 +33,7 @@ MAX_LISTED = 1000
 MAX_ID_DIGITS = 18
 
 
-def list_connections(app: HttpApp, ctx: Ctx):
+def list_connections(app: App, ctx: Ctx):
     """``{"time", "total", "connections": [...]}``, oldest connection first."""
     ctx.require(Action.READ_SERVERS)
     listener = ctx.query.get("listener") or None
@@ -42,7 +42,7 @@ def list_connections(app: HttpApp, ctx: Ctx):
                           "connections": [c.snapshot() for c in conns[:MAX_LISTED]]})
 
 
-def close_connection(app: HttpApp, ctx: Ctx):
+def close_connection(app: App, ctx: Ctx):
     """204 once the connection's driver was asked to close it; 404 when it is not open."""
     ctx.require(Action.MANAGE_SERVERS)
     text = ctx.params["conn_id"]
@@ -60,7 +60,7 @@ def close_connection(app: HttpApp, ctx: Ctx):
     return empty()
 
 
-def list_errors(app: HttpApp, ctx: Ctx):
+def list_errors(app: App, ctx: Ctx):
     """``{"time", "limit", "errors": [{time, listener, remote, message}]}``, newest first."""
     ctx.require(Action.READ_SERVERS)
     listener = ctx.query.get("listener") or None

@@ -2,7 +2,7 @@
 
 * ``GET /console/api/consumers``: every kind of reader with its lag per partition:
   Iggy consumer groups and plain consumers with stored offsets (core metadata),
-  JetStream consumers (``adapters/nats/jetstream_api.jetstream_for``, the NATS listener's
+  JetStream consumers (``adapters.nats.jetstream.api.jetstream_for``, the NATS listener's
   per-broker registry), Pravega reader groups (their state is the 0.3.8 client's own
   key-value table in ``broker.tables``, decoded by ``adapters/pravega/readergroups.py``).
 * ``GET /console/api/jetstream``: JetStream streams with config, state and consumers;
@@ -35,7 +35,7 @@ from core.errors import NotFound
 from core.message import Headers
 from core.permissions import Action
 
-from .app import Ctx, HttpApp, Route, json_response
+from .handler import App, Ctx, Route, json_response
 
 # Rows of one kind in one answer (Iggy groups, Iggy consumers, JetStream consumers, Pravega
 # groups; JetStream streams): more is a table nobody reads in a browser, and each row costs
@@ -58,9 +58,9 @@ CONFIG_FIELDS = ("subjects", "retention", "storage", "discard", "max_msgs", "max
                  "allow_rollup_hdrs", "description")
 
 
-def _can(app: HttpApp, ctx: Ctx, action: Action, stream_id: int, topic_id: int | None = None) -> bool:
+def _can(app: App, ctx: Ctx, action: Action, stream_id: int, topic_id: int | None = None) -> bool:
     # status ignored, as ctx.require does: Iggy's HTTP API never checks it after the login
-    return app.broker.meta.can(ctx.user, action, stream_id, topic_id, ignore_status=True)
+    return app.broker.meta.users.can(ctx.user, action, stream_id, topic_id, ignore_status=True)
 
 
 def partition_lag(part, stored: int | None) -> int:
@@ -70,7 +70,7 @@ def partition_lag(part, stored: int | None) -> int:
 
 
 # -- Iggy ----------------------------------------------------------------------------------
-def _iggy(app: HttpApp, ctx: Ctx) -> dict:
+def _iggy(app: App, ctx: Ctx) -> dict:
     broker = app.broker
     groups: list[dict] = []
     consumers: list[dict] = []
@@ -79,7 +79,7 @@ def _iggy(app: HttpApp, ctx: Ctx) -> dict:
         for t in broker.list_topics(s.id):
             if not _can(app, ctx, Action.READ_TOPIC, s.id, t.id):
                 continue
-            found = broker.list_groups(s.id, t.id)
+            found = broker.consumers.list_groups(s.id, t.id)
             offsets = broker.meta.list_offsets(s.id, t.id)
             if not found and not offsets:
                 continue
@@ -94,7 +94,7 @@ def _iggy(app: HttpApp, ctx: Ctx) -> dict:
                     break
                 mine = stored.get(("group", g.id), {})
                 rows = [_iggy_partition(pid, part, mine.get(pid)) for pid, part in enumerate(parts)]
-                members = broker.group_members(s.id, t.id, g.id)
+                members = broker.consumers.group_members(s.id, t.id, g.id)
                 groups.append({**where, "id": g.id, "name": g.name, "members": len(members),
                                "lag": sum(r["lag"] for r in rows), "partitions": rows})
             for (kind, cid), mine in sorted(stored.items()):
@@ -116,14 +116,14 @@ def _iggy_partition(pid: int, part, stored: int | None) -> dict:
 
 
 # -- JetStream -----------------------------------------------------------------------------
-def _js_stream_id(app: HttpApp) -> int | None:
+def _js_stream_id(app: App) -> int | None:
     try:
         return app.broker.get_stream(JS_STREAM).id
     except NotFound:
         return None
 
 
-def _visible_streams(app: HttpApp, ctx: Ctx, js) -> tuple[list, bool]:
+def _visible_streams(app: App, ctx: Ctx, js) -> tuple[list, bool]:
     """(JsStreams the user may read, sorted by name; whether the list was cut)."""
     sid = _js_stream_id(app)
     if js is None or sid is None:
@@ -246,7 +246,7 @@ def _object_store(js, st, bucket: str) -> dict:
 
 
 # -- Pravega -------------------------------------------------------------------------------
-def _pravega(app: HttpApp, ctx: Ctx) -> dict:
+def _pravega(app: App, ctx: Ctx) -> dict:
     broker = app.broker
     groups: list[dict] = []
     tables = group_tables(broker.tables)
@@ -271,7 +271,7 @@ def _pravega(app: HttpApp, ctx: Ctx) -> dict:
 
 
 # -- handlers ------------------------------------------------------------------------------
-def consumers_overview(app: HttpApp, ctx: Ctx):
+def consumers_overview(app: App, ctx: Ctx):
     """Every reader the user may see, with its lag (module docstring)."""
     js = jetstream_for(app.broker)
     streams, cut = _visible_streams(app, ctx, js)
@@ -282,7 +282,7 @@ def consumers_overview(app: HttpApp, ctx: Ctx):
                           "limits": {"rows": MAX_ROWS}})
 
 
-def jetstream_overview(app: HttpApp, ctx: Ctx):
+def jetstream_overview(app: App, ctx: Ctx):
     """Streams, their consumers, KV buckets and object stores the user may see."""
     js = jetstream_for(app.broker)
     if js is None:

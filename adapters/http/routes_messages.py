@@ -2,7 +2,7 @@
 
 Sends answer only once the records are durable under the configured fsync
 policy (ARCHITECTURE.md: "every producer is acknowledged only after its batch
-is durable"), through a :class:`~.app.Park` on the append's ``on_durable``.
+is durable"), through a :class:`~.handler.Park` on the append's ``on_durable``.
 
 Polls accept ``wait_ms`` (Ferry's addition to Iggy's query): when nothing is
 there yet, the request parks on ``broker.wait_for_append`` for that partition
@@ -22,8 +22,8 @@ from core.permissions import Action
 from core.record import MAX_PAYLOAD
 
 from . import models
-from .app import Ctx, EventStream, HttpApp, Park, Route, empty, json_response
 from .errors import JSON_TYPE, HttpError, Response, from_core, internal_error, not_found_entity
+from .handler import App, Ctx, EventStream, Park, Route, empty, json_response
 from .limits import MAX_POLL_BYTES, MAX_POLL_COUNT
 from .routes_streams import T, topic_of
 
@@ -72,7 +72,7 @@ class _Durable:
         return json_response(models.confirmations_json(*self._where, self.result), 201)
 
 
-def send_messages(app: HttpApp, ctx: Ctx):
+def send_messages(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.SEND_MESSAGES, topic.stream_id, topic.id)
     partition, key, items = models.parse_send(ctx.json(), MAX_PAYLOAD)
@@ -110,7 +110,7 @@ def _partition(ctx: Ctx) -> int:
     return ctx.q_int("partition_id", models.ID_BASE, models.ID_BASE, models.U32_MAX) - models.ID_BASE
 
 
-def _poll_target(app: HttpApp, ctx: Ctx):
+def _poll_target(app: App, ctx: Ctx):
     """What a poll and a follow share: the topic (poll permission checked), the
     consumer, the partition and the ``kind``/``value`` polling strategy."""
     topic = topic_of(app, ctx)
@@ -122,7 +122,7 @@ def _poll_target(app: HttpApp, ctx: Ctx):
     return topic, consumer, partition, PollStrategy(kind, ctx.q_int("value", 0))
 
 
-def poll_messages(app: HttpApp, ctx: Ctx):
+def poll_messages(app: App, ctx: Ctx):
     topic, consumer, partition, strategy = _poll_target(app, ctx)
     count = ctx.q_int("count", 10, 0, MAX_POLL_COUNT)
     if count == 0:
@@ -132,7 +132,7 @@ def poll_messages(app: HttpApp, ctx: Ctx):
     deadline = app.clock() + wait_s
 
     def attempt(_timed_out: bool = False):
-        result = app.broker.poll(topic.stream_id, topic.id, consumer, strategy, count, partition=partition,
+        result = app.broker.consumers.poll(topic.stream_id, topic.id, consumer, strategy, count, partition=partition,
                                  auto_commit=auto_commit, max_bytes=MAX_POLL_BYTES)
         remaining = deadline - app.clock()
         if result.batch.count == 0 and remaining > 0 and not app.broker.draining:
@@ -147,7 +147,7 @@ def poll_messages(app: HttpApp, ctx: Ctx):
     return attempt()
 
 
-def follow_messages(app: HttpApp, ctx: Ctx):
+def follow_messages(app: App, ctx: Ctx):
     """Server-sent events (WHATWG HTML "Server-sent events"): every message of
     one partition from the chosen start, then live as they arrive. Each event
     is ``id: <offset>``, ``event: message``, ``data: <message JSON>``; a
@@ -165,7 +165,7 @@ def follow_messages(app: HttpApp, ctx: Ctx):
     state = {"strategy": strategy}
 
     def next_chunk() -> bytes:
-        result = app.broker.poll(topic.stream_id, topic.id, consumer, state["strategy"], count,
+        result = app.broker.consumers.poll(topic.stream_id, topic.id, consumer, state["strategy"], count,
                                  partition=partition, auto_commit=auto_commit, max_bytes=MAX_POLL_BYTES)
         if not result.batch.count:
             return b""
@@ -183,7 +183,7 @@ def follow_messages(app: HttpApp, ctx: Ctx):
     )
 
 
-def flush_messages(app: HttpApp, ctx: Ctx):
+def flush_messages(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.SEND_MESSAGES, topic.stream_id, topic.id)
     pid = models.parse_identifier(ctx.params["partition_id"], "partition_id")
@@ -197,18 +197,18 @@ def flush_messages(app: HttpApp, ctx: Ctx):
 
 
 # -- consumer offsets ----------------------------------------------------------------------
-def get_offset(app: HttpApp, ctx: Ctx):
+def get_offset(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
     consumer, partition = _consumer(ctx), _partition(ctx)
-    stored = app.broker.get_offset(consumer, topic.stream_id, topic.id, partition)
+    stored = app.broker.consumers.get_offset(consumer, topic.stream_id, topic.id, partition)
     if stored is None:
         raise not_found_entity()
     part = app.broker.partition(topic.stream_id, topic.id, partition)
     return json_response(models.offset_json(partition, max(part.next_offset - 1, 0), stored))
 
 
-def store_offset(app: HttpApp, ctx: Ctx):
+def store_offset(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
     f = ctx.fields()
@@ -225,42 +225,42 @@ def store_offset(app: HttpApp, ctx: Ctx):
     wire_pid = f.int("partition_id", models.ID_BASE, models.U32_MAX, required=False)
     partition = 0 if wire_pid is None else wire_pid - models.ID_BASE  # absent or null: the first partition
     offset = f.int("offset", 0, 2**63 - 1)
-    app.broker.store_offset(Consumer("consumer", cid), topic.stream_id, topic.id, partition, offset)
+    app.broker.consumers.store_offset(Consumer("consumer", cid), topic.stream_id, topic.id, partition, offset)
     return empty()
 
 
-def delete_offset(app: HttpApp, ctx: Ctx):
+def delete_offset(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.POLL_MESSAGES, topic.stream_id, topic.id)
     consumer = Consumer("consumer", models.consumer_id(ctx.params["consumer_id"], "consumer_id"))
-    app.broker.delete_offset(consumer, topic.stream_id, topic.id, _partition(ctx))
+    app.broker.consumers.delete_offset(consumer, topic.stream_id, topic.id, _partition(ctx))
     return empty()
 
 
 # -- consumer groups -----------------------------------------------------------------------
-def _group_json(app: HttpApp, topic, group, details: bool) -> dict:
-    members = app.broker.group_members(topic.stream_id, topic.id, group.id)
+def _group_json(app: App, topic, group, details: bool) -> dict:
+    members = app.broker.consumers.group_members(topic.stream_id, topic.id, group.id)
     return models.group_json(group, topic.partitions_count, members, details)
 
 
-def get_groups(app: HttpApp, ctx: Ctx):
+def get_groups(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
-    groups = app.broker.list_groups(topic.stream_id, topic.id)
+    groups = app.broker.consumers.list_groups(topic.stream_id, topic.id)
     return json_response([_group_json(app, topic, g, False) for g in groups])
 
 
-def get_group(app: HttpApp, ctx: Ctx):
+def get_group(app: App, ctx: Ctx):
     try:
         topic = topic_of(app, ctx)
-        group = app.broker.get_group(topic.stream_id, topic.id, ctx.ident("group_id"))
+        group = app.broker.consumers.get_group(topic.stream_id, topic.id, ctx.ident("group_id"))
     except NotFound:
         raise not_found_entity() from None
     ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
     return json_response(_group_json(app, topic, group, True))
 
 
-def create_group(app: HttpApp, ctx: Ctx):
+def create_group(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
     f = ctx.fields()
@@ -268,14 +268,14 @@ def create_group(app: HttpApp, ctx: Ctx):
     key = "group_id" if f.obj.get("group_id") is not None else "consumer_group_id"
     wire = f.int(key, 0, models.U32_MAX, required=False)
     group_id = models.parse_wire_id(wire, key) if wire else None
-    group = app.broker.create_group(topic.stream_id, topic.id, f.str("name"), group_id)
+    group = app.broker.consumers.create_group(topic.stream_id, topic.id, f.str("name"), group_id)
     return json_response(_group_json(app, topic, group, True), 201)  # iggy.md 10.4: 201 details
 
 
-def delete_group(app: HttpApp, ctx: Ctx):
+def delete_group(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.READ_TOPIC, topic.stream_id, topic.id)
-    app.broker.delete_group(topic.stream_id, topic.id, ctx.ident("group_id"))
+    app.broker.consumers.delete_group(topic.stream_id, topic.id, ctx.ident("group_id"))
     return empty()
 
 

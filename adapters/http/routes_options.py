@@ -14,8 +14,8 @@ from __future__ import annotations
 from adapters.iggy import options
 from core.message import HeaderKind
 
-from .app import Ctx, HttpApp, Route, json_response
 from .errors import HttpError
+from .handler import App, Ctx, Route, json_response
 from .schemas import SCHEMAS, U32, obj
 
 # The component schema of one entry, for /openapi.json (kept with its route).
@@ -27,7 +27,7 @@ SCHEMAS.setdefault("OptionSpec", obj({
 }, ("key", "kind", "default_value", "description")))
 
 
-def describe_options(app: HttpApp, ctx: Ctx):
+def describe_options(app: App, ctx: Ctx):
     scope = options.SCOPES.get(ctx.params["scope"])
     if scope is None:
         raise HttpError.iggy(3, f"scope: unknown option scope {ctx.params['scope'][:64]!r}", "scope")

@@ -7,31 +7,31 @@ from core.errors import NotFound
 from core.permissions import Action
 
 from . import models
-from .app import Ctx, HttpApp, Route, empty, json_response
 from .errors import bad_field, not_found_entity
+from .handler import App, Ctx, Route, empty, json_response
 
 
 # -- helpers shared with the other route modules ---------------------------------------
-def topic_of(app: HttpApp, ctx: Ctx):
+def topic_of(app: App, ctx: Ctx):
     """The TopicInfo named by the path's stream_id and topic_id (errors as Iggy's)."""
     return app.broker.get_topic(ctx.ident("stream_id"), ctx.ident("topic_id"))
 
 
-def topic_details(app: HttpApp, topic, details: bool) -> dict:
+def topic_details(app: App, topic, details: bool) -> dict:
     return models.topic_json(app.broker, topic, details)
 
 
-def stream_details(app: HttpApp, stream, details: bool) -> dict:
+def stream_details(app: App, stream, details: bool) -> dict:
     return models.stream_json(app.broker, stream, details)
 
 
 # -- streams --------------------------------------------------------------------------------
-def get_streams(app: HttpApp, ctx: Ctx):
+def get_streams(app: App, ctx: Ctx):
     ctx.require(Action.READ_STREAMS)
     return json_response([stream_details(app, s, False) for s in app.broker.list_streams()])
 
 
-def get_stream(app: HttpApp, ctx: Ctx):
+def get_stream(app: App, ctx: Ctx):
     ident = ctx.ident("stream_id")
     try:
         stream = app.broker.get_stream(ident)
@@ -41,7 +41,7 @@ def get_stream(app: HttpApp, ctx: Ctx):
     return json_response(stream_details(app, stream, True))
 
 
-def create_stream(app: HttpApp, ctx: Ctx):
+def create_stream(app: App, ctx: Ctx):
     ctx.require(Action.CREATE_STREAM)
     f = ctx.fields()
     wire = f.int("stream_id", 0, models.U32_MAX, required=False)
@@ -51,21 +51,21 @@ def create_stream(app: HttpApp, ctx: Ctx):
     return json_response(stream_details(app, stream, True))  # iggy.md 10.4: 200 StreamDetails
 
 
-def update_stream(app: HttpApp, ctx: Ctx):
+def update_stream(app: App, ctx: Ctx):
     stream = app.broker.get_stream(ctx.ident("stream_id"))
     ctx.require(Action.MANAGE_STREAM, stream.id)
     app.broker.update_stream(stream.id, ctx.fields().str("name"))
     return empty()
 
 
-def delete_stream(app: HttpApp, ctx: Ctx):
+def delete_stream(app: App, ctx: Ctx):
     stream = app.broker.get_stream(ctx.ident("stream_id"))
     ctx.require(Action.MANAGE_STREAM, stream.id)
     app.broker.delete_stream(stream.id)
     return empty()
 
 
-def purge_stream(app: HttpApp, ctx: Ctx):
+def purge_stream(app: App, ctx: Ctx):
     stream = app.broker.get_stream(ctx.ident("stream_id"))
     ctx.require(Action.MANAGE_STREAM, stream.id)
     app.broker.purge_stream(stream.id)
@@ -73,13 +73,13 @@ def purge_stream(app: HttpApp, ctx: Ctx):
 
 
 # -- topics ---------------------------------------------------------------------------------
-def get_topics(app: HttpApp, ctx: Ctx):
+def get_topics(app: App, ctx: Ctx):
     stream = app.broker.get_stream(ctx.ident("stream_id"))
     ctx.require(Action.READ_TOPICS, stream.id)
     return json_response([topic_details(app, t, False) for t in app.broker.list_topics(stream.id)])
 
 
-def get_topic(app: HttpApp, ctx: Ctx):
+def get_topic(app: App, ctx: Ctx):
     sid, tid = ctx.ident("stream_id"), ctx.ident("topic_id")
     try:
         topic = app.broker.get_topic(sid, tid)
@@ -89,7 +89,7 @@ def get_topic(app: HttpApp, ctx: Ctx):
     return json_response(topic_details(app, topic, True))
 
 
-def create_topic(app: HttpApp, ctx: Ctx):
+def create_topic(app: App, ctx: Ctx):
     stream = app.broker.get_stream(ctx.ident("stream_id"))
     ctx.require(Action.CREATE_TOPIC, stream.id)
     args, given = models.create_topic_args(ctx.fields())
@@ -101,7 +101,7 @@ def create_topic(app: HttpApp, ctx: Ctx):
     return json_response(topic_details(app, topic, True))  # iggy.md 10.4: 200 TopicDetails
 
 
-def update_topic(app: HttpApp, ctx: Ctx):
+def update_topic(app: App, ctx: Ctx):
     """A patch (models.update_topic_args): settings left out keep their values; a size
     cap below the topic's segment size is 1019, as on the binary transports."""
     topic = topic_of(app, ctx)
@@ -115,14 +115,14 @@ def update_topic(app: HttpApp, ctx: Ctx):
     return empty()
 
 
-def delete_topic(app: HttpApp, ctx: Ctx):
+def delete_topic(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
     app.broker.delete_topic(topic.stream_id, topic.id)
     return empty()
 
 
-def purge_topic(app: HttpApp, ctx: Ctx):
+def purge_topic(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
     app.broker.purge_topic(topic.stream_id, topic.id)
@@ -130,7 +130,7 @@ def purge_topic(app: HttpApp, ctx: Ctx):
 
 
 # -- partitions -----------------------------------------------------------------------------
-def create_partitions(app: HttpApp, ctx: Ctx):
+def create_partitions(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
     count = ctx.fields().int("partitions_count", 1, models.U32_MAX)
@@ -138,7 +138,7 @@ def create_partitions(app: HttpApp, ctx: Ctx):
     return empty(201)  # iggy.md 10.4: 201, empty body
 
 
-def delete_partitions(app: HttpApp, ctx: Ctx):
+def delete_partitions(app: App, ctx: Ctx):
     topic = topic_of(app, ctx)
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
     count = ctx.q_int("partitions_count", None, 1, models.U32_MAX)
@@ -146,7 +146,7 @@ def delete_partitions(app: HttpApp, ctx: Ctx):
     return empty()
 
 
-def delete_segments(app: HttpApp, ctx: Ctx):
+def delete_segments(app: App, ctx: Ctx):
     """Iggy's DeleteSegments: the partition's ``segments_count`` oldest sealed
     segments (core Broker.delete_segments); permission as updating the topic."""
     topic = topic_of(app, ctx)

@@ -32,14 +32,14 @@ from core.procstats import START_US, process_stats
 from core.permissions import Action
 
 from . import models
-from .app import Ctx, HttpApp, Offload, Route, json_response, text_response
 from .errors import JSON_TYPE, HttpError, Response, bad_field, not_found_entity
+from .handler import App, Ctx, Offload, Route, json_response, text_response
 from .openapi import build as build_openapi
 from .webpage import CSP, PAGE
 
 
 
-def root(app: HttpApp, ctx: Ctx):
+def root(app: App, ctx: Ctx):
     """The browser page (webpage.py); ``curl /`` and Iggy's "Iggy API" probe get text."""
     accept = ctx.request.header(b"accept") or b""
     if b"text/html" not in accept:
@@ -48,17 +48,17 @@ def root(app: HttpApp, ctx: Ctx):
                           (b"x-content-type-options", b"nosniff")), PAGE.encode())
 
 
-def openapi_json(app: HttpApp, ctx: Ctx):
+def openapi_json(app: App, ctx: Ctx):
     if app.openapi is None:
         app.openapi = models.dumps(build_openapi(app.routes))
     return Response(200, (JSON_TYPE,), app.openapi)
 
 
-def ping(app: HttpApp, ctx: Ctx):
+def ping(app: App, ctx: Ctx):
     return text_response("pong")
 
 
-def healthz(app: HttpApp, ctx: Ctx):
+def healthz(app: App, ctx: Ctx):
     if app.broker.draining or app.broker.closed:
         return json_response({"status": "draining"}, 503)
     return json_response({"status": "ok"})
@@ -82,13 +82,13 @@ def partition_families(broker):
     ]
 
 
-def metrics(app: HttpApp, ctx: Ctx):
+def metrics(app: App, ctx: Ctx):
     text = app.metrics.render()
     text += render_families(partition_families(app.broker))
     return text_response(text, CONTENT_TYPE.encode())
 
 
-def stats(app: HttpApp, ctx: Ctx):
+def stats(app: App, ctx: Ctx):
     totals = app.broker.totals()
     used = process_stats().read(app.broker.data_dir)
     now = int(time.time() * 1_000_000)
@@ -127,12 +127,12 @@ def stats(app: HttpApp, ctx: Ctx):
     })
 
 
-def get_clients(app: HttpApp, ctx: Ctx):
+def get_clients(app: App, ctx: Ctx):
     ctx.require(Action.READ_SERVERS)
     return json_response([models.client_json(s, False) for _cid, s in sorted(sessions_of(app.broker).items())])
 
 
-def get_client(app: HttpApp, ctx: Ctx):
+def get_client(app: App, ctx: Ctx):
     ctx.require(Action.READ_SERVERS)
     text = ctx.params["client_id"]
     if not (text.isascii() and text.isdigit() and len(text) <= 10 and int(text) <= models.U32_MAX):
@@ -143,7 +143,7 @@ def get_client(app: HttpApp, ctx: Ctx):
     return json_response(models.client_json(session, True))
 
 
-def snapshot_file(app: HttpApp, ctx: Ctx):
+def snapshot_file(app: App, ctx: Ctx):
     """Iggy's ``POST /snapshot``: a ZIP archive of diagnostics (adapters/iggy/snapshot.py),
     built in a worker thread; permission read_servers (Iggy's get_snapshot rule)."""
     ctx.require(Action.READ_SERVERS)

@@ -2,7 +2,7 @@
 
 Password checks and hashing (argon2id, core/auth.py) cost tens of
 milliseconds of CPU, so they run in a worker thread through
-:class:`~.app.Offload`; everything else is quick and stays on the trio thread.
+:class:`~.handler.Offload`; everything else is quick and stays on the trio thread.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from core.errors import NotFound
 from core.permissions import Action
 
 from . import models
-from .app import Ctx, HttpApp, Offload, Route, empty, json_response
 from .errors import HttpError, not_found_entity
+from .handler import App, Ctx, Offload, Route, empty, json_response
 from .tokens import TokenError
 
 
@@ -21,14 +21,14 @@ def _raise_if_error(result: object) -> None:
         raise result
 
 
-def _identity(app: HttpApp, user):
+def _identity(app: App, user):
     """The login answer: a token tied to this user (the ``ferry_uc`` claim)."""
     token, exp = app.tokens.issue(user.id, user_created_at=user.created_at)
     return json_response(models.identity_json(user.id, token, exp))
 
 
 # -- sessions ----------------------------------------------------------------------------
-def login(app: HttpApp, ctx: Ctx):
+def login(app: App, ctx: Ctx):
     f = ctx.fields()
     username, password = f.str("username"), f.str("password")
     f.str("version", required=False)  # accepted and ignored, as Iggy does
@@ -37,17 +37,17 @@ def login(app: HttpApp, ctx: Ctx):
     def then(result):
         _raise_if_error(result)
         # The check ran in a worker thread: the user may have gone meanwhile.
-        return _identity(app, app.broker.meta.recheck(result))
+        return _identity(app, app.broker.meta.users.recheck(result))
 
-    return Offload(lambda: app.broker.meta.authenticate(username, password), then)
+    return Offload(lambda: app.broker.meta.users.authenticate(username, password), then)
 
 
-def logout(app: HttpApp, ctx: Ctx):
+def logout(app: App, ctx: Ctx):
     app.tokens.revoke(ctx.claims)
     return empty()
 
 
-def refresh(app: HttpApp, ctx: Ctx):
+def refresh(app: App, ctx: Ctx):
     token = ctx.fields().str("token")
     if not token:
         raise HttpError(401, 78, "empty token", "token")
@@ -60,21 +60,21 @@ def refresh(app: HttpApp, ctx: Ctx):
     return json_response(models.identity_json(claims.user_id, new, exp))
 
 
-def pat_login(app: HttpApp, ctx: Ctx):
-    return _identity(app, app.broker.meta.login_with_pat(ctx.fields().str("token")))
+def pat_login(app: App, ctx: Ctx):
+    return _identity(app, app.broker.meta.users.login_with_pat(ctx.fields().str("token")))
 
 
 # -- users -------------------------------------------------------------------------------
-def _user(app: HttpApp, ctx: Ctx):
-    return app.broker.meta.get_user(ctx.ident("user_id"))
+def _user(app: App, ctx: Ctx):
+    return app.broker.meta.users.get_user(ctx.ident("user_id"))
 
 
-def get_users(app: HttpApp, ctx: Ctx):
+def get_users(app: App, ctx: Ctx):
     ctx.require(Action.READ_USERS)
-    return json_response([models.user_json(u, False) for u in app.broker.meta.list_users()])
+    return json_response([models.user_json(u, False) for u in app.broker.meta.users.list_users()])
 
 
-def get_user(app: HttpApp, ctx: Ctx):
+def get_user(app: App, ctx: Ctx):
     try:
         user = _user(app, ctx)
     except NotFound:
@@ -84,77 +84,77 @@ def get_user(app: HttpApp, ctx: Ctx):
     return json_response(models.user_json(user, True))
 
 
-def create_user(app: HttpApp, ctx: Ctx):
+def create_user(app: App, ctx: Ctx):
     ctx.require(Action.MANAGE_USERS)
     f = ctx.fields()
     username, password = f.str("username"), f.str("password")
     status = f.str("status", required=False) or "active"
     perms = models.permissions_from_json(f.obj.get("permissions"))
-    meta = app.broker.meta
+    users = app.broker.meta.users
 
     def then(result):
         _raise_if_error(result)
         return json_response(models.user_json(result, True))  # iggy.md 10.4: 200 UserInfoDetails
 
-    return Offload(lambda: meta.create_user(username, password, status, perms), then)
+    return Offload(lambda: users.create_user(username, password, status, perms), then)
 
 
-def update_user(app: HttpApp, ctx: Ctx):
+def update_user(app: App, ctx: Ctx):
     ctx.require(Action.MANAGE_USERS)
     user = _user(app, ctx)
     f = ctx.fields()
-    app.broker.meta.update_user(user.id, username=f.str("username", required=False),
+    app.broker.meta.users.update_user(user.id, username=f.str("username", required=False),
                                 status=f.str("status", required=False))
     return empty()
 
 
-def delete_user(app: HttpApp, ctx: Ctx):
+def delete_user(app: App, ctx: Ctx):
     ctx.require(Action.MANAGE_USERS)
-    app.broker.meta.delete_user(_user(app, ctx).id)
+    app.broker.meta.users.delete_user(_user(app, ctx).id)
     return empty()
 
 
-def update_permissions(app: HttpApp, ctx: Ctx):
+def update_permissions(app: App, ctx: Ctx):
     ctx.require(Action.MANAGE_USERS)
     user = _user(app, ctx)
     perms = models.permissions_from_json(ctx.fields().obj.get("permissions"))
-    app.broker.meta.update_permissions(user.id, perms)
+    app.broker.meta.users.update_permissions(user.id, perms)
     return empty()
 
 
-def change_password(app: HttpApp, ctx: Ctx):
+def change_password(app: App, ctx: Ctx):
     user = _user(app, ctx)
     if user.id != ctx.user.id:
         ctx.require(Action.MANAGE_USERS)
     f = ctx.fields()
     current, new = f.str("current_password"), f.str("new_password")
-    meta = app.broker.meta
+    users = app.broker.meta.users
 
     def then(result):
         _raise_if_error(result)
         return empty()
 
-    return Offload(lambda: meta.change_password(user.id, current, new), then)
+    return Offload(lambda: users.change_password(user.id, current, new), then)
 
 
 # -- personal access tokens ----------------------------------------------------------------
-def get_pats(app: HttpApp, ctx: Ctx):
-    return json_response([models.pat_json(t) for t in app.broker.meta.list_pats(ctx.user.id)])
+def get_pats(app: App, ctx: Ctx):
+    return json_response([models.pat_json(t) for t in app.broker.meta.users.list_pats(ctx.user.id)])
 
 
-def create_pat(app: HttpApp, ctx: Ctx):
+def create_pat(app: App, ctx: Ctx):
     f = ctx.fields()
     name = f.str("name")
     expiry = f.int("expiry", 0, models.U64_MAX, required=False)
     # iggy.md 10.4: 0 = server default, u64::MAX = never; our default is never,
     # and a lifetime past the i64 µs range (292 000 years) is never as well.
     expiry_us = None if expiry in (None, 0) or expiry > 2**63 - 1 else expiry
-    token = app.broker.meta.create_pat(ctx.user.id, name, expiry_us)
+    token = app.broker.meta.users.create_pat(ctx.user.id, name, expiry_us)
     return json_response({"token": token})
 
 
-def delete_pat(app: HttpApp, ctx: Ctx):
-    app.broker.meta.delete_pat(ctx.user.id, ctx.params["name"])
+def delete_pat(app: App, ctx: Ctx):
+    app.broker.meta.users.delete_pat(ctx.user.id, ctx.params["name"])
     return empty()
 
 

@@ -36,14 +36,15 @@ from functools import partial
 
 import trio
 
+from adapters.peer import peer_of
 from core.connections import clip, directory_for
 from core.metrics import listener_metrics, metrics_for
 
 from .connection import State
 from .errors import IggyError, IggyStatus
-from .events import NEED_DATA, Evict, Reply, Request
+from .events import NEED_DATA, Deferred, Evict, Reply, Request
 from .messages import StoredBatch
-from .session import TRANSPORT_TCP, Deferred, IggySession
+from .session import TRANSPORT_TCP, IggySession
 from .spec import COMMANDS
 
 log = logging.getLogger("ferry.iggy")
@@ -193,7 +194,7 @@ def _refresh_entry(session: IggySession, entry) -> None:
     logged-in user, the SDK its login named, the consumer groups it joined."""
     entry.user = session.user.username if session.user is not None else ""
     entry.client, entry.version = clip(session.client_name), clip(session.client_version)
-    groups = session.broker.groups_of(session.client_id)
+    groups = session.broker.consumers.groups_of(session.client_id)
     entry.subscriptions = len(groups)
     entry.subjects = tuple(_group_name(session.broker, g) for g in groups)
 
@@ -201,7 +202,7 @@ def _refresh_entry(session: IggySession, entry) -> None:
 def _group_name(broker, key: tuple[int, int, int]) -> str:
     sid, tid, gid = key
     try:
-        return f"group {broker.get_group(sid, tid, gid).name} of {broker.get_stream(sid).name}/" \
+        return f"group {broker.consumers.get_group(sid, tid, gid).name} of {broker.get_stream(sid).name}/" \
                f"{broker.get_topic(sid, tid).name}"
     except Exception:  # noqa: BLE001 - deleted meanwhile: the ids still say which
         return f"group {gid} of {sid}/{tid}"
@@ -226,21 +227,15 @@ async def serve_iggy_tcp(broker, host: str, port: int, conn_nursery, *, ssl_cont
                                handler_nursery=conn_nursery)
 
 
-def _peer(stream) -> str:
-    stream = getattr(stream, "transport_stream", stream)  # under TLS: the TCP stream
-    try:
-        host, port = stream.socket.getpeername()[:2]
-        return f"{host}:{port}"
-    except (AttributeError, OSError):
-        return "unknown"
-
-
 async def iggy_connection(broker, stream: trio.abc.Stream, *, meter: IggyMeter | None = None,
                           max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """Serve one Iggy client until it leaves or breaks the framing (counted by
     ``meter``, the listener's; a test may leave it out)."""
+    peer = peer_of(stream)
+    # "host:port" with no IPv6 brackets, as the QUIC and WebSocket drivers write it
+    peer_text = f"{peer[0]}:{peer[1]}" if peer else "unknown"
     try:
-        await serve_session(broker, stream, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=_peer(stream),
+        await serve_session(broker, stream, client_id=next(_CLIENT_IDS) & 0xFFFFFFFF, address=peer_text,
                             transport=TRANSPORT_TCP, what="iggy session", meter=meter,
                             max_connections=max_connections)
     finally:

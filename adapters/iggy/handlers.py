@@ -25,7 +25,7 @@ from . import options, render
 from . import replies as R
 from . import snapshot
 from .errors import CURRENT_DIALECT, IggyError, IggyStatus
-from .events import Reply
+from .events import Deferred, Reply
 from .handler_rules import _current_codes, _not_found_is_empty
 from .handlers_data import (
     create_group,
@@ -43,13 +43,13 @@ from .handlers_data import (
     sync_group,
 )
 from .permissions import decode_permissions, encode_permissions
-from .session import SERVER_VERSION, Deferred, sessions_of
 
 A = Action
 _COMPRESSION = {1: "none", 2: "gzip"}
 _U32 = struct.Struct("<I")
 U64_MAX = (1 << 64) - 1
 SEMVER = 10_000  # major*1e6 + minor*1e3 + patch of the Iggy server we resemble (0.10.0)
+SERVER_VERSION = "0.10.0-ferry"  # what Stats and the VSR login reply name as our version
 
 
 def _expiry_in(v: int) -> int:
@@ -80,7 +80,7 @@ def get_stats(s, v):
         messages_size_bytes=t.stored_bytes, threads_count=used.threads_count,
         free_disk_space=used.free_disk_space, total_disk_space=used.total_disk_space,
         streams_count=t.streams, topics_count=t.topics, partitions_count=t.partitions, segments_count=t.segments,
-        messages_count=t.messages, clients_count=len(sessions_of(s.broker)),
+        messages_count=t.messages, clients_count=len(s.live_sessions()),
         consumer_groups_count=t.consumer_groups, hostname=socket.gethostname(),
         os_name=platform.system(), os_version=platform.release(), kernel_version=platform.version()[:200],
         server_version=SERVER_VERSION, server_semver=SEMVER))
@@ -114,7 +114,7 @@ def get_snapshot(s, v):
         request = snapshot.request_from_codes(v.compression, v.types)
     except snapshot.SnapshotRefused as err:
         raise IggyStatus(err.code, err.reason) from None
-    inputs = snapshot.inputs_from_broker(s.broker, len(sessions_of(s.broker)))
+    inputs = snapshot.inputs_from_broker(s.broker, len(s.live_sessions()))
     return Deferred(_snapshot_built, lambda: snapshot.build_snapshot(request, inputs))
 
 
@@ -158,7 +158,7 @@ def _user_info(s, u, out):
 
 @_not_found_is_empty
 def get_user(s, v):
-    u = s.broker.meta.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
+    u = s.broker.meta.users.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
     if u.id != s.user.id:
         s.require(A.READ_USERS)
     return _user_details(s, u)
@@ -180,7 +180,7 @@ def _user_details(s, u) -> bytes:
 def get_users(s, v):
     s.require(A.READ_USERS)
     out: list[bytes] = []
-    for u in s.broker.meta.list_users():
+    for u in s.broker.meta.users.list_users():
         _user_info(s, u, out)
     return b"".join(out)
 
@@ -193,7 +193,7 @@ def create_user(s, v):
         raise IggyStatus(IggyError.INVALID_USER_STATUS)
 
     def work():
-        return s.broker.meta.create_user(v.username, v.password, status, perms)
+        return s.broker.meta.users.create_user(v.username, v.password, status, perms)
 
     def finish(u):
         if isinstance(u, BaseException):
@@ -205,30 +205,30 @@ def create_user(s, v):
 
 def delete_user(s, v):
     s.require(A.MANAGE_USERS)
-    s.broker.meta.delete_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
+    s.broker.meta.users.delete_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
     return b""
 
 
 def update_user(s, v):
     s.require(A.MANAGE_USERS)
     status = None if v.status is None else {1: "active", 2: "inactive"}.get(v.status, "?")
-    s.broker.meta.update_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), username=v.username, status=status)
+    s.broker.meta.users.update_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), username=v.username, status=status)
     return b""
 
 
 def update_permissions(s, v):
     s.require(A.MANAGE_USERS)
     perms = None if v.permissions is None else decode_permissions(v.permissions, s.edge)
-    s.broker.meta.update_permissions(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), perms)
+    s.broker.meta.users.update_permissions(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND), perms)
     return b""
 
 
 def change_password(s, v):
-    target = s.broker.meta.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
+    target = s.broker.meta.users.get_user(s.ident(v.user_id, IggyError.RESOURCE_NOT_FOUND))
     if target.id != s.user.id:
         s.require(A.MANAGE_USERS)
     return Deferred(lambda r: _raise_or(r, b""),
-                    lambda: s.broker.meta.change_password(target.id, v.current_password, v.new_password))
+                    lambda: s.broker.meta.users.change_password(target.id, v.current_password, v.new_password))
 
 
 def _raise_or(result, body: bytes):
@@ -239,19 +239,19 @@ def _raise_or(result, body: bytes):
 
 def get_pats(s, v):
     out: list[bytes] = []
-    for t in s.broker.meta.list_pats(s.user.id):
+    for t in s.broker.meta.users.list_pats(s.user.id):
         R.PAT_INFO.write(s.dialect, out, render.pat_value(t))
     return b"".join(out)
 
 
 def create_pat(s, v):
     expiry = None if v.expiry in (0, U64_MAX) else v.expiry
-    token = s.broker.meta.create_pat(s.user.id, v.name, expiry)
+    token = s.broker.meta.users.create_pat(s.user.id, v.name, expiry)
     return R.RAW_PAT.encode(s.dialect, R.RAW_PAT.make(token=token))
 
 
 def delete_pat(s, v):
-    s.broker.meta.delete_pat(s.user.id, v.name)
+    s.broker.meta.users.delete_pat(s.user.id, v.name)
     return b""
 
 
@@ -280,7 +280,7 @@ def get_client(s, v):
         # Dialect 3 looks the id up like any other and finds nothing: an empty OK
         # (apache/iggy core/server/src/dispatch.rs, GET_CLIENT_CODE arm).
         raise IggyStatus(IggyError.INVALID_CLIENT_ID)
-    other = sessions_of(s.broker).get(v.client_id)
+    other = s.live_sessions().get(v.client_id)
     if other is None:
         return b""  # iggy.md 9.2: a missing single entity is an empty OK
     return _client_details(s, other)
@@ -289,7 +289,7 @@ def get_client(s, v):
 def get_clients(s, v):
     s.require(A.READ_SERVERS)
     out: list[bytes] = []
-    for _cid, other in sorted(sessions_of(s.broker).items()):
+    for _cid, other in sorted(s.live_sessions().items()):
         _client_info(s, other, out)
     return b"".join(out)
 

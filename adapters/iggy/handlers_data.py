@@ -17,11 +17,10 @@ from core.permissions import Action
 from . import render
 from . import replies as R
 from .errors import CURRENT_DIALECT, IggyError, IggyStatus
-from .events import Reply
+from .events import Deferred, Reply
 from .handler_rules import _not_found_is_empty, _partition_plane
 from .messages import MAX_BATCH_PAYLOAD, StoredBatch
 from .producer import take_producer_block
-from .session import Deferred
 
 A = Action
 _U32 = struct.Struct("<I")
@@ -33,7 +32,7 @@ RESYNC_PARTITION = 0xFFFF_FFFF
 
 # -- consumer groups ------------------------------------------------------------------------------
 def _group_body(s, t, g, *, members=True) -> bytes:
-    m = s.broker.group_members(t.stream_id, t.id, g.id)
+    m = s.broker.consumers.group_members(t.stream_id, t.id, g.id)
     return render.group_details(g, t, m, s.dialect, with_members=members)
 
 
@@ -62,35 +61,35 @@ def _get_group_or_empty(s, v):
 def get_groups(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
-    return b"".join(_group_body(s, t, g, members=False) for g in s.broker.list_groups(t.stream_id, t.id))
+    return b"".join(_group_body(s, t, g, members=False) for g in s.broker.consumers.list_groups(t.stream_id, t.id))
 
 
 def create_group(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
     wanted = v.group_id - 1 if s.one_based and v.group_id else None
-    g = s.broker.create_group(t.stream_id, t.id, v.name, wanted)
+    g = s.broker.consumers.create_group(t.stream_id, t.id, v.name, wanted)
     return _group_body(s, t, g)
 
 
 def delete_group(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
-    s.broker.delete_group(t.stream_id, t.id, s.group(t, v.group_id).id)
+    s.broker.consumers.delete_group(t.stream_id, t.id, s.group(t, v.group_id).id)
     return b""
 
 
 def join_group(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
-    s.broker.join_group(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
+    s.broker.consumers.join_group(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
     return b""
 
 
 def leave_group(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.READ_TOPIC, t.stream_id, t.id)
-    s.broker.leave_group(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
+    s.broker.consumers.leave_group(t.stream_id, t.id, s.group(t, v.group_id).id, s.client_id)
     return b""
 
 
@@ -104,7 +103,7 @@ def sync_group(s, v):
         gid = s.group(t, v.group_id).id
     except ce.NotFound:
         return b""
-    found = s.broker.group_assignment(t.stream_id, t.id, gid, s.client_id)
+    found = s.broker.consumers.group_assignment(t.stream_id, t.id, gid, s.client_id)
     if found is None:
         return b""
     return R.SYNC_GROUP.encode(3, R.SYNC_GROUP.make(generation=found[0], partitions=found[1]))
@@ -176,19 +175,21 @@ def poll_messages(s, v):
     partition = s.partition_in(v.partition_id)
     b = s.broker
     if consumer.kind == "group" and partition is None:
-        res = b.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count, auto_commit=v.auto_commit)
+        res = b.consumers.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count,
+                                     auto_commit=v.auto_commit)
         if res is None:  # a member without partitions (iggy.md 4.9)
             return render.polled(s.dialect, -s.edge, 0, None)  # wire partition 0
     else:
         if consumer.kind == "group":
-            found = b.group_assignment(t.stream_id, t.id, consumer.id, s.client_id)
+            found = b.consumers.group_assignment(t.stream_id, t.id, consumer.id, s.client_id)
             if found is None:
                 raise IggyStatus(IggyError.CONSUMER_GROUP_MEMBER_NOT_FOUND)
             if partition not in found[1]:
                 # A member polls only its own partitions; older clients get the empty
                 # answer of the 0.8 server (iggy-middle.md 6.8).
                 return render.polled(s.dialect, -s.edge, 0, None)  # wire partition 0
-        res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
+        res = b.consumers.poll(t.stream_id, t.id, consumer, strategy, v.count,
+                               partition=partition, auto_commit=v.auto_commit)
     return render.polled(s.dialect, res.partition_id, res.current_offset, res.batch)
 
 
@@ -221,7 +222,7 @@ def _poll_current(s, v):
             gid = s.group(t, v.consumer.id).id
         except ce.ConsumerGroupNotFound:
             return resync
-        found = b.group_assignment(t.stream_id, t.id, gid, s.client_id)
+        found = b.consumers.group_assignment(t.stream_id, t.id, gid, s.client_id)
         if found is None or v.partition_id not in found[1]:
             return resync
     consumer = s.consumer(t, v.consumer)
@@ -229,7 +230,8 @@ def _poll_current(s, v):
     if consumer.kind == "group" and v.partition_id is None:
         if v.count == 0:
             return render.polled(CURRENT_DIALECT, 0, 0, None)
-        res = b.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count, auto_commit=v.auto_commit)
+        res = b.consumers.poll_group(t.stream_id, t.id, consumer.id, s.client_id, strategy, v.count,
+                                     auto_commit=v.auto_commit)
         if res is None:  # a member without partitions
             return render.polled(CURRENT_DIALECT, 0, 0, None)
         return render.polled(CURRENT_DIALECT, res.partition_id, res.current_offset, res.batch)
@@ -238,7 +240,8 @@ def _poll_current(s, v):
         b.partition(t.stream_id, t.id, partition)  # 3007 when it does not exist
         _segments, current, _size, _n = render.partition_stats(b, t.stream_id, t.id, partition)
         return render.polled(CURRENT_DIALECT, partition, current, None)
-    res = b.poll(t.stream_id, t.id, consumer, strategy, v.count, partition=partition, auto_commit=v.auto_commit)
+    res = b.consumers.poll(t.stream_id, t.id, consumer, strategy, v.count,
+                           partition=partition, auto_commit=v.auto_commit)
     return render.polled(CURRENT_DIALECT, res.partition_id, res.current_offset, res.batch)
 
 
@@ -293,7 +296,7 @@ def _current_offset_target(s, v, write: bool):
         b.partition(t.stream_id, t.id, pid)
         consumer = s.consumer(t, v.consumer)
         if consumer.kind == "group":
-            found = b.group_assignment(t.stream_id, t.id, consumer.id, s.client_id)
+            found = b.consumers.group_assignment(t.stream_id, t.id, consumer.id, s.client_id)
             if found is None or pid not in found[1]:
                 raise IggyStatus(IggyError.RESOURCE_NOT_FOUND, f"partition {pid} is not this member's")
     s.require(A.POLL_MESSAGES, t.stream_id, t.id)
@@ -303,7 +306,7 @@ def _current_offset_target(s, v, write: bool):
 @_not_found_is_empty
 def get_offset(s, v):
     t, consumer, pid = _offset_target(s, v)
-    stored = s.broker.get_offset(consumer, t.stream_id, t.id, pid)
+    stored = s.broker.consumers.get_offset(consumer, t.stream_id, t.id, pid)
     if stored is None:
         return b""
     _segs, current, _size, _n = render.partition_stats(s.broker, t.stream_id, t.id, pid)
@@ -312,13 +315,13 @@ def get_offset(s, v):
 
 def store_offset(s, v):
     t, consumer, pid = _offset_target(s, v, write=True)
-    s.broker.store_offset(consumer, t.stream_id, t.id, pid, v.offset)  # past the end: InvalidOffset -> 4100
+    s.broker.consumers.store_offset(consumer, t.stream_id, t.id, pid, v.offset)  # past the end: InvalidOffset -> 4100
     return b""
 
 
 def delete_offset(s, v):
     t, consumer, pid = _offset_target(s, v, write=True)
-    if s.broker.get_offset(consumer, t.stream_id, t.id, pid) is None:
+    if s.broker.consumers.get_offset(consumer, t.stream_id, t.id, pid) is None:
         raise IggyStatus(IggyError.CONSUMER_OFFSET_NOT_FOUND)
-    s.broker.delete_offset(consumer, t.stream_id, t.id, pid)
+    s.broker.consumers.delete_offset(consumer, t.stream_id, t.id, pid)
     return b""

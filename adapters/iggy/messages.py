@@ -34,11 +34,11 @@ from typing import NamedTuple
 
 import xxhash
 
+from adapters.wire.types import WireType
 from core.log.encoded import walk_records
 
 from ._compiled import vsr_frames as _vsr_frames
 from .errors import IggyError, IggyStatus
-from .types import WireType
 
 # Iggy's per-batch payload cap for the middle generation (iggy-middle.md 6.11:
 # "payload > 64 000 000 -> 4022"); also bounds what one frame may ask us to hold.

@@ -458,7 +458,7 @@ def update_args(given: dict[str, Any]) -> dict[str, Any]:
 def recorded(broker, topic) -> dict[str, Any]:
     """The explicit keys recorded for ``topic`` (empty when none, or unreadable)."""
     try:
-        text = broker.topic_attrs(topic.stream_id, topic.id).get(EXPLICIT_ATTR)
+        text = broker.topic_state.topic_attrs(topic.stream_id, topic.id).get(EXPLICIT_ATTR)
         found = json.loads(text) if text else {}
     except (ce.NotFound, ValueError):
         return {}
@@ -474,7 +474,7 @@ def record_explicit(broker, topic, given: dict[str, Any], *, update: bool = Fals
         else:
             keys[key] = value
     if keys or update:
-        broker.set_topic_attrs(topic.stream_id, topic.id, {EXPLICIT_ATTR: json.dumps(keys, sort_keys=True)})
+        broker.topic_state.set_topic_attrs(topic.stream_id, topic.id, {EXPLICIT_ATTR: json.dumps(keys, sort_keys=True)})
 
 
 # -- GetTopic and DescribeOptions ------------------------------------------------------------

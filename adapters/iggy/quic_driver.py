@@ -38,9 +38,9 @@ from aioquic.quic.events import ConnectionIdIssued, ConnectionIdRetired
 from aioquic.quic.packet import QuicPacketType, encode_quic_version_negotiation, pull_quic_header
 
 from .driver import IggyMeter, _complete
-from .events import Evict
+from .events import Deferred, Evict
 from .quic import IggyQuicGlue
-from .session import TRANSPORT_QUIC, Deferred, IggySession
+from .session import TRANSPORT_QUIC, IggySession
 
 log = logging.getLogger("ferry.iggy.quic")
 

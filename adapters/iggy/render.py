@@ -150,14 +150,14 @@ def client_value(session, e: int):
     user_id = 0 if session.user is None else session.user.id + e
     return R.CLIENT_INFO.make(client_id=session.client_id & 0xFFFFFFFF, user_id=user_id,
                               transport=session.transport, address=session.address,
-                              consumer_groups_count=len(session.broker.groups_of(session.client_id)))
+                              consumer_groups_count=len(session.broker.consumers.groups_of(session.client_id)))
 
 
 def client_group_values(session, e: int) -> list:
     """The consumer groups a session is a member of, as ClientInfoDetails lists them
     after its ClientInfo (iggy.md 5.8): wire ids (``+ e``), sorted."""
     return [R.CLIENT_GROUP.make(stream_id=sid + e, topic_id=tid + e, group_id=gid + e)
-            for sid, tid, gid in session.broker.groups_of(session.client_id)]
+            for sid, tid, gid in session.broker.consumers.groups_of(session.client_id)]
 
 
 # -- reply bodies ---------------------------------------------------------------------------

@@ -9,8 +9,11 @@ iggy-current.md 6.3-6.11.
 
 from __future__ import annotations
 
-from .table import LEGACY, Field, Struct
-from .types import F32, U8, U16, U32, U64, Bytes32, ListOf, Str8, Str32
+from adapters.wire.table import Field
+from adapters.wire.types import ListOf
+
+from .table import LEGACY, Struct
+from .types import F32, U8, U16, U32, U64, Bytes32, Str8, Str32
 
 F = Field
 

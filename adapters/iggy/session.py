@@ -8,10 +8,13 @@ does no I/O: the driver feeds bytes, calls :meth:`handle` for every event and
 writes what the connection queues.
 
 ``handle`` returns a :class:`~adapters.iggy.events.Reply`, an ``Evict``, or a
-:class:`Deferred` when the answer must wait: for a worker thread (password
-hashing at login) or for the log's durability ack (a send is acknowledged
-only once its records are durable under the fsync policy, ARCHITECTURE.md
-"log"). The driver completes a Deferred and calls its ``finish``.
+:class:`~adapters.iggy.events.Deferred` when the answer must wait: for a
+worker thread (password hashing at login) or for the log's durability ack (a
+send is acknowledged only once its records are durable under the fsync
+policy, ARCHITECTURE.md "log"). The driver completes a Deferred and calls its
+``finish``. The handlers (handlers.py, handlers_data.py) are a table this
+module imports; they see only the session object they are handed, never this
+module, so the import graph has no cycle.
 
 Every handler works on canonical (0-based) ids: :meth:`_sid`/:meth:`_topic`
 translate the wire's identifiers (``- edge`` for dialect 1, render.edge) and
@@ -25,7 +28,7 @@ otherwise); a logged-in user needs the core permission each handler names
 empty OK (iggy.md 9.2, iggy-current.md 8).
 
 A login is checked again on every request that needs one (core/credentials.py):
-the session acts with the user's current record (``meta.live_user``), so a
+the session acts with the user's current record (``meta.users.live_user``), so a
 permission change applies at once, and deleting the user ends the login: at
 once, through the store's credential watcher (:func:`_credentials_changed`,
 one per broker, covering every session whatever listener made it), and
@@ -41,9 +44,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import weakref
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import xxhash
 
@@ -53,48 +54,32 @@ from core.access import Actor, acting, denied, host_of, use_actor
 from core.credentials import CredentialChange
 from core.log.encoded import block_of
 from core.message import Headers
+from core.perowner import PerOwner
 from core.permissions import Action
 
 from . import render
 from . import replies as R
 from .connection import IggyServerConnection
 from .errors import IggyError, IggyStatus, status_for
-from .events import BadRequest, Evict, Reply, Request
+from .events import BadRequest, Deferred, Evict, Reply, Request
+from .handlers import HANDLERS, SERVER_VERSION
 from .messages import StoredBatch
 
 log = logging.getLogger("ferry.iggy")
 
-SERVER_VERSION = "0.10.0-ferry"  # what the VSR login reply names as our version
 _U64_MASK = (1 << 64) - 1
 _POLL_KINDS = {1: "offset", 2: "timestamp", 3: "first", 4: "last", 5: "next"}
 _VSR_SESSIONS = itertools.count(1)  # login replies need a non-zero session (iggy-current.md 6.3)
 TRANSPORT_TCP, TRANSPORT_QUIC = 1, 2
 # The live Iggy sessions of each broker, for GetClients/GetClient/GetStats
 # (iggy.md 5.7). Keyed weakly so a closed broker (tests open many) leaves nothing.
-_SESSIONS: "weakref.WeakKeyDictionary[object, dict[int, IggySession]]" = weakref.WeakKeyDictionary()
+_SESSIONS: "PerOwner[dict[int, IggySession]]" = PerOwner()
 
 
 def sessions_of(broker) -> dict[int, "IggySession"]:
     """client id -> session, for every open Iggy connection of ``broker``."""
-    return _SESSIONS.get(broker, {})
-
-
-@dataclass(slots=True)
-class Deferred:
-    """An answer that needs the driver: run ``work`` in a worker thread, or (no
-    ``work``) wait until :meth:`fire` is called; then send ``finish(outcome)``
-    where ``outcome`` is the result or the exception."""
-
-    finish: Callable[[Any], Reply | Evict]
-    work: Callable[[], Any] | None = None
-    outcome: Any = None
-    done: bool = False
-    on_done: Callable[[], None] | None = field(default=None, repr=False)
-
-    def fire(self, outcome: Any) -> None:
-        self.outcome, self.done = outcome, True
-        if self.on_done is not None:
-            self.on_done()
+    sessions = _SESSIONS.get(broker)
+    return {} if sessions is None else sessions
 
 
 class IggySession:
@@ -115,13 +100,15 @@ class IggySession:
         self.console = None
         # Who this connection speaks for, in audit lines and the login guard (core/access.py).
         self.actor = Actor("iggy", host_of(address))
-        from . import handlers  # the handler table lives next door (module size)
-
-        self._handlers: dict[str, Callable] = handlers.HANDLERS
+        # The handler table lives next door (module size); handlers.py builds its answers
+        # from events.py and reaches the other sessions through live_sessions(), so it
+        # never imports this module.
+        self._handlers: dict[str, Callable] = HANDLERS
         sessions = _SESSIONS.get(broker)
         if sessions is None:
-            sessions = _SESSIONS[broker] = {}
-            broker.meta.watch_credentials(functools.partial(_credentials_changed, sessions))
+            sessions = {}
+            _SESSIONS.set(broker, sessions)
+            broker.meta.users.watch_credentials(functools.partial(_credentials_changed, sessions))
         sessions[client_id] = self
 
     @property
@@ -184,7 +171,7 @@ class IggySession:
     def close(self) -> None:
         """The connection ended: leave every consumer group (core rebalances)."""
         sessions_of(self.broker).pop(self.client_id, None)
-        self.broker.disconnect(self.client_id)
+        self.broker.consumers.disconnect(self.client_id)
 
     # -- the login's validity (core/credentials.py) -------------------------------------------
     def still_logged_in(self) -> bool:
@@ -192,7 +179,7 @@ class IggySession:
         when the user is gone or is a later user given the same id. An inactive
         user's login goes on (Iggy's status only refuses new logins)."""
         user = self.user
-        live = self.broker.meta.live_user(user.id)
+        live = self.broker.meta.users.live_user(user.id)
         if live is None or live.created_at != user.created_at:
             self.end_login("user deleted")
             return False
@@ -207,16 +194,20 @@ class IggySession:
         log.info("iggy login ended", extra={"client_id": self.client_id, "user_id": self.user.id, "reason": reason})
         self.user = None
         self.actor.logged_out()
-        self.broker.disconnect(self.client_id)
+        self.broker.consumers.disconnect(self.client_id)
 
     # -- helpers for handlers -------------------------------------------------------------
+    def live_sessions(self) -> dict[int, IggySession]:
+        """client id -> session, for every open Iggy connection of this broker."""
+        return sessions_of(self.broker)
+
     @property
     def edge(self) -> int:
         return render.edge(self.dialect)
 
     def require(self, action: Action, sid: int | None = None, tid: int | None = None) -> None:
         # The grants whatever the status: a deactivation does not stop a live login (as Iggy).
-        if not self.broker.meta.can(self.user, action, sid, tid, ignore_status=True):
+        if not self.broker.meta.users.can(self.user, action, sid, tid, ignore_status=True):
             denied(str(action), stream_id=sid, topic_id=tid)
             raise IggyStatus(IggyError.UNAUTHORIZED, str(action))
 
@@ -238,7 +229,7 @@ class IggySession:
 
     def group(self, topic, value):
         gid = self.ident(value, IggyError.CONSUMER_GROUP_ID_NOT_FOUND)
-        return self.broker.get_group(topic.stream_id, topic.id, gid)
+        return self.broker.consumers.get_group(topic.stream_id, topic.id, gid)
 
     @property
     def one_based(self) -> bool:
@@ -265,13 +256,13 @@ class IggySession:
     # -- login (shared by the four login commands) ------------------------------------------
     def login_password(self, username: str, password: str, protocol: int = 0) -> Deferred:
         def work():  # in a worker thread, as this session's actor (handle: core.access.acting)
-            return self.broker.meta.authenticate(username, password)
+            return self.broker.meta.users.authenticate(username, password)
 
-        return Deferred(lambda user: self._logged_in(_unchanged_since(self.broker.meta, user), protocol), work)
+        return Deferred(lambda user: self._logged_in(_unchanged_since(self.broker.meta.users, user), protocol), work)
 
     def login_token(self, token: str, protocol: int = 0):
         try:
-            user = self.broker.meta.login_with_pat(token)
+            user = self.broker.meta.users.login_with_pat(token)
         except ce.FerryError as exc:
             user = exc
         return self._logged_in(user, protocol)
@@ -302,13 +293,13 @@ class IggySession:
         return StoredBatch(len(canonical), block_of(canonical), sum(len(m.payload) for m in canonical))
 
 
-def _unchanged_since(meta, user):
+def _unchanged_since(users, user):
     """A password check ran in a worker thread: the user it admitted, unless the
     user was deleted or deactivated meanwhile (then the error a login would get now)."""
     if isinstance(user, BaseException):
         return user
     try:
-        return meta.recheck(user)
+        return users.recheck(user)
     except ce.FerryError as exc:
         return exc
 
@@ -330,4 +321,4 @@ def _entity_of(name: str) -> str:
     return {"consumer_group": "group"}.get(head, head)
 
 
-__all__ = ["Deferred", "IggySession", "TRANSPORT_QUIC", "TRANSPORT_TCP", "sessions_of"]
+__all__ = ["IggySession", "TRANSPORT_QUIC", "TRANSPORT_TCP", "sessions_of"]

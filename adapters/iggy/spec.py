@@ -29,11 +29,14 @@ so they get status 3 like any unknown code (iggy-current.md section 14).
 
 from __future__ import annotations
 
+from adapters.wire.table import Field
+from adapters.wire.types import ListOf, Rest
+
 from .messages import Messages56, MessagesV1, MessagesV2, VsrBatch
-from .table import LEGACY, ONE_BASED, Command, CommandTable, Field
+from .table import LEGACY, ONE_BASED, Command, CommandTable
 from .types import (
-    U8, U32, U64, Bool, Bytes32, ConsumerRef, Identifier, ListOf, OptU32, Optional,
-    Partitioning, PollingStrategy, Rest, Str8, Str32,
+    U8, U32, U64, Bool, Bytes32, ConsumerRef, Identifier, OptU32, Optional,
+    Partitioning, PollingStrategy, Str8, Str32,
 )
 
 
@@ -62,7 +65,7 @@ _TOPIC_SETTINGS = (
 PING = Command(1, "system.ping", auth=False)
 GET_STATS = Command(10, "system.stats", auth=False)
 GET_SNAPSHOT = Command(11, "system.snapshot", (
-    Field("compression", U8), Field("types", ListOf(U8, U8)),
+    Field("compression", U8), Field("types", ListOf(U8, U8, max_items=255)),
 ))
 GET_CLUSTER_METADATA = Command(12, "system.cluster_metadata", versions="2+")
 DESCRIBE_OPTIONS = Command(13, "system.describe_options", (Field("scope", U8),), versions="3")

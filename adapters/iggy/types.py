@@ -1,33 +1,31 @@
-"""Wire field types for the Iggy command tables (STYLE.md section 4).
+"""Wire field types of the Iggy protocol, on the shared engine (adapters/wire/types.py).
 
 Theory of operation
 -------------------
-Every field of every Iggy command or response body has a *type* object here.
-A type knows four things and nothing else:
+Every field of every Iggy command or response body has a type object here.
+The contract (``fixed``/``fmt``, ``read``, ``write``, ``strategy``) is
+:class:`adapters.wire.types.WireType`'s; this module holds Iggy's conventions
+(:data:`IGGY`: little-endian everywhere, protocols/iggy.md "Conventions";
+decode errors are :class:`~adapters.iggy.errors.IggyStatus`, ``INVALID_COMMAND``
+unless a more precise Iggy code exists), the primitive types built from
+them, and the types only Iggy has (identifiers, consumers, partitioning,
+polling strategies, has-flag optionals).
 
-* ``fixed``: its size in bytes when it never varies (``None`` otherwise),
-  plus ``fmt``, a :mod:`struct` code for fixed integers so a run of them can
-  be fused into one precompiled ``struct.Struct`` by :mod:`adapters.iggy.table`;
-* ``read(buf, pos, end) -> (value, next_pos)``: decode one value, raising
-  :class:`~adapters.iggy.errors.IggyError` (``INVALID_COMMAND`` unless a
-  more precise Iggy code exists) when the bytes are short or malformed; it
-  never reads past ``end`` and never raises ``IndexError`` or ``struct.error``;
-* ``write(out, value)``: append the encoding to a list of ``bytes``;
-* ``strategy()``: a hypothesis strategy of valid values (imported lazily so
-  production code does not import hypothesis).
-
-Little-endian everywhere (protocols/iggy.md "Conventions"). Values are plain
-Python values or small named tuples, so decoded commands compare by value
-and round-trip tests can say ``decode(encode(x)) == x``.
+Values are plain Python values or small named tuples, so decoded commands
+compare by value and round-trip tests can say ``decode(encode(x)) == x``.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from adapters.wire import types as wt
+from adapters.wire.types import Int, Wire, WireType
 
 from .errors import IggyError, IggyStatus
 
+DIALECTS = (1, 2, 3, 4, 5)  # adapters/iggy/spec.py's docstring says which client each one is
 _MAX_STR8 = 255  # u8 length prefix
 
 
@@ -35,93 +33,20 @@ def _short(what: str) -> IggyStatus:
     return IggyStatus(IggyError.INVALID_COMMAND, f"{what}: frame ends early")
 
 
-class WireType:
-    """Base of all field types; see the module docstring for the contract."""
-
-    fixed: int | None = None
-    fmt: str | None = None  # struct code when the type is a plain fixed integer
-    name = "?"
-
-    def read(self, buf, pos: int, end: int) -> tuple[Any, int]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def write(self, out: list, value: Any) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def size(self, value: Any) -> int:
-        if self.fixed is not None:
-            return self.fixed
-        out: list = []
-        self.write(out, value)
-        return sum(len(b) for b in out)
-
-    def valid(self, value: Any) -> bool:
-        """True when ``value`` can be written (used to check table defaults)."""
-        try:
-            self.write([], value)
-        except (struct.error, TypeError, ValueError, OverflowError, IggyStatus, AttributeError):
-            return False
-        return True
-
-    def strategy(self):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return self.name
+def _invalid(reason: str) -> IggyStatus:
+    return IggyStatus(IggyError.INVALID_COMMAND, reason)
 
 
-class UInt(WireType):
-    """Unsigned little-endian integer of 1, 2, 4 or 8 bytes."""
+IGGY = Wire("iggy", "<", IggyStatus, _invalid, _short, versions=DIALECTS, codes=range(1, 1 << 32),
+            codes_about="a u32")
 
-    def __init__(self, fmt: str, name: str) -> None:
-        self.fmt = fmt
-        self._s = struct.Struct("<" + fmt)
-        self.fixed = self._s.size
-        self.name = name
-        self.max = (1 << (8 * self.fixed)) - 1
-
-    def read(self, buf, pos, end):
-        if end - pos < self.fixed:
-            raise _short(self.name)
-        return self._s.unpack_from(buf, pos)[0], pos + self.fixed
-
-    def write(self, out, value):
-        out.append(self._s.pack(value))
-
-    def strategy(self):
-        from hypothesis import strategies as st
-
-        return st.integers(0, self.max)
-
-
-U8 = UInt("B", "u8")
-U16 = UInt("H", "u16")
-U32 = UInt("I", "u32")
-U64 = UInt("Q", "u64")
-
-
-class Float32(WireType):
-    """Little-endian IEEE 754 binary32 (Stats' CPU percentages, iggy.md 5.x Stats table)."""
-
-    fixed = 4
-    name = "f32"
-    _s = struct.Struct("<f")
-
-    def read(self, buf, pos, end):
-        if end - pos < 4:
-            raise _short(self.name)
-        return self._s.unpack_from(buf, pos)[0], pos + 4
-
-    def write(self, out, value):
-        out.append(self._s.pack(value))
-
-    def strategy(self):
-        from hypothesis import strategies as st
-
-        return st.floats(width=32, allow_nan=False)
-
-
-F32 = Float32()
+U8 = Int(IGGY, "B", "u8")
+U16 = Int(IGGY, "H", "u16")
+U32 = Int(IGGY, "I", "u32")
+U64 = Int(IGGY, "Q", "u64")
+F32 = wt.Float(IGGY, "f", "f32")  # Stats' CPU percentages (iggy.md 5.x Stats table)
+Bool = wt.Bool(IGGY, only_one=True)  # u8 flag: 1 is true, anything else false (iggy.md section 3.6)
+Bytes32 = wt.Bytes(U32, "bytes32")  # VSR option blocks, login context
 
 
 class _U128(WireType):
@@ -149,35 +74,10 @@ class _U128(WireType):
 U128 = _U128()
 
 
-class _Bool(WireType):
-    """u8 flag: 1 is true, anything else false (iggy.md section 3.6, "bool flags")."""
-
-    fixed = 1
-    name = "bool"
-
-    def read(self, buf, pos, end):
-        if end - pos < 1:
-            raise _short(self.name)
-        return buf[pos] == 1, pos + 1
-
-    def write(self, out, value):
-        if not isinstance(value, bool):
-            raise TypeError("bool expected")
-        out.append(b"\x01" if value else b"\x00")
-
-    def strategy(self):
-        from hypothesis import strategies as st
-
-        return st.booleans()
-
-
-Bool = _Bool()
-
-
 class Text(WireType):
     """UTF-8 text after a u8 (``Str8``) or u32 (``Str32``) byte count."""
 
-    def __init__(self, prefix: UInt, name: str, max_len: int, min_len: int = 0) -> None:
+    def __init__(self, prefix: Int, name: str, max_len: int, min_len: int = 0) -> None:
         self.prefix = prefix
         self.name = name
         self.max_len = max_len
@@ -197,7 +97,7 @@ class Text(WireType):
         data = value.encode("utf-8")
         if not self.min_len <= len(data) <= self.max_len:
             raise ValueError(f"{self.name} of {len(data)} bytes")
-        out.append(self.prefix._s.pack(len(data)))
+        self.prefix.write(out, len(data))
         out.append(data)
 
     def strategy(self):
@@ -210,52 +110,6 @@ class Text(WireType):
 
 Str8 = Text(U8, "str8", _MAX_STR8)
 Str32 = Text(U32, "str32", 1 << 20)  # login version/context strings; bounded by the frame limit
-
-
-class Blob(WireType):
-    """Raw bytes after a u32 byte count (VSR option blocks, login context)."""
-
-    name = "bytes32"
-
-    def read(self, buf, pos, end):
-        n, pos = U32.read(buf, pos, end)
-        if n > end - pos:
-            raise _short(self.name)
-        return bytes(buf[pos : pos + n]), pos + n
-
-    def write(self, out, value):
-        out.append(U32._s.pack(len(value)))
-        out.append(bytes(value))
-
-    def strategy(self):
-        from hypothesis import strategies as st
-
-        return st.binary(max_size=64)
-
-
-Bytes32 = Blob()
-
-
-class _Rest(WireType):
-    """Everything up to the end of the body (VSR options, raw sub-blocks).
-    Only legal as a command's last field (the table checks)."""
-
-    name = "rest"
-    rest = True
-
-    def read(self, buf, pos, end):
-        return bytes(buf[pos:end]), end
-
-    def write(self, out, value):
-        out.append(bytes(value))
-
-    def strategy(self):
-        from hypothesis import strategies as st
-
-        return st.binary(max_size=64)
-
-
-Rest = _Rest()
 
 
 class _Identifier(WireType):
@@ -455,59 +309,6 @@ class Optional(WireType):
 OptU32 = Optional(U32, always_present=True)
 
 
-class ListOf(WireType):
-    """A u8 or u32 count followed by that many values (snapshot types)."""
-
-    def __init__(self, count: UInt, item: WireType, max_items: int = 255) -> None:
-        self.count = count
-        self.item = item
-        self.max_items = max_items
-        self.name = f"list<{item.name}>"
-
-    def read(self, buf, pos, end):
-        n, pos = self.count.read(buf, pos, end)
-        if n > self.max_items:
-            raise IggyStatus(IggyError.INVALID_COMMAND, f"{self.name}: {n} items")
-        items = []
-        for _ in range(n):
-            v, pos = self.item.read(buf, pos, end)
-            items.append(v)
-        return tuple(items), pos
-
-    def write(self, out, value):
-        if len(value) > self.max_items:
-            raise ValueError("too many items")
-        self.count.write(out, len(value))
-        for v in value:
-            self.item.write(out, v)
-
-    def strategy(self):
-        from hypothesis import strategies as st
-
-        return st.lists(self.item.strategy(), max_size=min(self.max_items, 8)).map(tuple)
-
-
-__all__ = [
-    "Bool",
-    "Bytes32",
-    "ConsumerId",
-    "ConsumerRef",
-    "Identifier",
-    "ListOf",
-    "OptU32",
-    "Optional",
-    "Partitioning",
-    "PartitioningValue",
-    "PollingStrategy",
-    "Rest",
-    "Str32",
-    "Str8",
-    "Strategy",
-    "U128",
-    "U16",
-    "U32",
-    "U64",
-    "U8",
-    "UInt",
-    "WireType",
-]
+__all__ = ["Bool", "Bytes32", "ConsumerId", "ConsumerRef", "DIALECTS", "F32", "IGGY", "Identifier", "OptU32",
+           "Optional", "Partitioning", "PartitioningValue", "PollingStrategy", "Str32", "Str8", "Strategy", "Text",
+           "U128", "U16", "U32", "U64", "U8"]

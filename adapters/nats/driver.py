@@ -47,6 +47,7 @@ from functools import partial
 
 import trio
 
+from adapters.peer import peer_of
 from core.access import bind_actor
 from core.connections import address, clip, directory_for
 
@@ -54,7 +55,8 @@ from .connection import NatsServerConnection
 from .errors import AUTHORIZATION_VIOLATION, MAX_CONNECTIONS_EXCEEDED, NatsError, NatsProtocolError, err_frame
 from .events import Info
 from .server_state import ClientRecord, Meter, NatsServerState, meter_for, refresh_entry
-from .session import WRITE_NOW_MAX_FRAMES, NatsSession, Outbox
+from .outbox import WRITE_NOW_MAX_FRAMES, Outbox
+from .session import NatsSession
 
 log = logging.getLogger("ferry.nats")
 
@@ -106,7 +108,7 @@ async def nats_connection(state: NatsServerState, stream: trio.abc.Stream, kind:
     with ``state.ssl_context`` set, INFO goes out in clear text and the
     client's TLS handshake follows on the same stream (nats.md section 13);
     a WebSocket's TLS, if any, is the WebSocket listener's business."""
-    client_ip, client_port = _peer(stream)
+    client_ip, client_port = peer_of(stream) or ("", 0)
     # Who this task speaks for (core/access.py): the login guard and the audit
     # lines of a login or a refusal on this connection name it; a login adds the user.
     bind_actor("nats" if kind == "nats" else "nats_ws", client_ip or "local")
@@ -476,7 +478,7 @@ async def run_jetstream_timers(consumers) -> None:
                 consumers.emit(out)
     finally:
         consumers.wake = lambda: None
-        consumers.save_dirty()
+        consumers.store.save_dirty()
 
 
 async def _write_gathered(sock, session: NatsSession, drained) -> None:
@@ -535,20 +537,6 @@ def _direct_writer(fd: int):
         except OSError:   # BlockingIOError, or a broken peer: the writer task deals with it
             return 0
     return write
-
-
-def _peer(stream) -> tuple[str, int]:
-    """The client's address: a socket's peer, or ``peer`` of an adapted stream."""
-    peer = getattr(stream, "peer", None)
-    if peer is None:
-        sock = getattr(stream, "socket", None)
-        try:
-            peer = sock.getpeername() if sock is not None else None
-        except OSError:
-            peer = None
-    if not peer:
-        return "", 0
-    return str(peer[0]), int(peer[1]) if len(peer) > 1 else 0
 
 
 __all__ = ["NatsServerState", "nats_connection", "new_server_id", "run_jetstream_timers", "serve_nats"]

@@ -7,8 +7,8 @@ user (docs/nats.md "Authentication and permissions", docs/security.md):
 
 * **Who.** :class:`FerryAuthenticator` is the connection state machine's
   ``authenticate(Connect)`` hook. CONNECT ``user``/``pass`` is a Ferry user
-  (``meta.authenticate``), ``auth_token`` a personal access token
-  (``meta.login_with_pat``); both apply the per-address login guard and write
+  (``meta.users.authenticate``), ``auth_token`` a personal access token
+  (``meta.users.login_with_pat``); both apply the per-address login guard and write
   the audit lines (core/access.py) for the actor the driver bound to the
   connection's task. A client without credentials is refused unless the
   listener names an ``anonymous_user`` (nats-server's ``no_auth_user`` idea).
@@ -16,21 +16,21 @@ user (docs/nats.md "Authentication and permissions", docs/security.md):
   checked in a worker thread (the connection's ``DeferredAuth``: it parses
   nothing more until the answer), and verified credentials are remembered (a
   SHA-256 of user and password, or of the token; bounded, LRU) while
-  ``meta.users_version`` stays the same; a remembered login is still re-read
-  (``meta.recheck``): a deleted or deactivated user does not get in.
+  ``meta.users.version`` stays the same; a remembered login is still re-read
+  (``meta.users.recheck``): a deleted or deactivated user does not get in.
 * **What.** :class:`FerryPermissions` (one per logged-in user, shared by its
   connections) is the connection's ``Permissions``: a subject is mapped to the
   Ferry topic that stores it (a JetStream stream's subjects first, as
-  ``jetstream_session.route`` does, then the addressing rule,
+  ``jetstream.session.route`` does, then the addressing rule,
   ``broker.topic_for_subject``) and Iggy's permission model decides
-  (``meta.can``): a publish needs SEND_MESSAGES, a literal subscription and
+  (``meta.users.can``): a publish needs SEND_MESSAGES, a literal subscription and
   every delivery POLL_MESSAGES; a wildcard subscription is allowed and its
   deliveries are filtered per subject (:meth:`FerryPermissions.delivery_filter`),
   as nats-server filters denied subjects out of a wide subscription. Subjects
   no topic stores (plain core NATS, ``_INBOX.>``) are open to any logged-in
   user. ``$JS.API`` requests map to actions by :data:`API_RULES`.
   Decisions are cached per subject and dropped whenever
-  ``meta.users_version``, the broker's subject generation or the JetStream
+  ``meta.users.version``, the broker's subject generation or the JetStream
   streams' generation moves, so a permission change applies to the very next
   publish, subscription or delivery. Every refusal writes one audit line
   (``core.access.denied``, for the actor of the task that asked).
@@ -54,8 +54,8 @@ from core.permissions import Action
 from .auth import AuthConfigError, UserPermissions, permissions_from
 from .connection import DeferredAuth
 from .events import Connect
-from adapters.nats.jetstream.api import jetstream_for
-from adapters.nats.jetstream.streams import JS_STREAM
+from .jetstream.api import jetstream_for
+from .jetstream.streams import JS_STREAM
 
 # Verified logins remembered by the authenticator: enough for every client of
 # a busy gateway reconnecting at once; an LRU, so memory stays flat (~200 B each).
@@ -149,7 +149,7 @@ class FerryAuthenticator:
                  filters: Mapping[str, UserPermissions | None] | None = None,
                  denied: Callable[..., None] = access.denied) -> None:
         self.broker = broker
-        self.meta = broker.meta
+        self.users = broker.meta.users
         self.anonymous_user = anonymous_user
         self.filters = dict(filters or {})
         self.denied = denied
@@ -161,34 +161,34 @@ class FerryAuthenticator:
         """A password not verified before is checked in a worker thread (a
         :class:`DeferredAuth`: argon2 costs tens of milliseconds, which the event
         loop of every listener would otherwise wait); everything else answers now."""
-        meta = self.meta
+        users = self.users
         if connect.auth_token:
             token = connect.auth_token
             key = b"t" + _digest(token)
-            check = lambda: meta.login_with_pat(token)   # noqa: E731 - a hash lookup: quick
+            check = lambda: users.login_with_pat(token)   # noqa: E731 - a hash lookup: quick
             slow = False
         elif connect.user or connect.password:
             name, password = connect.user, connect.password
             key = b"u" + _digest(name + "\0" + password)
-            check = lambda: meta.authenticate(name, password)   # noqa: E731
+            check = lambda: users.authenticate(name, password)   # noqa: E731
             slow = True
         elif self.anonymous_user:
             name = self.anonymous_user
             key = b"a"
-            check = lambda: meta.get_user(name)   # noqa: E731
+            check = lambda: users.get_user(name)   # noqa: E731
             slow = False
         else:
             access.audit("login", "failed", target="-", reason="no_credentials")
             return False
         remembered = self._remembered
-        if self._version != meta.users_version:   # a user, password or token changed: verify afresh
+        if self._version != users.version:   # a user, password or token changed: verify afresh
             remembered.clear()
-            self._version = meta.users_version
+            self._version = users.version
         user = remembered.get(key)
         if user is not None:
             remembered.move_to_end(key)
             try:
-                user = meta.recheck(user)             # deleted or deactivated since: refused
+                user = users.recheck(user)             # deleted or deactivated since: refused
             except FerryError:
                 return False
             return self._admitted(user)
@@ -207,12 +207,12 @@ class FerryAuthenticator:
             if isinstance(outcome, FerryError):   # bad credentials, throttled, inactive, expired, unknown
                 return False
             raise outcome
-        meta = self.meta
+        users = self.users
         try:
-            user = meta.recheck(outcome)              # deleted or deactivated while the check ran
+            user = users.recheck(outcome)              # deleted or deactivated while the check ran
         except FerryError:
             return False
-        if version == meta.users_version == self._version:   # not remembered across a change made meanwhile
+        if version == users.version == self._version:   # not remembered across a change made meanwhile
             self._remembered[key] = user
             if len(self._remembered) > MAX_REMEMBERED_LOGINS:
                 self._remembered.popitem(last=False)
@@ -241,7 +241,7 @@ class FerryAuthenticator:
         """Rights before CONNECT: the anonymous user's (None: root, or none set)."""
         if not self.anonymous_user:
             return None
-        return self.permissions_for(self.meta.get_user(self.anonymous_user))
+        return self.permissions_for(self.users.get_user(self.anonymous_user))
 
 
 def _digest(text: str) -> bytes:
@@ -254,13 +254,13 @@ class FerryPermissions:
     ``user_id`` and ``created_at`` say whose they are (credential watchers close
     the user's connections when it is deleted)."""
 
-    __slots__ = ("broker", "meta", "user_id", "created_at", "username", "nats_filter", "denied",
+    __slots__ = ("broker", "users", "user_id", "created_at", "username", "nats_filter", "denied",
                  "_stamp", "_pub", "_recv", "_js_stream", "_js")
 
     def __init__(self, broker, user, nats_filter: UserPermissions | None = None,
                  denied: Callable[..., None] = access.denied) -> None:
         self.broker = broker
-        self.meta = broker.meta
+        self.users = broker.meta.users
         self.user_id = user.id
         self.created_at = user.created_at
         self.username = user.username
@@ -332,7 +332,7 @@ class FerryPermissions:
     def _fresh_pub(self) -> dict:
         broker = self.broker
         js = self._jetstream()
-        stamp = (self.meta.users_version, broker.subject_generation, js.streams.generation if js else 0)
+        stamp = (self.users.version, broker.subject_generation, js.streams.generation if js else 0)
         if stamp != self._stamp:
             self._pub.clear()
             self._recv.clear()
@@ -347,7 +347,7 @@ class FerryPermissions:
         return js
 
     def _user(self):
-        live = self.meta.live_user(self.user_id)
+        live = self.users.live_user(self.user_id)
         if live is None or live.created_at != self.created_at:
             return None
         return live
@@ -360,7 +360,7 @@ class FerryPermissions:
         if user is None:
             return False
         # Iggy's rule for live sessions: a deactivation only refuses new logins (core/credentials.py).
-        return self.meta.can(user, action, stream_id, topic_id, ignore_status=True)
+        return self.users.can(user, action, stream_id, topic_id, ignore_status=True)
 
     def _publish_verdict(self, subject: str) -> tuple[bool, str]:
         if not self._alive():

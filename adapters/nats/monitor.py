@@ -6,7 +6,7 @@ nats-server serves JSON on its HTTP monitoring port (8222). Tools and test
 harnesses read a handful of fields (nats.md section 14): ``/varz`` server
 totals, ``/connz`` open connections with their counters, ``/subsz``
 subscription counts, ``/healthz`` for readiness probes, ``/jsz`` JetStream
-usage, streams and consumers (built by ``jetstream_monitor.py`` from the
+usage, streams and consumers (built by ``jetstream/monitor.py`` from the
 broker's JetStream API state). :func:`respond`
 maps a request path and query to ``(status, body)``; the listener
 (``gateway/listeners/nats_monitor.py``) only moves bytes.
@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 from urllib.parse import parse_qs
 
-from adapters.nats.jetstream import monitor as jetstream_monitor
+from .jetstream import monitor as jetstream_monitor
 from .server_state import NatsServerState
 
 NS = 1_000_000_000                 # Go time.Duration unit

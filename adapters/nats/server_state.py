@@ -38,9 +38,10 @@ from functools import partial
 from typing import Any, Callable
 
 from core.metrics import listener_metrics, metrics_for
+from core.perowner import PerOwner
 
 from .connection import NatsLimits, ServerInfo
-from .session import MAX_PENDING
+from .outbox import MAX_PENDING
 
 # nats-server's TLS handshake timeout (tls_timeout, 2 s, nats.md section 11).
 TLS_TIMEOUT = 2.0
@@ -133,11 +134,11 @@ class NatsServerState:
 
 
 def revoke_user(state: NatsServerState, change) -> int:
-    """A credential watcher (``broker.meta.watch_credentials``): when a Ferry user
+    """A credential watcher (``broker.meta.users.watch_credentials``): when a Ferry user
     is deleted, close its connections at once with ``-ERR 'Authorization
     Violation'``, as nats-server does when it revokes a user. Permission
     changes need nothing here: the connections' decisions follow
-    ``meta.users_version`` (adapters/nats/ferryauth.py). Returns how many closed."""
+    ``meta.users.version`` (adapters/nats/ferryauth.py). Returns how many closed."""
     if not change.deleted:
         return 0
     closed = 0
@@ -229,12 +230,12 @@ def refresh_entry(session: Any, entry: Any) -> None:
     entry.subjects = tuple(sorted(s.subject for s in subs))
 
 
-_STATES: "weakref.WeakKeyDictionary[object, NatsServerState]" = weakref.WeakKeyDictionary()
+_STATES: PerOwner[NatsServerState] = PerOwner()
 
 
 def register(state: NatsServerState) -> None:
     """Make ``state`` the one the other NATS listeners of its broker use."""
-    _STATES[state.broker] = state
+    _STATES.set(state.broker, state)
 
 
 def shared_state(broker) -> NatsServerState | None:

@@ -6,7 +6,7 @@ Theory of operation
 (protocol state) and the :class:`~core.broker.Broker` (subjects, storage).
 The trio driver feeds it the connection's events with :meth:`handle`; every
 frame for the client, replies and deliveries alike, goes into one bounded
-:class:`Outbox` that the driver's write loop drains.
+:class:`~adapters.nats.outbox.Outbox` that the driver's write loop drains.
 
 * ``Sub``/``Unsub`` add and remove :class:`_Sink` objects in the broker's
   subject trie (``core.live``); a sink delivers to one subscription.
@@ -62,139 +62,27 @@ from .events import (
     Unsub,
 )
 from .headers import HeaderBlock, no_responders_block, parse_headers
+from .outbox import Outbox
 from .pubscan import expand_run as _expand_run
 from .pubscan import render_msgs as _render_msgs
-from adapters.nats.jetstream.api import JetStreamApi, jetstream_for
-from adapters.nats.jetstream.session import UNSTORABLE as _UNSTORABLE
-from adapters.nats.jetstream.session import route as _route_js
-from adapters.nats.jetstream.session import subscription_changed, wire
+from .jetstream.api import JetStreamApi, jetstream_for
+from .jetstream.errors import ERRORS
+from .jetstream.session import UNSTORABLE as _UNSTORABLE
+from .jetstream.session import route as _route_js
+from .jetstream.session import subscription_changed, wire
 from .subscriptions import Subscription
 from .translate import block_to_canonical, canonical_to_nats
 
 log = logging.getLogger("ferry.nats")
 
 ORIGIN = "nats"
-# nats-server's default per-connection outbound limit (max_pending, 64 MiB,
-# nats.md section 11); past it the client is a slow consumer.
-MAX_PENDING = 64 * 1024 * 1024
 # JetStream API error codes nats-py understands (APIError): 503 while the
 # broker shuts down, 400 for a message Ferry cannot store, 500 otherwise.
-_STORE_ERROR_CODE = {"ShuttingDown": 503, "TopicSealed": 400}
-# Where JetStream has the same refusal, its err_code and text, so a client's
-# APIError matches the one nats-server sends (server/errors.json:
-# JSStreamSealedErr 10109, "invalid operation on sealed stream", code 400).
-_STORE_ERROR_JS = {"TopicSealed": (10109, "invalid operation on sealed stream")}
-
-
-# Above this share of max_pending a client's outbox stalls whoever publishes
-# to it, as nats-server stalls fast producers (nats.md section 11); the
-# driver also stops reading from a client whose own outbox is past it.
-HIGH_WATER_FRACTION = 0.75
-
-
-class Outbox:
-    """Frames queued for one client, bounded by bytes (STYLE.md section 3).
-
-    ``pending`` counts bytes queued *and* bytes handed to a write that has not
-    returned yet (nats-server's ``pb`` counts unflushed bytes the same way),
-    so a writer stuck on a slow socket cannot make room by taking frames.
-    ``wake`` is called (sync) whenever data arrives for an idle writer;
-    ``drained`` is the driver's wake-up for whoever waits until ``pending``
-    drops below ``high_water`` (a stalled reader or producer).
-
-    ``direct`` (set by the driver for a plain TCP socket) writes a list of
-    frames without blocking and says how many bytes the socket took; ``writer_idle`` is True while
-    the connection's writer task is parked. :meth:`write_now` uses both to
-    send from the task that queued the bytes, one task hop less per reply.
-    ``kick`` wakes the writer task unconditionally: ``wake`` may leave a
-    parked writer asleep while a reader's pass is about to call
-    :meth:`write_now`, which kicks it only for what the socket did not take."""
-
-    __slots__ = ("frames", "pending", "max_pending", "high_water", "closed", "wake", "drained", "direct",
-                 "writer_idle", "kick")
-
-    def __init__(self, max_pending: int = MAX_PENDING, wake: Callable[[], None] = lambda: None) -> None:
-        self.frames: list[bytes | memoryview] = []
-        self.pending = 0
-        self.max_pending = max_pending
-        self.high_water = int(max_pending * HIGH_WATER_FRACTION)
-        self.closed = False
-        self.wake = wake
-        self.drained: object = None
-        self.direct: Callable[[list], int] | None = None
-        self.writer_idle = False
-        self.kick = wake
-
-    def offer(self, data: bytes) -> bool:
-        """Queue control bytes (replies); never refused while open."""
-        if data and not self.closed:
-            self.frames.append(data)
-            self.pending += len(data)
-            self.wake()
-        return not self.closed
-
-    def take(self) -> bytes:
-        """Everything queued, as one bytes; resets the pending count."""
-        data = b"".join(self.frames)
-        self.frames.clear()
-        self.pending = 0
-        return data
-
-    def take_for_write(self) -> bytes:
-        """Everything queued, as one bytes (one join per wake-up, STYLE.md
-        section 3). The bytes stay in ``pending`` until :meth:`written`."""
-        data = b"".join(self.frames)
-        self.frames.clear()
-        return data
-
-    def written(self, nbytes: int) -> None:
-        """``nbytes`` taken by :meth:`take_for_write` reached the socket."""
-        self.pending = max(0, self.pending - nbytes)
-
-    def write_now(self) -> None:
-        """Send what is queued through ``direct`` while the writer task is
-        parked (so no write of its own is in progress). A trio task wake-up
-        costs tens of microseconds here (docs/nats.md "Performance"), a
-        request/reply crosses two of them; what the socket does not take at
-        once stays queued, first, for the writer task, which ``wake`` has
-        already been told about. ``direct`` takes the frames as they are
-        (a gathering write), so large payloads are not joined first."""
-        frames = self.frames
-        if not self.writer_idle or not frames or self.direct is None or self.closed:
-            return
-        if len(frames) > WRITE_NOW_MAX_FRAMES:
-            frames[:] = [b"".join(frames)]
-        sent = self.direct(frames)
-        if not sent:
-            self.kick()
-            return
-        if self.advance(sent):   # the socket took part of the queue: the writer sends the rest
-            self.kick()
-        if self.drained is not None:
-            self.drained.set()
-
-    def advance(self, sent: int) -> bool:
-        """``sent`` bytes from the front of ``frames`` reached the socket: drop
-        them (a frame taken in part stays as a view of its rest, first in line)
-        and count them written. True if frames are left."""
-        self.written(sent)
-        frames = self.frames
-        left = sent
-        for i, frame in enumerate(frames):
-            size = len(frame)
-            if left < size:
-                del frames[:i]
-                if left:
-                    frames[0] = memoryview(frame)[left:]
-                return True
-            left -= size
-        frames.clear()
-        return False
-
-
-# Frames one gathering write may take (Linux IOV_MAX is 1024); a longer queue is joined
-# first, which small frames make cheap anyway.
-WRITE_NOW_MAX_FRAMES = 512
+_STORE_ERROR_CODE = {"ShuttingDown": 503, "TopicSealed": ERRORS["JSStreamSealedErr"].code}
+# Where JetStream has the same refusal, its err_code and text from the one
+# table (jetstream/errors.py), so a client's APIError matches the one
+# nats-server sends.
+_STORE_ERROR_JS = {"TopicSealed": ERRORS["JSStreamSealedErr"]}
 
 
 # Subjects whose routing one session remembers (publish_runs): a client cycling
@@ -343,13 +231,12 @@ class NatsSession:
         # Most publishes in a busy system have no local subscriber (or a cached
         # match says so): skip building the Delivery then (the trie caches matches).
         delivered = 0
-        forward = broker.forward
-        if forward is not None:  # scale-out: subscribers on other gateways too (docs/scale-out.md)
-            forward(subject, reply, header, payload)
+        # Subscribers on other gateways too (scale-out, docs/scale-out.md); False: there are none.
+        shared = broker.store.forward_publish(subject, reply, header, payload)
         if broker.live.has_interest(subject):
             delivered = broker.publish(Delivery(subject=subject, payload=payload, headers=b"", reply=reply or None,
                                                 origin=ORIGIN, native=header, publisher=self)).delivered
-        if not delivered and reply and self.conn.no_responders and forward is None:
+        if not delivered and reply and self.conn.no_responders and not shared:
             self._no_responders(subject, reply)
 
     def publish_runs(self, runs: list, buf) -> None:
@@ -366,10 +253,6 @@ class NatsSession:
         past max_pending (a slow consumer is found at the very message
         nats-server finds it)."""
         broker = self.broker
-        if broker.forward is not None:  # scale-out: every publish also goes to the cluster
-            for *_, start, end in runs:
-                self.publish_batch(_expand_run(buf, start, end))
-            return
         js = self.js
         stamp = (broker.live.trie.generation, broker.subject_generation, js.streams.generation if js else 0)
         routes = self._routes
@@ -406,13 +289,13 @@ class NatsSession:
         ``()`` nobody, the plain NATS subscribers (``_Sink``: a tuple, or a list
         when one client holds several of them), or ``_GENERAL``
         (a stored or JetStream subject, a queue group, another protocol's
-        subscriber: message by message). Cached per session until the trie,
+        subscriber, a subject other gateways may subscribe to: message by message). Cached per session until the trie,
         the captured topics or the JetStream streams change (the stamp)."""
         broker, js = self.broker, self.js
         if js is not None and (subject.startswith("$JS.") or js.streams.stream_for(subject) is not None):
             return _GENERAL
-        if broker.topic_for_subject(subject) is not None:
-            return _GENERAL
+        if broker.topic_for_subject(subject) is not None or broker.store.interest_elsewhere(subject):
+            return _GENERAL   # stored, or other gateways' subscribers may want it (store.forward_publish)
         result = broker.live.trie.match(subject)
         plain = result.plain
         if result.queues or any(type(sink) is not _Sink for sink in plain):
@@ -477,12 +360,7 @@ class NatsSession:
         ``Delivery`` or ``PreparedMessage``; anything else takes the general
         path."""
         broker = self.broker
-        if broker.forward is not None:  # scale-out: every publish also goes to the cluster
-            for subject, reply, _arg, payload in batch:
-                self.msgs_in += 1
-                self.bytes_in += len(payload)
-                self._publish_parts(subject, reply, b"", bytes(payload))
-            return
+        elsewhere = broker.store.interest_elsewhere
         trie = broker.live.trie
         topic_for, match = broker.topic_for_subject, trie.match
         js = self.js
@@ -498,6 +376,8 @@ class NatsSession:
                 last, generation = subject, trie.generation
                 if js is not None and (subject.startswith("$JS.") or js.streams.stream_for(subject) is not None):
                     topic = True                 # JetStream: the general path below
+                elif topic is None and elsewhere(subject):
+                    topic = True                 # other gateways' subscribers: the general path forwards it
             if topic is not None:
                 last = None
                 self._publish_parts(subject, reply, b"", bytes(payload))
@@ -600,7 +480,7 @@ class NatsSession:
             code = code or _STORE_ERROR_CODE.get(name, 500)
             js = _STORE_ERROR_JS.get(name)
             error = {"code": code, "description": str(result) or name} if js is None else \
-                {"code": code, "err_code": js[0], "description": js[1]}
+                {"code": code, "err_code": js.err_code, "description": js.description}
             body = {"error": error}
         else:
             body = {"stream": stream, "seq": result.base_offset + 1,
@@ -698,4 +578,4 @@ def _wire(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["HIGH_WATER_FRACTION", "MAX_PENDING", "NatsSession", "Outbox"]
+__all__ = ["NatsSession"]

@@ -20,7 +20,7 @@ core/permissions.py; docs/security.md):
 3. Every segment-store request carries that token; :func:`check_segment`
    verifies signature, expiry and scope/stream (:meth:`TokenIssuer.check`),
    then re-checks *live*: the token's user still exists (same ``created_at``)
-   and still has the permission now (``meta.live_user`` is an in-memory
+   and still has the permission now (``meta.users.live_user`` is an in-memory
    lookup). So deleting a user or revoking a permission fails that user's
    next append or read, whatever the token says. A bad or refused token is
    answered ``AuthTokenCheckFailed`` with error code 0, an expired one with 1
@@ -34,7 +34,7 @@ core/permissions.py; docs/security.md):
 Argon2 password checks cost tens of milliseconds and the Rust client sends
 its credentials on every RPC, so a verified credential is remembered for
 ``CREDENTIAL_CACHE_S`` (bounded), and forgotten as soon as the user store's
-``users_version`` moves (any user, password, permission or token change).
+``meta.users.version`` moves (any user, password, permission or token change).
 Failed or throttled logins are never remembered. The signing key is random
 and kept in ``<data_dir>/pravega-token-secret``, so tokens outlive a restart.
 Sans-I/O apart from that one key file: the clock is an argument.
@@ -106,20 +106,20 @@ class Principal:
     anonymous: bool = False
 
     @classmethod
-    def anonymous_user(cls, meta, name: str, key: str) -> "Principal":
+    def anonymous_user(cls, users, name: str, key: str) -> "Principal":
         """The ``anonymous_user`` option's user; InvalidArgument (``key``: the option's
         dotted name) when there is no such user."""
         try:
-            user = meta.get_user(name)
+            user = users.get_user(name)
         except (NotFound, InvalidArgument):
             raise InvalidArgument(f"{key}: no Ferry user {name!r}") from None
         return cls(user.id, user.created_at, anonymous=True)
 
-    def live(self, meta):
+    def live(self, users):
         """The user now (UserInfo); AuthError (check failed) when it was deleted, or,
         for the anonymous user, deactivated. A token's user keeps acting while inactive,
         as a logged-in session does (core/credentials.py): a deactivation refuses logins."""
-        user = meta.live_user(self.user_id)
+        user = users.live_user(self.user_id)
         if user is None or user.created_at != self.created_at:
             who = "the anonymous user" if self.anonymous else "the delegation token's user"
             raise AuthError(AUTH_CHECK_FAILED, f"{who} (id {self.user_id}) no longer exists")
@@ -127,8 +127,8 @@ class Principal:
             raise AuthError(AUTH_CHECK_FAILED, f"the anonymous user {user.username!r} is inactive")
         return user
 
-    def can(self, meta, user, action: Action, stream_id: int | None, topic_id: int | None = None) -> bool:
-        return meta.can(user, action, stream_id, topic_id, ignore_status=not self.anonymous)
+    def can(self, users, user, action: Action, stream_id: int | None, topic_id: int | None = None) -> bool:
+        return users.can(user, action, stream_id, topic_id, ignore_status=not self.anonymous)
 
 
 def load_secret(data_dir: Path) -> bytes:
@@ -217,10 +217,10 @@ def check_segment(broker, issuer: TokenIssuer, anonymous: Principal | None, toke
         principal = anonymous
     else:
         principal = issuer.check(token, scope, stream, op).principal
-    user = principal.live(broker.meta)
+    user = principal.live(broker.meta.users)
     target = segment_target(broker, scope, stream, op)
     if target is not None:
-        permit(broker.meta, principal, user, *target, broker=broker)
+        permit(broker.meta.users, principal, user, *target, broker=broker)
     _logged_in(user)
     return principal
 
@@ -246,24 +246,24 @@ def segment_target(broker, scope: str, stream: str, op: str) -> tuple[Action, in
     return None if topic is None else (OP_ACTIONS[op], topic.stream_id, topic.id)
 
 
-def permit(meta, principal: Principal, user, action: Action, stream_id: int | None,
+def permit(users, principal: Principal, user, action: Action, stream_id: int | None,
            topic_id: int | None = None, *, broker=None) -> None:
     """AuthError (check failed) unless ``user`` may do ``action`` now (a reader group's
     table, READ_STREAM with ``broker`` given: see :func:`table_reader`)."""
-    if stream_id is not None and principal.can(meta, user, action, stream_id, topic_id):
+    if stream_id is not None and principal.can(users, user, action, stream_id, topic_id):
         return
     if (stream_id is not None and broker is not None and action is Action.READ_STREAM
-            and table_reader(broker, meta, user, stream_id, ignore_status=not principal.anonymous)):
+            and table_reader(broker, users, user, stream_id, ignore_status=not principal.anonymous)):
         return
     raise AuthError(AUTH_CHECK_FAILED, f"user {user.username!r} may not {action.value}", action=action.value)
 
 
-def table_reader(broker, meta, user, stream_id: int, *, ignore_status: bool = False) -> bool:
+def table_reader(broker, users, user, stream_id: int, *, ignore_status: bool = False) -> bool:
     """May ``user`` keep reader-group state under this scope? Who may read the scope, or poll
     one of its topics (a reader group's table names no topic: a reader of any may have one)."""
-    if meta.can(user, Action.READ_STREAM, stream_id, ignore_status=ignore_status):
+    if users.can(user, Action.READ_STREAM, stream_id, ignore_status=ignore_status):
         return True
-    return any(meta.can(user, Action.POLL_MESSAGES, stream_id, t.id, ignore_status=ignore_status)
+    return any(users.can(user, Action.POLL_MESSAGES, stream_id, t.id, ignore_status=ignore_status)
                for t in broker.list_topics(stream_id))
 
 
@@ -286,7 +286,7 @@ class Authenticator:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.broker, self.issuer, self.anonymous, self._clock = broker, issuer, anonymous, clock
         self._cache: OrderedDict[str, tuple[object, float]] = OrderedDict()
-        self._version = broker.meta.users_version
+        self._version = broker.meta.users.version
         # The outcome of a check the driver ran in a worker thread (prepare), for the
         # very next user() call of that header: (header, version, UserInfo or FerryError).
         self._settled: tuple[str, int, object] | None = None
@@ -307,11 +307,12 @@ class Authenticator:
             name, password = parse_basic(header)
         except AuthError:
             return None   # malformed: user() answers it, no check needed
-        meta, version = self.broker.meta, self.broker.meta.users_version
+        users = self.broker.meta.users
+        version = users.version
 
         def work() -> object:
             try:
-                return meta.authenticate(name, password)   # audits failures; LoginThrottled is one
+                return users.authenticate(name, password)   # audits failures; LoginThrottled is one
             except FerryError as exc:
                 return exc
 
@@ -322,20 +323,20 @@ class Authenticator:
         return work
 
     def _fresh(self) -> None:
-        if self._version != self.broker.meta.users_version:  # a user, password, permission or token changed
+        if self._version != self.broker.meta.users.version:  # a user, password, permission or token changed
             self._cache.clear()
-            self._version = self.broker.meta.users_version
+            self._version = self.broker.meta.users.version
 
     def user(self, metadata) -> object:
         """The UserInfo of a call's ``authorization`` metadata; AuthError otherwise."""
         header = _authorization(metadata)
-        meta = self.broker.meta
+        users = self.broker.meta.users
         if header is None:
             if self.anonymous is None:
                 raise AuthError("UNAUTHENTICATED", "this controller requires credentials (a Ferry user's, "
                                                    "Basic: auth_enabled=True)")
             try:
-                info = self.anonymous.live(meta)
+                info = self.anonymous.live(users)
             except AuthError as exc:
                 raise AuthError("UNAUTHENTICATED", exc.message) from None
             _logged_in(info)
@@ -352,18 +353,18 @@ class Authenticator:
         if settled is not None and settled[0] == header:   # checked in a worker thread just now
             version, outcome = settled[1], settled[2]
         else:
-            version = meta.users_version
+            version = users.version
             try:
-                outcome = meta.authenticate(name, password)  # audits failures; LoginThrottled is one
+                outcome = users.authenticate(name, password)  # audits failures; LoginThrottled is one
             except FerryError as exc:
                 outcome = exc
         if isinstance(outcome, FerryError):
             raise AuthError("UNAUTHENTICATED", outcome.message) from None
         try:
-            info = meta.recheck(outcome)   # deleted or deactivated while the check ran
+            info = users.recheck(outcome)   # deleted or deactivated while the check ran
         except FerryError as exc:
             raise AuthError("UNAUTHENTICATED", exc.message) from None
-        if version == meta.users_version:  # nothing changed during the check: safe to remember
+        if version == users.version:  # nothing changed during the check: safe to remember
             self._cache[header] = (info, now + CREDENTIAL_CACHE_S)
             while len(self._cache) > MAX_CACHED_CREDENTIALS:
                 self._cache.popitem(last=False)
@@ -371,13 +372,13 @@ class Authenticator:
         return info
 
     def require(self, user, action: Action, stream_id: int | None = None, topic_id: int | None = None) -> None:
-        if not self.broker.meta.can(user, action, stream_id, topic_id):
+        if not self.broker.meta.users.can(user, action, stream_id, topic_id):
             raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not {action.value}",
                             action=action.value)
 
     def require_any(self, user, actions, stream_id: int | None = None, topic_id: int | None = None) -> None:
         """PERMISSION_DENIED (naming the first action) unless ``user`` may do one of ``actions``."""
-        if not any(self.broker.meta.can(user, a, stream_id, topic_id) for a in actions):
+        if not any(self.broker.meta.users.can(user, a, stream_id, topic_id) for a in actions):
             raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not {actions[0].value}",
                             action=actions[0].value)
 

@@ -151,7 +151,7 @@ class FrameDecoder:
             # The view is released before returning, so the buffer can still be resized;
             # the types copy what they keep.
             with memoryview(buf) as view, view[start : start + length] as payload:
-                cmd = spec.decode(payload)
+                cmd = spec.decode(commands.V, payload)
             self._pos = start + length
             if code == _APPEND_BLOCK:
                 self._block = cmd

@@ -5,14 +5,16 @@ Theory of operation
 Each command is one :class:`Command` entry: its type code, its Java name and
 its fields in wire order, named in camelCase exactly as pravega.md section 4
 writes them (so a grep against the doc finds them), each with a wire type
-from :mod:`adapters.pravega.types`. From the entry, once, at import
-(STYLE.md section 4, Kafka's message specs):
+from :mod:`adapters.pravega.types`. From the entry, once, at import, the
+shared engine (:mod:`adapters.wire.table`; STYLE.md section 4, Kafka's
+message specs) derives:
 
 * a frozen, slotted dataclass named after the Java class, exposed here as a
   module attribute (``commands.SetupAppend(request_id=..., writer_id=...,
   segment=..., delegation_token=...)``), fields in snake_case;
 * a decode plan: runs of required scalar fields fused into one big-endian
-  ``struct.Struct``, every other field read by its type;
+  ``struct.Struct``, every other field read by its type (one layout: version
+  :data:`V`);
 * :func:`encode` (a whole frame: ``type i32``, ``length i32``, payload),
   :func:`decode_payload` and :func:`strategy` for hypothesis.
 
@@ -34,7 +36,7 @@ encode and decode like the rest, but they are *block-only*: legal only as
 the frames inside an AppendBlock (section 5.2). :mod:`adapters.pravega.codec`
 refuses them at top level.
 
-:class:`CommandTable` refuses a bad spec when it loads: duplicate codes or
+The engine's :class:`~adapters.wire.table.CommandTable` refuses a bad spec when it loads: duplicate codes or
 names, a code outside a signed byte (section 1), a rest field that is not
 last, a required field after an optional one, a default its type cannot write.
 The retired codes 72/73 (MergeTableSegments, SealTableSegment; gone from the
@@ -43,219 +45,55 @@ Java enum) are left out: they decode as unknown types.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
-from dataclasses import dataclass
 from typing import Any, Iterable
+
+from adapters.wire import table
+from adapters.wire.table import CommandTable, Field
+from adapters.wire.types import ListOf, Record, WireType, snake
 
 from .errors import PravegaProtocolError
 from .types import (
-    ENDS_EARLY,
     I8,
     I32,
     I64,
+    PRAVEGA,
     Blob,
     Bool,
     EventFrame,
-    ListOf,
-    Record,
     Rest,
     TableEntries,
     TableKeys,
     Utf,
     Uuid,
-    WireType,
-    snake,
 )
 
 HEADER = struct.Struct(">ii")  # type code, payload length (section 1)
 HEADER_SIZE = HEADER.size
-REQUIRED = object()
-
-
-class SpecError(Exception):
-    """The command table is malformed: a bug in this file, raised at import."""
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field: ``wire`` is pravega.md's camelCase name; ``name`` the Python one."""
-
-    wire: str
-    type: WireType
-    default: Any = REQUIRED
-
-    @property
-    def name(self) -> str:
-        return snake(self.wire)
-
-    @property
-    def optional(self) -> bool:
-        return self.default is not REQUIRED
+V = 0  # the one layout of every command (types.PRAVEGA: optional trailing fields, no versions)
 
 
 def F(wire: str, type_: WireType) -> Field:
-    """A required field."""
-    return Field(wire, type_)
+    """A required field: ``wire`` is pravega.md's camelCase name, the Python one its snake_case."""
+    return Field(snake(wire), type_, spec_name=wire)
 
 
 def Opt(wire: str, type_: WireType, default: Any) -> Field:
     """An optional trailing field: ``(opt default)`` in pravega.md."""
-    return Field(wire, type_, default)
+    return Field(snake(wire), type_, default, optional=True, spec_name=wire)
 
 
-class Command:
-    """One command: code, Java name, fields; derives the dataclass (``cls``) and its codec."""
+class Command(table.Command):
+    """One command: code, Java name, fields; the engine derives the dataclass (``cls``)
+    and its codec. ``block_only``: legal only inside an AppendBlock (section 5.2)."""
+
+    wire = PRAVEGA
+    module = __name__  # commands.SetupAppend is a module attribute
 
     def __init__(self, code: int, name: str, fields: Iterable[Field] = (), *, block_only: bool = False,
                  ignore_tail: bool = False, about: str = "") -> None:
-        self.code = code
-        self.name = name
-        self.fields = tuple(fields)
-        self.block_only = block_only  # only inside an AppendBlock (section 5.2)
-        self.ignore_tail = ignore_tail  # payload bytes after the fields are skipped, not refused
-        self.about = about
-        self._check()
-        self.cls = self._make_class()
-        self.steps = self._plan()
-
-    # -- load-time checks and derivations ------------------------------------------------------
-    def _check(self) -> None:
-        if not self.name.isidentifier():
-            raise SpecError(f"command name {self.name!r} is not an identifier")
-        seen: set[str] = set()
-        optional_seen = False
-        for i, f in enumerate(self.fields):
-            where = f"{self.name}.{f.wire}"
-            if not isinstance(f.type, WireType):
-                raise SpecError(f"{where}: {f.type!r} is not a WireType")
-            if f.name in seen or not f.name.isidentifier():
-                raise SpecError(f"{where}: duplicate or invalid field name")
-            seen.add(f.name)
-            if f.type.rest and i != len(self.fields) - 1:
-                raise SpecError(f"{where}: a rest-of-frame field must be last")
-            if f.optional:
-                optional_seen = True
-                if not f.type.valid(f.default):
-                    raise SpecError(f"{where}: default {f.default!r} does not fit {f.type!r}")
-            elif optional_seen:
-                raise SpecError(f"{where}: a required field cannot follow an optional one")
-
-    def _make_class(self):
-        specs = []
-        for f in self.fields:
-            if f.optional:
-                specs.append((f.name, f.type.py, dataclasses.field(default=f.default)))
-            else:
-                specs.append((f.name, f.type.py))
-        cls = dataclasses.make_dataclass(self.name, specs, frozen=True, slots=True)
-        cls.__module__ = __name__  # make_dataclass's module= needs Python 3.12
-        layout = ", ".join(f"{f.wire} {f.type.name}" + (f" (opt {f.default!r})" if f.optional else "")
-                           for f in self.fields)
-        cls.__doc__ = f"{self.name} ({self.code}): {layout or 'no fields'}. {self.about}".rstrip()
-        return cls
-
-    def _plan(self) -> tuple:
-        """Steps ``(struct_or_None, fields, optional)``: required scalars fuse into one Struct;
-        each optional field is a step of its own, so decoding may stop before any of them."""
-        steps: list[tuple] = []
-        run: list[Field] = []
-
-        def flush() -> None:
-            if run:
-                steps.append((struct.Struct(">" + "".join(f.type.fmt for f in run)), tuple(run), False))
-                run.clear()
-
-        for f in self.fields:
-            if f.type.fmt is not None and not f.optional:
-                run.append(f)
-                continue
-            flush()
-            if f.type.fmt is not None:
-                steps.append((struct.Struct(">" + f.type.fmt), (f,), True))
-            else:
-                steps.append((None, (f,), f.optional))
-        flush()
-        return tuple(steps)
-
-    # -- codec -------------------------------------------------------------------------------------
-    def decode(self, buf) -> Any:
-        """The command whose payload is all of ``buf`` (bytes, bytearray or memoryview; copied
-        out, so a view may be released afterwards). Raises :class:`PravegaProtocolError`."""
-        end = len(buf)
-        pos = 0
-        values: list[Any] = []
-        for st, fields, optional in self.steps:
-            if optional and pos == end:
-                break  # the frame stops before an optional field: defaults for the rest
-            if st is not None:
-                if end - pos < st.size:
-                    raise self._short_run(fields, end - pos)
-                values.extend(st.unpack_from(buf, pos))
-                pos += st.size
-            else:
-                try:
-                    value, pos = fields[0].type.read(buf, pos, end)
-                except PravegaProtocolError as exc:
-                    raise PravegaProtocolError(f"{self.name}.{fields[0].name}: {exc.reason}") from None
-                values.append(value)
-        if pos != end and not self.ignore_tail:
-            raise PravegaProtocolError(f"{self.name}: {end - pos} trailing bytes")
-        return self.cls(*values)
-
-    def _short_run(self, fields: tuple[Field, ...], avail: int) -> PravegaProtocolError:
-        for f in fields:  # name the first field of the fused run that does not fit
-            if avail < f.type.fixed:
-                break
-            avail -= f.type.fixed
-        return PravegaProtocolError(f"{self.name}.{f.name}: {ENDS_EARLY}")
-
-    def write(self, out: list, value: Any) -> None:
-        """Append the payload of ``value`` to ``out``; every field, optional or not.
-        Raises ``ValueError``/``TypeError`` for values the wire cannot carry (our bug)."""
-        try:
-            for st, fields, _ in self.steps:
-                if st is not None:
-                    out.append(st.pack(*[getattr(value, f.name) for f in fields]))
-                else:
-                    fields[0].type.write(out, getattr(value, fields[0].name))
-        except struct.error as exc:
-            raise ValueError(f"{self.name}: {exc}") from None
-
-    def strategy(self):
-        """Hypothesis strategy of valid instances (test-only)."""
-        from hypothesis import strategies as st
-
-        return st.builds(self.cls, **{f.name: f.type.strategy() for f in self.fields})
-
-    def __repr__(self) -> str:
-        return f"<Command {self.code} {self.name}>"
-
-
-class CommandTable:
-    """All commands, checked when built; lookups by code, by name and by class."""
-
-    def __init__(self, commands: Iterable[Command]) -> None:
-        self.commands = tuple(commands)
-        self.by_code: dict[int, Command] = {}
-        self.by_name: dict[str, Command] = {}
-        self.by_cls: dict[type, Command] = {}
-        for c in self.commands:
-            if c.code in self.by_code:
-                raise SpecError(f"duplicate command code {c.code}")
-            if c.name in self.by_name:
-                raise SpecError(f"duplicate command name {c.name!r}")
-            if not -128 <= c.code <= 127:  # section 1: codes fit a signed byte, sent as i32
-                raise SpecError(f"command code {c.code} outside a signed byte")
-            self.by_code[c.code] = c
-            self.by_name[c.name] = c
-            self.by_cls[c.cls] = c
-
-    def __iter__(self):
-        return iter(self.commands)
-
-    def __len__(self) -> int:
-        return len(self.commands)
+        self.block_only = block_only
+        super().__init__(code, name, fields, ignore_tail=ignore_tail, about=about)
 
 
 # -- list item shapes ------------------------------------------------------------------------------
@@ -346,11 +184,11 @@ TABLE = CommandTable([
     Command(41, "LocateOffset", (_RID, _SEGMENT, F("targetOffset", I64), _TOKEN)),
     _named(42, "OffsetLocated", F("offset", I64)),
     Command(58, "MergeSegments", (_RID, F("target", Utf), F("source", Utf), _TOKEN,
-                                  Opt("attributeUpdates", ListOf(_ATTRIBUTE_UPDATE), ())),
+                                  Opt("attributeUpdates", ListOf(I32, _ATTRIBUTE_UPDATE), ())),
             about="Rust and pre-v5 Java send no attribute list."),
     Command(59, "SegmentsMerged", (_RID, F("target", Utf), F("source", Utf), Opt("newTargetWriteOffset", I64, -1))),
-    Command(90, "MergeSegmentsBatch", (_RID, F("target", Utf), F("sources", ListOf(Utf)), _TOKEN)),
-    Command(91, "SegmentsBatchMerged", (_RID, F("target", Utf), F("merged", ListOf(_MERGED_SOURCE)))),
+    Command(90, "MergeSegmentsBatch", (_RID, F("target", Utf), F("sources", ListOf(I32, Utf)), _TOKEN)),
+    Command(91, "SegmentsBatchMerged", (_RID, F("target", Utf), F("merged", ListOf(I32, _MERGED_SOURCE)))),
     # -- error replies (section 4.4) --
     _named(50, "WrongHost", F("correctHost", Utf), _TRACE_OPT),
     _named(51, "SegmentIsSealed", _TRACE_OPT, _OFFSET_OPT, about="offset carries the event number for appends."),
@@ -373,7 +211,7 @@ TABLE = CommandTable([
             about="pravega 0.3.8 sends none of the optional fields."),
     Command(71, "DeleteTableSegment", (_RID, _SEGMENT, F("mustBeEmpty", Bool), _TOKEN)),
     Command(74, "UpdateTableEntries", (_RID, _SEGMENT, _TOKEN, F("entries", TableEntries), _TABLE_OFFSET_OPT)),
-    Command(75, "TableEntriesUpdated", (_RID, F("updatedVersions", ListOf(I64))),
+    Command(75, "TableEntriesUpdated", (_RID, F("updatedVersions", ListOf(I32, I64))),
             about="One new version per entry, in request order."),
     Command(76, "RemoveTableKeys", (_RID, _SEGMENT, _TOKEN, F("keys", TableKeys), _TABLE_OFFSET_OPT)),
     _named(77, "TableKeysRemoved"),
@@ -395,7 +233,7 @@ TABLE = CommandTable([
     Command(-3, "FlushToStorage", (F("containerId", I32), _TOKEN, _RID)),
     Command(-4, "StorageFlushed", (_RID,)),
     Command(-5, "ListStorageChunks", (_SEGMENT, _TOKEN, _RID)),
-    Command(-6, "StorageChunksListed", (_RID, F("chunks", ListOf(_CHUNK_INFO)))),
+    Command(-6, "StorageChunksListed", (_RID, F("chunks", ListOf(I32, _CHUNK_INFO)))),
 ])
 
 BY_CODE: dict[int, type] = {c.code: c.cls for c in TABLE}
@@ -413,7 +251,10 @@ def encode(cmd: Any) -> bytes:
     if spec is None:
         raise TypeError(f"not a Pravega command: {cmd!r}")
     out: list[bytes] = [b""]
-    spec.write(out, cmd)
+    try:
+        spec.write(V, out, cmd)
+    except struct.error as exc:
+        raise ValueError(f"{spec.name}: {exc}") from None
     out[0] = HEADER.pack(spec.code, sum(map(len, out)))
     return b"".join(out)
 
@@ -425,14 +266,14 @@ def decode_payload(code: int, payload) -> Any:
     spec = TABLE.by_code.get(code)
     if spec is None:
         raise PravegaProtocolError(f"unknown command type {code}")
-    return spec.decode(payload)
+    return spec.decode(V, payload)
 
 
 def strategy(cls: type):
     """Hypothesis strategy of valid ``cls`` instances, derived from the table (test-only)."""
-    return SPEC_OF[cls].strategy()
+    return SPEC_OF[cls].strategy(V)
 
 
-__all__ = ["AttributeUpdate", "BY_CODE", "CODE_OF", "ChunkInfo", "Command", "CommandTable", "F", "Field",
-           "HEADER", "HEADER_SIZE", "MergedSource", "Opt", "SPEC_OF", "SpecError", "TABLE", "decode_payload",
-           "encode", "strategy", *(c.name for c in TABLE)]
+__all__ = ["AttributeUpdate", "BY_CODE", "CODE_OF", "ChunkInfo", "Command", "F", "HEADER", "HEADER_SIZE",
+           "MergedSource", "Opt", "SPEC_OF", "TABLE", "V", "decode_payload", "encode", "strategy",
+           *(c.name for c in TABLE)]

@@ -199,7 +199,7 @@ class ControllerService:
         except NotFound:
             topic = None
         if topic is None and stream.endswith(TABLE_SUFFIX):  # a reader group's table (getURI)
-            if not table_reader(self.broker, self.broker.meta, self.user, sid):
+            if not table_reader(self.broker, self.broker.meta.users, self.user, sid):
                 raise AuthError("PERMISSION_DENIED", f"user {self.user.username!r} may not read_stream",
                                 action=Action.READ_STREAM.value)
             return
@@ -228,7 +228,7 @@ class ControllerService:
     def delegation_token(self, req: P.StreamInfo) -> P.DelegationToken:
         if self.auth is None:
             return P.DelegationToken(delegation_token="")  # auth is off: segment stores take ""
-        meta, user = self.broker.meta, self.user
+        users, user = self.broker.meta.users, self.user
         try:
             sid = self.broker.get_stream(req.scope).id
         except (NotFound, InvalidArgument):
@@ -240,9 +240,9 @@ class ControllerService:
             topic = None
         if topic is not None:  # a stream: what the user may do with its messages
             ops = {op for op, action in ((READ, Action.POLL_MESSAGES), (WRITE, Action.SEND_MESSAGES))
-                   if meta.can(user, action, sid, topic.id)}
+                   if users.can(user, action, sid, topic.id)}
         else:  # a reader group's table (scope/<group>_kvtable): who may read the scope or poll in it
-            ops = {READ, WRITE} if table_reader(self.broker, meta, user, sid) else set()
+            ops = {READ, WRITE} if table_reader(self.broker, users, user, sid) else set()
         if not ops:
             raise AuthError("PERMISSION_DENIED", f"user {user.username!r} may not read or write "
                             f"{req.scope}/{req.stream}",
@@ -324,7 +324,7 @@ class ControllerService:
         expiry, max_size = _retention(req.retention_policy)
         self.broker.create_topic(names[0], names[1], segments, message_expiry=expiry, max_topic_size=max_size)
         try:
-            self.broker.set_topic_attrs(names[0], names[1], _attrs(req))
+            self.broker.topic_state.set_topic_attrs(names[0], names[1], _attrs(req))
         except FerryError:  # e.g. tags over the attribute limit: refuse the whole create, leave no stream
             self.broker.delete_topic(names[0], names[1])
             raise
@@ -361,12 +361,12 @@ class ControllerService:
 
     def list_streams_for_tag(self, req: P.StreamsInScopeWithTagRequest) -> P.StreamsInScopeResponse:
         def tagged(t) -> bool:
-            return req.tag in json.loads(self.broker.topic_attrs(t.stream_id, t.id).get(ATTR_TAGS, "[]"))
+            return req.tag in json.loads(self.broker.topic_state.topic_attrs(t.stream_id, t.id).get(ATTR_TAGS, "[]"))
         return self._list(req.scope, req.continuation_token, tagged)
 
     def stream_configuration(self, req: P.StreamInfo) -> P.StreamConfig:
         topic = self._topic(req)
-        attrs = self.broker.topic_attrs(topic.stream_id, topic.id)
+        attrs = self.broker.topic_state.topic_attrs(topic.stream_id, topic.id)
         scaling = json.loads(attrs.get(ATTR_SCALING, "{}"))
         if topic.message_expiry:
             retention = P.RetentionPolicy(retention_type=P.RetentionPolicy.RetentionPolicyType.TIME,
@@ -409,14 +409,14 @@ class ControllerService:
                           f"{wanted}) is scaling, which Ferry streams do not do")
         expiry, max_size = _retention(req.retention_policy)
         self.broker.update_topic(topic.stream_id, topic.id, message_expiry=expiry, max_topic_size=max_size)
-        self.broker.set_topic_attrs(topic.stream_id, topic.id, _attrs(req))
+        self.broker.topic_state.set_topic_attrs(topic.stream_id, topic.id, _attrs(req))
         return P.UpdateStreamStatus(status=S.SUCCESS)
 
     def seal_stream(self, req: P.StreamInfo) -> P.UpdateStreamStatus:
         topic, failed = self._update_target(req, P.UpdateStreamStatus)
         if failed is not None:
             return failed
-        self.broker.seal_topic(topic.stream_id, topic.id)
+        self.broker.topic_state.seal_topic(topic.stream_id, topic.id)
         return P.UpdateStreamStatus(status=P.UpdateStreamStatus.Status.SUCCESS)
 
     def delete_stream(self, req: P.StreamInfo) -> P.DeleteStreamStatus:
@@ -441,7 +441,7 @@ class ControllerService:
                 raise _Status(GrpcStatus.INVALID_ARGUMENT, f"segment {segment_id} is not in this stream")
         try:
             for segment_id, offset in sorted(cut.items()):
-                self.broker.truncate_partition(topic.stream_id, topic.id, segment_id, offset)
+                self.broker.topic_state.truncate_partition(topic.stream_id, topic.id, segment_id, offset)
         except InvalidOffset as exc:
             raise _Status(GrpcStatus.INVALID_ARGUMENT, exc.message) from None
         return P.UpdateStreamStatus(status=S.SUCCESS)
@@ -470,7 +470,7 @@ class ControllerService:
         info = P.StreamInfo(scope=req.stream_info.scope, stream=req.stream_info.stream)
         out = []
         for pid in range(topic.partitions_count):
-            start = self.broker.partition_byte_start(topic.stream_id, topic.id, pid)
+            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, pid)
             offset = start
             if req.timestamp > 0:  # the first event appended at or after that time (ms)
                 part = self.broker.partition(topic.stream_id, topic.id, pid)
@@ -516,7 +516,7 @@ class ControllerService:
                 ok = False
                 break
             part = self.broker.partition(topic.stream_id, topic.id, number)
-            start = self.broker.partition_byte_start(topic.stream_id, topic.id, number)
+            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, number)
             ok = ok and (offset == -1 or start <= offset <= part.byte_end)
         return P.StreamCutValidityResponse(response=ok)
 

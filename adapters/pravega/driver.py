@@ -27,14 +27,15 @@ the listener keeps serving.
 from __future__ import annotations
 
 import logging
-import weakref
 from functools import partial
 
 import trio
 
+from adapters.peer import peer_of
 from core.access import bind_actor, current_actor
 from core.connections import address, bind_connection, clip, directory_for
 from core.metrics import listener_metrics, metrics_for
+from core.perowner import PerOwner
 
 from . import commands as C
 
@@ -61,7 +62,7 @@ MAX_PARKED_READS = 1024
 DEFAULT_TAIL_PARK_S = 5.0  # answered well before the client's 30 s timeout (pravega.md section 7)
 
 
-_ISSUER_LOCKS: "weakref.WeakKeyDictionary[object, trio.Lock]" = weakref.WeakKeyDictionary()
+_ISSUER_LOCKS: PerOwner[trio.Lock] = PerOwner(trio.Lock)  # per PravegaState
 
 
 async def ensure_issuer(broker) -> TokenIssuer:
@@ -69,19 +70,11 @@ async def ensure_issuer(broker) -> TokenIssuer:
     (both Pravega listeners call this before serving; the lock keeps two first starts
     from racing on the key file)."""
     state = state_of(broker)
-    lock = _ISSUER_LOCKS.setdefault(state, trio.Lock())
+    lock = _ISSUER_LOCKS.of(state)
     async with lock:
         if state.issuer is None:
             state.issuer = TokenIssuer(await trio.to_thread.run_sync(load_secret, broker.data_dir))
     return state.issuer
-
-
-def _peer(stream) -> str:
-    """The peer's address of a trio SocketStream ("local" for anything else)."""
-    try:
-        return stream.socket.getpeername()
-    except (AttributeError, OSError):
-        return "local"
 
 
 class Outbox:
@@ -125,7 +118,8 @@ async def serve_segment_store(broker, host: str, port: int, conn_nursery, *, adv
 
 
 async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park_s: float = DEFAULT_TAIL_PARK_S) -> None:
-    bind_actor("pravega", _peer(stream))  # who the audit lines and the login guard see
+    peer = peer_of(stream) or "local"
+    bind_actor("pravega", peer)  # who the audit lines and the login guard see
     outbox = Outbox()
     session = SegmentStoreSession(broker, outbox.put, on_ack=outbox.poke)
     counters = session.counters
@@ -133,7 +127,7 @@ async def segment_store_connection(broker, stream: trio.abc.Stream, *, tail_park
     counters["connections_open"].inc("pravega")
     directory = directory_for(broker)
     scope = trio.CancelScope()   # the console's close
-    entry = directory.open("pravega", address(_peer(stream)), close=scope.cancel,
+    entry = directory.open("pravega", address(peer), close=scope.cancel,
                            refresh=partial(_refresh_store, session, current_actor()))
     _meter_session(session, entry)
     try:
@@ -257,7 +251,8 @@ async def serve_controller(broker, host: str, port: int, conn_nursery, *, servic
 
 
 async def controller_connection(service, stream: trio.abc.Stream) -> None:
-    bind_actor("pravega_controller", _peer(stream))  # the login guard counts failures per address
+    peer = peer_of(stream) or "local"
+    bind_actor("pravega_controller", peer)  # the login guard counts failures per address
     conn = GrpcServerConnection()
     counters = listener_metrics(metrics_for(service.broker))
     counters["connections_total"].inc("pravega_controller")
@@ -265,7 +260,7 @@ async def controller_connection(service, stream: trio.abc.Stream) -> None:
     directory = directory_for(service.broker)
     scope = trio.CancelScope()   # the console's close
     actor = current_actor()
-    entry = directory.open("pravega_controller", address(_peer(stream)), close=scope.cancel,
+    entry = directory.open("pravega_controller", address(peer), close=scope.cancel,
                            refresh=lambda e: setattr(e, "user", actor.user))
     bind_connection(entry)   # the service counts per_connection (gateway/listeners/pravega_controller.py)
     try:

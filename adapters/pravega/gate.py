@@ -75,9 +75,9 @@ class SegmentGate:
         next token request meets the same check at the controller)."""
         if principal is None:
             return None
-        meta = self.broker.meta
+        users = self.broker.meta.users
         try:
-            permit(meta, principal, principal.live(meta), Action.SEND_MESSAGES, stream_id, topic_id)
+            permit(users, principal, principal.live(users), Action.SEND_MESSAGES, stream_id, topic_id)
         except AuthError as exc:
             return self.refusal(rid, segment, WRITE, exc)
         return None

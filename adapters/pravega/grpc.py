@@ -32,8 +32,9 @@ call with :meth:`~GrpcServerConnection.reply` or
   Length-Prefixed-Message, then trailers ``grpc-status`` (+ ``grpc-message``,
   percent-encoded as PROTOCOL-HTTP2.md "Responses" defines). DATA is sent only as
   far as the peer's flow-control windows and frame size allow; the rest waits
-  per stream in ``_pending`` and :meth:`_pump` sends it on WINDOW_UPDATE or a
-  SETTINGS change (RFC 9113 section 5.2), then the trailers.
+  per stream in the shared send pump (:class:`adapters.wire.h2pump.SendPump`),
+  which sends it on WINDOW_UPDATE or a SETTINGS change (RFC 9113 section 5.2),
+  then the trailers.
 * **Flow control inbound**: every DATA frame is acknowledged at once, so big or
   many requests never stall; memory is bounded instead by the per-stream buffer
   (at most ``max_message + 5`` bytes, refused beyond), the stream count (our
@@ -51,6 +52,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 
 import h2.config
 import h2.connection
@@ -58,6 +60,8 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+
+from adapters.wire.h2pump import SendPump
 
 # gRPC's default maximum size of a received message (grpc-java
 # GrpcUtil.DEFAULT_MAX_MESSAGE_SIZE, grpc-go defaultServerMaxReceiveMessageSize):
@@ -136,20 +140,6 @@ _REFUSALS = {
 }
 
 
-def send_within_window(conn: h2.connection.H2Connection, stream_id: int, data: bytearray) -> bool:
-    """Send the head of ``data`` as DATA frames as far as the stream's and the
-    connection's flow-control windows and the peer's frame size allow (RFC 9113
-    section 5.2), removing what went out; True once ``data`` is empty. h2's
-    StreamClosedError/ProtocolError pass through to the caller."""
-    while data:
-        size = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size, len(data))
-        if size <= 0:
-            return False
-        conn.send_data(stream_id, bytes(memoryview(data)[:size]))
-        del data[:size]  # a bytearray drops a prefix without moving the rest
-    return True
-
-
 def percent_encode(text: str) -> bytes:
     """grpc-message encoding: UTF-8, then every byte outside 0x20-0x7E, and '%',
     as %XX. A space at either end is encoded too: a header value must not start
@@ -170,12 +160,6 @@ class _Incoming:
     metadata: tuple[tuple[str, str], ...]
     buf: bytearray = field(default_factory=bytearray)
     expect: int = -1  # prefix + message length once the prefix is complete
-
-
-@dataclass(slots=True)
-class _Outgoing:
-    data: bytearray  # framed reply bytes not yet sent
-    trailers: list[tuple[bytes, bytes]]
 
 
 class _FrameSizeGuard:
@@ -223,7 +207,7 @@ class GrpcServerConnection:
         self._h2 = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding=None, validate_inbound_headers=True))
         self._incoming: dict[int, _Incoming] = {}
-        self._pending: dict[int, _Outgoing] = {}
+        self._sends = SendPump(self._h2)  # framed replies waiting for flow-control window
         self._awaiting: set[int] = set()  # calls handed out, not answered yet
         self._buffered = 0  # bytes in all _incoming buffers
         self._ending: frozenset[int] = frozenset()  # streams the client ended in this read
@@ -250,7 +234,7 @@ class GrpcServerConnection:
     @property
     def pending_bytes(self) -> int:
         """Reply bytes still waiting for the peer's flow-control window."""
-        return sum(len(out.data) for out in self._pending.values())
+        return self._sends.pending_bytes()
 
     # -- input ------------------------------------------------------------------
     def receive_data(self, data: bytes) -> list[UnaryCall]:
@@ -355,11 +339,11 @@ class GrpcServerConnection:
 
     def _on_reset(self, ev: h2.events.StreamReset) -> None:
         self._forget_incoming(ev.stream_id)
-        self._pending.pop(ev.stream_id, None)
+        self._sends.forget(ev.stream_id)
         self._awaiting.discard(ev.stream_id)
 
     def _on_window(self, _ev) -> None:
-        self._pump()
+        self._sends.pump()
 
     def _on_goaway(self, _ev) -> None:
         self._close()
@@ -383,8 +367,9 @@ class GrpcServerConnection:
         framed = bytearray(PREFIX.pack(0, len(body)))
         framed += body
         if self._send_headers(stream_id, self._head(200), end_stream=False):
-            self._pending[stream_id] = _Outgoing(framed, [(b"grpc-status", b"0")])
-            self._pump()
+            # The trailers end the stream once the message went out.
+            self._sends.open(stream_id, framed, ended=True, end_with_data=False,
+                             finish=partial(self._send_trailers, [(b"grpc-status", b"0")]))
 
     def fail(self, stream_id: int, code: int, message: str = "") -> None:
         """Answer a call with an error status and no message (Trailers-Only).
@@ -426,16 +411,8 @@ class GrpcServerConnection:
             return False  # reset by the peer in this same read, or the connection is gone
         return True
 
-    def _pump(self) -> None:
-        """Send pending replies as far as flow control allows, then their trailers."""
-        for sid in list(self._pending):
-            out = self._pending[sid]
-            try:
-                if send_within_window(self._h2, sid, out.data):
-                    del self._pending[sid]
-                    self._h2.send_headers(sid, out.trailers, end_stream=True)
-            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-                self._pending.pop(sid, None)
+    def _send_trailers(self, trailers: list[tuple[bytes, bytes]], sid: int) -> None:
+        self._h2.send_headers(sid, trailers, end_stream=True)
 
     def close(self) -> None:
         """Send GOAWAY(NO_ERROR) and stop: for shutdown once the calls are answered
@@ -458,7 +435,7 @@ class GrpcServerConnection:
     def _close(self) -> None:
         self.closed = True
         self._incoming.clear()
-        self._pending.clear()
+        self._sends.clear()
         self._awaiting.clear()
         self._buffered = 0
 
@@ -468,4 +445,4 @@ class GrpcServerConnection:
 
 
 __all__ = ["MAX_CONCURRENT_STREAMS", "MAX_MESSAGE", "GrpcServerConnection", "GrpcStatus", "UnaryCall",
-           "percent_encode", "send_within_window"]
+           "percent_encode"]

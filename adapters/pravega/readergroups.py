@@ -259,8 +259,8 @@ def place(broker, group: ReaderGroup) -> None:
             if parsed.number >= topic.partitions_count:
                 continue
             part = broker.partition(topic.stream_id, topic.id, parsed.number)
-            start = broker.partition_byte_start(topic.stream_id, topic.id, parsed.number)
-            end = broker.partition_byte_end(topic.stream_id, topic.id, parsed.number)
+            start = broker.topic_state.partition_byte_start(topic.stream_id, topic.id, parsed.number)
+            end = broker.topic_state.partition_byte_end(topic.stream_id, topic.id, parsed.number)
             # a position below a truncation resumes at the start (the segment store says so)
             at = min(max(seg.read, start, part.byte_start), end)
             behind = part.next_offset - part.offset_for_byte_pos(at)

@@ -497,7 +497,7 @@ class SegmentStoreSession(TableSegmentOps):
         key = (topic.stream_id, topic.id, topic.created_at)
         kind = self.state.kinds.get(key)
         if kind is None:
-            kind = self.broker.topic_attrs(topic.stream_id, topic.id).get(ATTR_KIND, "events")
+            kind = self.broker.topic_state.topic_attrs(topic.stream_id, topic.id).get(ATTR_KIND, "events")
             if kind == BYTES or topic.partitions_count != 1 or not self._partition(topic, 0).remote \
                     or self._partition(topic, 0).next_offset:
                 # Kept: only an empty single-segment stream can still turn into a byte stream,
@@ -509,14 +509,14 @@ class SegmentStoreSession(TableSegmentOps):
     def _mark_bytes(self, topic) -> bool:
         if topic.partitions_count != 1:
             return False  # byte streams are single-segment streams (Pravega's ByteStreamWriter)
-        self.broker.set_topic_attrs(topic.stream_id, topic.id, {ATTR_KIND: BYTES})
+        self.broker.topic_state.set_topic_attrs(topic.stream_id, topic.id, {ATTR_KIND: BYTES})
         self.state.kinds[(topic.stream_id, topic.id, topic.created_at)] = BYTES
         return True
 
     def _raw_start(self, topic, part) -> int:
         """A byte stream's first readable raw offset (the recorded start is kept in the
         event view, where the core's whole-segment deletion can use it)."""
-        start = self.broker.partition_byte_start(topic.stream_id, topic.id, 0)
+        start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, 0)
         off = part.offset_for_byte_pos(start)
         if off >= part.next_offset:
             return raw_end(part)
@@ -599,7 +599,7 @@ class SegmentStoreSession(TableSegmentOps):
         if raw:
             start, end = self._raw_start(topic, part), raw_end(part)
         else:
-            start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
             end = part.byte_end
         offset = cmd.offset
         if offset < start:
@@ -619,7 +619,7 @@ class SegmentStoreSession(TableSegmentOps):
         try:
             data = (read_raw if raw else read_events)(part, offset, clamp(cmd.suggested_length))
         except InvalidOffset:  # retention moved the start between the check and the read
-            start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
                                            offset=offset))
             return None
@@ -645,7 +645,7 @@ class SegmentStoreSession(TableSegmentOps):
         if self.is_bytes(topic):
             start, end = self._raw_start(topic, part), raw_end(part)
         else:
-            start = self.broker.partition_byte_start(topic.stream_id, topic.id, name.number)
+            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
             end = part.byte_end
         self.send(C.StreamSegmentInfo(request_id=rid, segment_name=seg, exists=True, is_sealed=topic.sealed,
                                       is_deleted=False, last_modified=self._clock_ms(), write_offset=end,
@@ -657,7 +657,7 @@ class SegmentStoreSession(TableSegmentOps):
         if topic.partitions_count != 1:  # a Ferry topic seals whole; one segment of many cannot
             raise _Reply(C.OperationUnsupported(request_id=rid, operation_name="SealSegment of one of several "
                                                 "segments (seal the stream)", server_stack_trace=""))
-        self.broker.seal_topic(topic.stream_id, topic.id)
+        self.broker.topic_state.seal_topic(topic.stream_id, topic.id)
         self.send(C.SegmentSealed(request_id=rid, segment=seg))
 
     def _truncate(self, cmd) -> None:
@@ -671,7 +671,7 @@ class SegmentStoreSession(TableSegmentOps):
                                             error_code=0))
             offset = self._event_pos_of_raw(part, offset)
         try:
-            self.broker.truncate_partition(topic.stream_id, topic.id, name.number, offset)
+            self.broker.topic_state.truncate_partition(topic.stream_id, topic.id, name.number, offset)
         except InvalidOffset as exc:
             raise _Reply(C.ErrorMessage(request_id=rid, segment=seg, message=exc.message, error_code=0)) from None
         self.send(C.SegmentTruncated(request_id=rid, segment=seg))

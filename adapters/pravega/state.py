@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import enum
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable
+
+from core.perowner import PerOwner
 
 PartKey = tuple[int, int, int]  # (stream_id, topic_id, partition_id)
 
@@ -185,15 +186,12 @@ class PravegaState:
                 del self.txns[txn.id]
 
 
-_STATES: "weakref.WeakKeyDictionary[object, PravegaState]" = weakref.WeakKeyDictionary()
+_STATES: PerOwner[PravegaState] = PerOwner(PravegaState)
 
 
 def state_of(broker) -> PravegaState:
     """The broker's Pravega state (created on first use)."""
-    st = _STATES.get(broker)
-    if st is None:
-        st = _STATES[broker] = PravegaState()
-    return st
+    return _STATES.of(broker)
 
 
 __all__ = ["PravegaState", "Txn", "TxnError", "TxnState", "state_of"]

@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 from ..errors import CorruptSegment, InvalidArgument, PartitionNotFound, PayloadTooLarge, StorageError
 from ..message import now_us, uuid7
 from ..record import encode_record
+from . import reads
 from .batch import (
     BATCH_HEADER_SIZE, FLAG_PRODUCER_TIMES, FLAG_SNAPSHOT, batch_head, check_producer_id, encode_producers,
 )  # fmt: skip
@@ -40,10 +41,10 @@ from .config import MAX_APPEND_BYTES, MAX_BATCH_BYTES, LogConfig
 from .index import T_MAXTS, TIME_ENTRY
 from .pending import FlushJob, PendingCall, index_entries, written_producers
 from .producers import Table, expire_idle, is_expired, remember
-from .reads import PartitionReads
-from .recovery import open_sealed, recover_active
-from .salvage import TEMP_SUFFIX as SALVAGE_TEMP
-from .segment import LOG_SUFFIX, NAME_DIGITS, Segment, fsync_dir
+from .readbatch import ReadBatch
+from .recovery import recover_segments
+from .salvage import TEMP_SUFFIX as SALVAGE_TEMP, Quarantine
+from .segment import LOG_SUFFIX, Segment, fsync_dir
 
 log = logging.getLogger("ferry.log")
 
@@ -105,10 +106,16 @@ def _fire(callback: Callable[[object], None], arg: object) -> None:
         log.exception("on_durable callback failed")
 
 
-class Partition(PartitionReads):
-    """One partition directory; see the module docstring. Synchronous, trio-thread only."""
+class Partition:
+    """One partition directory; see the module docstring. Synchronous, trio-thread only.
 
-    remote = False  # gateway/jetstream_store/partition.py: appends visible once the cluster stored them
+    Reads and lookups are the functions of ``reads.py`` over the segments and
+    pending calls; damaged segments go to the partition's :class:`Quarantine`."""
+
+    incarnation = None  # what the store tied the partition to (Store.incarnation, Broker.resync)
+    # Only adapters/pravega/session.py still asks this (issue 24: its unsettled-append
+    # bookkeeping is to move behind the store): appends readable once the cluster stored them.
+    remote = False
 
     def __init__(self, path: Path, partition_id: int, cfg: LogConfig, clock: Callable[[], int]) -> None:
         self.path = path
@@ -134,7 +141,7 @@ class Partition(PartitionReads):
         self.fsync_count = 0  # fdatasyncs of batches (tests and metrics)
         self.write_count = 0  # batches written
         self.torn_bytes = 0  # bytes cut off the tail at open
-        self.salvaged = 0  # damaged segments quarantined and salvaged (tests, metrics)
+        self._quarantine = Quarantine(path, partition_id, cfg.fsyncs)  # damaged segments (salvage.py)
         # After salvaging the active segment its first batch may not hold the
         # dedup snapshot any more: the next batch written carries one.
         self._snapshot_due = False
@@ -161,86 +168,14 @@ class Partition(PartitionReads):
     def _recover(self) -> None:
         for leftover in self.path.glob("*" + SALVAGE_TEMP):  # a salvage cut short by a crash
             leftover.unlink()
-        bases = sorted(
-            int(p.stem) for p in self.path.glob("*" + LOG_SUFFIX) if len(p.stem) == NAME_DIGITS and p.stem.isdigit()
-        )
-        active, producers, salvaged = self._recover_active(bases)  # pops the bases it consumed
-        try:
-            for base in bases:
-                seg = Segment(self.path, base)
-                try:
-                    open_sealed(seg)
-                except CorruptSegment as exc:
-                    self._segments += self._salvage(seg, exc, seg.next_offset)[0]
-                    continue
-                except BaseException:
-                    seg.close()
-                    raise
-                self._segments.append(seg)
-            self._segments += salvaged
-        except BaseException:
-            active.close()
-            for seg in salvaged:
-                seg.close()
-            raise
-        if not active.count and self._segments:
-            active.start_byte = active.end_byte = self._segments[-1].end_byte
-        self._segments.append(active)
-        self._next_offset = active.next_offset
-        self._byte_end = active.end_byte
+        found = recover_segments(self.path, self.cfg.max_producers, self.cfg.fsyncs, self._quarantine.salvage)
+        self._segments = found.segments
+        self.torn_bytes += found.torn_bytes
+        self._snapshot_due = found.snapshot_due
+        self._next_offset, self._byte_end = found.segments[-1].next_offset, found.segments[-1].end_byte
         self._last_ts = max((s.times.last()[T_MAXTS] for s in self._segments if s.times.count), default=0)
-        expire_idle(producers, self._clock(), self._ttl_us)  # idle past the TTL while we were down, too
-        self._durable_producers = producers
-        self._producers = dict(producers)
-
-    def _recover_active(self, bases: list[int]) -> tuple[Segment, Table, list[Segment]]:
-        """Recover the last segment; one left empty by a crashed roll is removed
-        and the one before it becomes active again. One damaged in the middle
-        is salvaged: its last good run becomes the active segment, the runs
-        before it are returned as sealed segments to follow the others."""
-        while bases:
-            seg = Segment(self.path, bases.pop())
-            try:
-                producers, torn = recover_active(seg, self.cfg.max_producers)
-            except CorruptSegment as exc:
-                return self._salvage_active(seg, exc, bases)
-            except BaseException:
-                seg.close()
-                raise
-            self.torn_bytes += torn
-            if seg.count or not bases:
-                return seg, producers, []
-            log.warning("removing empty segment %s (a roll that never got its first batch)", seg.path(LOG_SUFFIX))
-            seg.remove()
-        seg = Segment.create(self.path, 0, 0)
-        if self.cfg.fsyncs:
-            fsync_dir(self.path)
-        return seg, {}, []
-
-    def _salvage_active(
-        self, seg: Segment, exc: CorruptSegment, bases: list[int]
-    ) -> tuple[Segment, dict[str, int], list[Segment]]:
-        kept, entries = self._salvage(seg, exc, 0)
-        if not kept:  # nothing good was left: the segment before becomes active
-            return self._recover_active(bases)
-        last = kept.pop()
-        last.close()
-        active = Segment(self.path, last.base_offset)
-        try:
-            recover_active(active, self.cfg.max_producers)  # walks cleanly: it was just written
-        except BaseException:
-            active.close()
-            for other in kept:
-                other.close()
-            raise
-        # The dedup snapshot sat in the segment's first batch, which may be the
-        # damaged one: keep every entry the good batches still carry, and have
-        # the next write carry a full snapshot so the next restart sees them too.
-        producers: Table = {}
-        for pid, seq, ts in entries:
-            remember(producers, pid, seq, ts, self.cfg.max_producers)
-        self._snapshot_due = True
-        return active, producers, kept
+        expire_idle(found.producers, self._clock(), self._ttl_us)  # idle past the TTL while we were down, too
+        self._durable_producers, self._producers = found.producers, dict(found.producers)
 
     # -- wiring ------------------------------------------------------------------
     def set_wakeup(self, wake: Callable[[], None]) -> None:
@@ -301,11 +236,86 @@ class Partition(PartitionReads):
     def segment_count(self) -> int:
         return len(self._segments)
 
+    @property
+    def salvaged(self) -> int:
+        """Damaged segments quarantined and salvaged (tests, metrics)."""
+        return self._quarantine.count
+
     def producer_sequence(self, producer_id: str) -> int | None:
         """The last sequence stored (or pending) for a producer, None if unknown
         or idle past ``cfg.producer_ttl_ms``."""
         entry = self._producers.get(producer_id)
         return None if entry is None or is_expired(entry, self._clock(), self._ttl_us) else entry[0]
+
+    # -- bounds and reads (reads.py) ------------------------------------------------------
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._next_offset
+
+    @property
+    def first_offset(self) -> int:
+        """Oldest offset still held (== next_offset when the partition is empty)."""
+        return reads.first_offset(self._segments, self._calls, self._next_offset)
+
+    @property
+    def last_offset(self) -> int | None:
+        """Newest offset held, None when the partition is empty."""
+        return self._next_offset - 1 if self._next_offset > self.first_offset else None
+
+    @property
+    def byte_start(self) -> int:
+        """Pravega byte position of the oldest record still held."""
+        return reads.byte_start(self._segments, self._calls, self._byte_end)
+
+    @property
+    def byte_end(self) -> int:
+        """Length of the Pravega byte view: each record counts 8 + payload bytes."""
+        return self._byte_end
+
+    def read(self, offset: int, count: int, max_bytes: int | None = None) -> ReadBatch:
+        """``reads.read``; raises what it raises, CorruptSegment (a sealed segment failed
+        its CRC: quarantined, later reads skip it) and StorageError (the disk failed)."""
+        return reads.read(self._segments, self._calls, self.first_offset, self._next_offset, self.partition_id,
+                          self._read_segment, offset, count, max_bytes)
+
+    def _read_segment(self, seg: Segment, off: int, count: int, budget: int, need_one: bool):
+        try:
+            try:
+                return seg.read(off - seg.base_offset, count, budget, need_one)
+            except CorruptSegment as exc:
+                if not (seg.sealed and self._quarantine.rebuild_indexes(seg, exc)):
+                    raise
+            return seg.read(off - seg.base_offset, count, budget, need_one)  # the log was fine
+        except CorruptSegment as exc:
+            self._replace_damaged(seg, exc)
+            raise
+        except OSError as exc:
+            raise StorageError(f"reading {seg.path(LOG_SUFFIX)} failed: {exc}", errno=exc.errno) from exc
+
+    def _replace_damaged(self, seg: Segment, exc: BaseException) -> None:
+        """A sealed segment's log failed its checks: its good batches take its place."""
+        if seg.sealed and seg in self._segments:  # the active one is checked at open
+            i = self._segments.index(seg)
+            self._segments[i : i + 1] = self._quarantine.salvage(seg, exc, seg.next_offset)[0]
+
+    def offset_for_timestamp(self, ts_us: int) -> int:
+        """First offset appended at or after ``ts_us``; ``next_offset`` when none (``reads.py``)."""
+        return reads.offset_for_timestamp(self._segments, self._calls, self._next_offset, ts_us)
+
+    def offset_for_byte_pos(self, pos: int) -> int:
+        """The offset of the record whose Pravega event covers byte ``pos`` (``reads.py``)."""
+        return reads.offset_for_byte_pos(self._segments, self._calls, self.byte_start, self._byte_end,
+                                         self._next_offset, pos)
+
+    def byte_pos_of(self, offset: int) -> int:
+        """Pravega byte position where record ``offset`` starts (``reads.py``)."""
+        return reads.byte_pos_of(self._segments, self._calls, self.first_offset, self._next_offset,
+                                 self._byte_end, offset)
+
+    def segment_positions(self) -> list[tuple[int, int, int]]:
+        """``(base_offset, records, file bytes)`` of each segment (diagnostics, CLI)."""
+        return [(s.base_offset, s.index.count, s.size) for s in self._segments]
 
     # -- append --------------------------------------------------------------------
     def append(

@@ -10,6 +10,10 @@ rebuilt from the log by walking its batches, checking every CRC; a sealed
 segment that does not walk cleanly to its end raises :class:`CorruptSegment`
 and the partition salvages it (``salvage.py``).
 
+:func:`recover_segments` does it for a whole partition directory; a damaged
+segment goes to the ``salvage`` function it is given (the partition's
+``Quarantine.salvage``, ``salvage.py``).
+
 The *active* (last) segment may end in a torn write: the process or the machine
 died during a flush. Its batches are walked from the start, each one's framing,
 CRC and base offset checked; the file is cut at the first batch that fails, and
@@ -27,13 +31,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
 
 from ..errors import CorruptSegment
 from .batch import BATCH_HEADER_SIZE, BATCH_MAGIC, BatchInfo, batch_crc_ok, batch_entries, decode_producers, parse_batch_header
 from .config import MiB
 from .index import I_LEN, I_POS, INDEX_ENTRY, T_COUNT, T_FIRST, T_POS, TIME_ENTRY, EntryTable
-from .segment import LOG_SUFFIX, Segment, pread_exact
+from .producers import Table, remember
+from .segment import LOG_SUFFIX, NAME_DIGITS, Segment, fsync_dir, pread_exact
 
 log = logging.getLogger("ferry.log")
 
@@ -246,3 +253,107 @@ def recover_active(seg: Segment, max_producers: int) -> tuple[dict[str, tuple[in
     while len(producers) > max_producers:
         del producers[next(iter(producers))]
     return producers, torn
+
+
+# ``salvage(seg, exc, seg_next)`` -> (the segments its good runs became, the dedup
+# entries they carry): Quarantine.salvage (salvage.py), which logs what was lost.
+Salvage = Callable[[Segment, BaseException, int], tuple[list[Segment], list[tuple[str, int, int]]]]
+
+
+@dataclass(slots=True)
+class Recovered:
+    """What :func:`recover_segments` found in a partition directory."""
+
+    segments: list[Segment]  # sealed in offset order, the active one last
+    producers: Table  # the dedup table replayed from the active segment
+    torn_bytes: int = 0  # cut off the active segment's tail
+    # The active segment was salvaged: its first batch may not hold the dedup
+    # snapshot any more, so the next batch written must carry one.
+    snapshot_due: bool = False
+
+
+def recover_segments(path: Path, max_producers: int, fsync: bool, salvage: Salvage) -> Recovered:
+    """Open every segment of the partition directory ``path``: the last one
+    recovered as the active segment (torn tail cut; one left empty by a crashed
+    roll removed and the one before it active again; a fresh one created when
+    there is none), the others opened sealed, damaged ones handed to
+    ``salvage``. Raises OSError when the disk refuses (the segments opened so
+    far are closed), and what ``salvage`` does not handle."""
+    bases = sorted(int(p.stem) for p in path.glob("*" + LOG_SUFFIX) if len(p.stem) == NAME_DIGITS and p.stem.isdigit())
+    found = _recover_active(path, bases, max_producers, fsync, salvage)  # pops the bases it consumed
+    active, salvaged = found.segments[-1], found.segments[:-1]
+    segments: list[Segment] = []
+    try:
+        for base in bases:
+            seg = Segment(path, base)
+            try:
+                open_sealed(seg)
+            except CorruptSegment as exc:
+                segments += salvage(seg, exc, seg.next_offset)[0]
+                continue
+            except BaseException:
+                seg.close()
+                raise
+            segments.append(seg)
+        segments += salvaged
+    except BaseException:
+        for seg in [*segments, active, *salvaged]:
+            seg.close()
+        raise
+    if not active.count and segments:
+        active.start_byte = active.end_byte = segments[-1].end_byte
+    segments.append(active)
+    found.segments = segments
+    return found
+
+
+def _recover_active(path: Path, bases: list[int], max_producers: int, fsync: bool, salvage: Salvage) -> Recovered:
+    """Recover the last segment; one left empty by a crashed roll is removed
+    and the one before it becomes active again. One damaged in the middle is
+    salvaged: its last good run becomes the active segment, the runs before it
+    sealed segments to follow the others (``segments``: those, then the active one)."""
+    torn_total = 0
+    while bases:
+        seg = Segment(path, bases.pop())
+        try:
+            producers, torn = recover_active(seg, max_producers)
+        except CorruptSegment as exc:
+            found = _salvage_active(path, seg, exc, bases, max_producers, fsync, salvage)
+            found.torn_bytes += torn_total
+            return found
+        except BaseException:
+            seg.close()
+            raise
+        torn_total += torn
+        if seg.count or not bases:
+            return Recovered([seg], producers, torn_total)
+        log.warning("removing empty segment %s (a roll that never got its first batch)", seg.path(LOG_SUFFIX))
+        seg.remove()
+    seg = Segment.create(path, 0, 0)
+    if fsync:
+        fsync_dir(path)
+    return Recovered([seg], {}, torn_total)
+
+
+def _salvage_active(path: Path, seg: Segment, exc: CorruptSegment, bases: list[int], max_producers: int,
+                    fsync: bool, salvage: Salvage) -> Recovered:
+    kept, entries = salvage(seg, exc, 0)
+    if not kept:  # nothing good was left: the segment before becomes active
+        return _recover_active(path, bases, max_producers, fsync, salvage)
+    last = kept.pop()
+    last.close()
+    active = Segment(path, last.base_offset)
+    try:
+        recover_active(active, max_producers)  # walks cleanly: it was just written
+    except BaseException:
+        active.close()
+        for other in kept:
+            other.close()
+        raise
+    # The dedup snapshot sat in the segment's first batch, which may be the
+    # damaged one: keep every entry the good batches still carry, and have
+    # the next write carry a full snapshot so the next restart sees them too.
+    producers: Table = {}
+    for pid, seq, ts in entries:
+        remember(producers, pid, seq, ts, max_producers)
+    return Recovered([*kept, active], producers, snapshot_due=True)

@@ -29,6 +29,7 @@ quarantined file (docs/storage.md, "Corruption").
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +37,12 @@ from pathlib import Path
 from ..errors import CorruptSegment
 from .batch import batch_entries, decode_producers
 from .index import INDEX_ENTRY, TIME_ENTRY, EntryTable
-from .recovery import SCAN_WINDOW, BatchScan, find_next_batch, open_sealed
+from .recovery import SCAN_WINDOW, BatchScan, find_next_batch, open_sealed, rebuild_indexes
 from .segment import LOG_SUFFIX, Segment, fsync_dir, write_all
 
+log = logging.getLogger("ferry.log")
+
+QUARANTINE_DIR = "quarantine"
 TEMP_SUFFIX = ".salvage"  # never matches "*.log": a leftover is not taken for a segment
 
 
@@ -169,4 +173,58 @@ def lost_ranges(seg_base: int, seg_next: int, runs: list[Run]) -> list[tuple[int
     return lost
 
 
-__all__ = ["Run", "Survey", "lost_ranges", "salvage", "survey"]
+class Quarantine:
+    """What one partition does with a segment that failed its checks (at open,
+    or when a read finds the damage): rebuild its indexes when only they were
+    wrong, else salvage it into ``<partition>/quarantine/``, logging what was
+    lost. ``count`` is how many segments went (tests, metrics)."""
+
+    def __init__(self, path: Path, partition_id: int, fsync: bool) -> None:
+        self.directory = path / QUARANTINE_DIR
+        self.partition_id = partition_id
+        self.fsync = fsync
+        self.count = 0
+
+    def rebuild_indexes(self, seg: Segment, exc: CorruptSegment) -> bool:
+        """A check failed: if the log walks cleanly, only the (derived) indexes
+        were damaged; rebuild them and say True. False when the log is damaged."""
+        try:
+            rebuild_indexes(seg)
+        except CorruptSegment:
+            return False
+        except OSError:
+            log.exception("could not rebuild the indexes of %s", seg.path(LOG_SUFFIX))
+            return False
+        log.warning(
+            "partition %d: the indexes of segment %d disagreed with its log (%s); rebuilt them from the log",
+            self.partition_id, seg.base_offset, exc,
+        )  # fmt: skip
+        return True
+
+    def salvage(
+        self, seg: Segment, exc: BaseException, seg_next: int
+    ) -> tuple[list[Segment], list[tuple[str, int, int]]]:
+        """Quarantine ``seg``; return the segments its good runs became (maybe
+        none) and the dedup entries those carry, in file order. Logs what was
+        lost; a disk error leaves the segment out of service."""
+        qdir = self.directory
+        try:
+            kept, found, moved = salvage(seg, qdir, self.fsync)
+        except OSError:
+            log.exception("could not salvage corrupt segment %s into %s", seg.path(LOG_SUFFIX), qdir)
+            seg.close()
+            return [], []
+        seg_next = max([seg_next, *(run.next_offset for run in found.runs)])
+        lost = lost_ranges(seg.base_offset, seg_next, found.runs)
+        log.error(
+            "partition %d: segment %d failed its checksum (%s); moved to %s; kept %d good runs as segments %s; "
+            "offsets lost: %s; its damaged records are never served",
+            self.partition_id, seg.base_offset, exc, ", ".join(str(p) for p in moved) or qdir,
+            len(kept), [s.base_offset for s in kept] or "none",
+            ", ".join(f"{a}..{b}" for a, b in lost) or "none (only batch framing)",
+        )  # fmt: skip
+        self.count += 1
+        return kept, found.producers
+
+
+__all__ = ["QUARANTINE_DIR", "Quarantine", "Run", "Survey", "lost_ranges", "salvage", "survey"]

@@ -13,10 +13,10 @@ import argparse
 import json
 import sys
 
-from gateway.admin import AdminError, parse_duration_us, print_table, remote_session, split_address, _iso
-from gateway.cli.admin_perm import add_perm_options, describe_permissions, permissions_body, perm_has_flags
-from gateway.remote import path_id
-from gateway.remote_target import admin_setup
+from ..admin import AdminError, parse_duration_us, print_table, remote_session, split_address, _iso
+from .admin_perm import add_perm_options, describe_permissions, permissions_body, perm_has_flags
+from ..remote import path_id
+from ..remote_target import admin_setup
 
 
 # -- shared options ------------------------------------------------------------------------
@@ -248,7 +248,7 @@ def cmd_group(args) -> int:
             client.call("DELETE", f"{base}/{g['id']}")
             _out(f"deleted consumer group {g['name']!r} (id {g['id']}) of {args.address}\n")
         else:
-            from gateway.cli.admin_group import group_rows, print_groups
+            from .admin_group import group_rows, print_groups
 
             groups = group_rows(client, target, stream, topic, base)
             print_groups(groups, args.json, sys.stdout)
@@ -261,7 +261,7 @@ def add_parsers(sub) -> None:
     _add_perm(sub)
     _add_pat(sub)
     _add_group(sub)
-    from gateway.cli.snapshot import add_parser as add_snapshot
+    from .snapshot import add_parser as add_snapshot
 
     add_snapshot(sub, add_connection_options)
 

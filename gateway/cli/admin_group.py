@@ -14,10 +14,10 @@ import json
 import sys
 from typing import IO
 
-from gateway.admin import print_table
-from gateway.remote import RemoteBroker
-from gateway.remote_iggy import GroupOffsets, OffsetsUnavailable
-from gateway.remote_target import Target
+from ..admin import print_table
+from ..remote import RemoteBroker
+from ..remote_iggy import GroupOffsets, OffsetsUnavailable
+from ..remote_target import Target
 
 
 def group_rows(client: RemoteBroker, target: Target, stream, topic, base: str) -> list[dict]:

@@ -19,8 +19,8 @@ import argparse
 
 from core.permissions import GLOBAL_FLAGS, STREAM_FLAGS, TOPIC_FLAGS
 
-from gateway.admin import AdminError
-from gateway.remote import RemoteBroker, RemoteError, path_id
+from ..admin import AdminError
+from ..remote import RemoteBroker, RemoteError, path_id
 
 
 def add_perm_options(p: argparse.ArgumentParser) -> None:

@@ -22,9 +22,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from gateway import version
-from gateway.confkeys import BINDING_FIELDS, SECRET_SHOWN, MiB, KiB, Key, is_secret
-from gateway.config import (
+from .. import version
+from ..confkeys import BINDING_FIELDS, SECRET_SHOWN, MiB, KiB, Key, is_secret
+from ..config import (
     LISTENER_KEYS,
     SECTIONS,
     Path_,
@@ -34,8 +34,9 @@ from gateway.config import (
     resolve_config,
     schema_for,
 )
-from gateway.cli.ferry import EXIT_CANNOT_START, EXIT_FAILED, serve_flags
-from gateway.registry import Registry, default_registry
+from ..registry import Registry, default_registry
+from .exits import EXIT_CANNOT_START, EXIT_FAILED
+from .serve import serve_flags
 
 # Secrets (confkeys.is_secret) show as "<set>" with their source, never their value.
 HIDDEN = SECRET_SHOWN
@@ -50,7 +51,7 @@ _EXAMPLE_KEY = Key("str", "")  # formats the [[binding]] example's values
 def add_parsers(sub) -> None:
     """Add ``config sample|check`` to the ``ferry`` parser's subparsers.
 
-    Called by gateway.cli.build_parser after ``serve`` exists: ``check``
+    Called by gateway.cli.ferry.build_parser after ``serve`` exists: ``check``
     takes serve's flags (copied from its parser), so it judges exactly what
     ``ferry serve`` with the same arguments would run."""
     serve = sub.choices["serve"]
@@ -78,7 +79,7 @@ def add_parsers(sub) -> None:
 # -- which flag sets which key -------------------------------------------------
 def flags_by_key(serve: argparse.ArgumentParser, registry: Registry) -> dict[Path_, str]:
     """``{key path: "--flag"}`` for serve's single-key flags, found by asking
-    gateway.cli.serve_flags what each flag sets (so a new flag shows up in the
+    gateway.cli.serve.serve_flags what each flag sets (so a new flag shows up in the
     sample without being listed here)."""
     out: dict[Path_, str] = {}
     for action in serve._actions:

@@ -1,9 +1,9 @@
-"""The ``ferry`` command line: ``serve``, ``version`` and the admin commands.
+"""The ``ferry`` command line: the parser, ``version``, the data commands and :func:`main`.
 
-Exit codes: 0 success; 1 a command failed (unknown stream, bad header, the
-server unreachable or refusing, a crash); 2 the process could not start as
-asked (bad configuration, data directory held by another process, a listener
-port taken, bad usage); 130 interrupted before it could shut down cleanly.
+Exit codes (gateway/cli/exits.py): 0 success; 1 a command failed (unknown stream,
+bad header, the server unreachable or refusing, a crash); 2 the process could not
+start as asked (bad configuration, data directory held by another process, a
+listener port taken, bad usage); 130 interrupted before it could shut down cleanly.
 
 A closed stdout (``ferry tail ... | head``) ends a command quietly with exit
 0, as ``git log | head`` does: the reader had what it wanted. The admin
@@ -18,16 +18,14 @@ from typing import Sequence
 
 from core.errors import FerryError
 
-from gateway import version
-from gateway.config import ConfigError, env_name, load_config
-from gateway.lock import DataDirLocked
-from gateway.registry import ListenerStartError, Registry, RegistryError, default_registry
+from .. import version
+from ..config import ConfigError
+from ..lock import DataDirLocked
+from ..registry import ListenerStartError, Registry, RegistryError
+from . import serve
+from .exits import EXIT_CANNOT_START, EXIT_FAILED, EXIT_INTERRUPTED
 
-EXIT_FAILED = 1
-EXIT_CANNOT_START = 2  # bad config, data dir held by another process, a port taken
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
-FSYNC_CHOICES = "always|batch|never (aliases: default = batch, none = never)"
-NATS_SERVER = "nats-server"  # the drop-in command (gateway/natscli.py)
+NATS_SERVER = "nats-server"  # the drop-in command (gateway/cli/nats_server.py)
 
 
 # -- parser ------------------------------------------------------------------
@@ -42,39 +40,8 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _listener_flag(name: str) -> str:
-    return f"--{name.replace('_', '-')}-port"
-
-
-def _add_config_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="TOML config file (default: $FERRY_CONFIG, else none)")
-    p.add_argument("--data", metavar="DIR", help="data directory (server.data_dir, default ./data)")
-
-
-def _add_serve(sub, registry: Registry) -> None:
-    p = sub.add_parser("serve", help="run the gateway (all listeners on their default ports)",
-                       description="Run the gateway until SIGINT or SIGTERM. Flags override "
-                                   "FERRY_* environment variables, which override the config file.")
-    _add_config_options(p)
-    p.add_argument("--host", help="address every listener binds (server.host, default 0.0.0.0)")
-    p.add_argument("--fsync", metavar="POLICY", help=f"log.fsync: {FSYNC_CHOICES}")
-    p.add_argument("--store", metavar="URL", help="store.url: nats://h1:4222,h2:4222,... keeps messages and "
-                                                  "metadata in a NATS JetStream cluster (docs/scale-out.md)")
-    p.add_argument("--grace-seconds", metavar="S", help="server.grace_seconds: shutdown grace period")
-    p.add_argument("--log-level", metavar="LEVEL", help="server.log_level: debug|info|warning|error|critical")
-    p.add_argument("--log-format", metavar="FMT", help="server.log_format: text|json")
-    p.add_argument("--only", metavar="NAME[,NAME]", help="enable only these listeners (disable the rest)")
-    p.add_argument("--disable", metavar="NAME", action="append", default=[], help="disable a listener (repeatable)")
-    ports = p.add_argument_group("listener ports (0 picks a free port)")
-    for name, kl in registry.known().items():
-        ports.add_argument(_listener_flag(name), dest=f"port_{name}", metavar="N",
-                           help=f"listeners.{name}.port (default {kl.default_port}/{kl.transport}; "
-                                f"{env_name(('listeners', name, 'port'))})")
-    p.set_defaults(func=cmd_serve)
-
-
 def _add_admin(sub) -> None:
-    from gateway.cli.admin import add_connection_options
+    from .admin import add_connection_options
 
     stream = sub.add_parser("stream", help="create, list and delete streams (on the running server)")
     ssub = stream.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
@@ -133,7 +100,7 @@ def _add_admin(sub) -> None:
     add_connection_options(p)
     p.set_defaults(func=cmd_tail)
 
-    from gateway.cli.admin import add_parsers as add_admin_commands  # ferry user|perm|pat|group
+    from .admin import add_parsers as add_admin_commands  # ferry user|perm|pat|group
 
     add_admin_commands(sub)
 
@@ -149,15 +116,15 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True,
                                 metavar="{serve,nats-server,version,stream,topic,produce,tail,user,perm,pat,group,snapshot,"
                                         "config,pub,sub,req,reply,bench,pipeline}")
-    _add_serve(sub, registry)
+    serve.add_parser(sub, registry)
     # Listed for --help only: main() hands "nats-server" to gateway.cli.nats_server before argparse.
     sub.add_parser(NATS_SERVER, add_help=False,
                    help="run as a drop-in nats-server (nats-server's flags; ferry nats-server --help)")
     p = sub.add_parser("version", help="print the version")
     p.set_defaults(func=lambda args: print(f"ferry {version()}") or 0)
     _add_admin(sub)
-    from gateway.cli.config import add_parsers as add_config_commands  # ferry config sample|check
-    from gateway.cli.nats_client import add_parsers as add_nats_tools  # ferry pub|sub|req|reply|bench
+    from .config import add_parsers as add_config_commands  # ferry config sample|check
+    from .nats import add_parsers as add_nats_tools  # ferry pub|sub|req|reply|bench
 
     add_config_commands(sub)
     add_nats_tools(sub)
@@ -167,63 +134,16 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# -- flags -> config ---------------------------------------------------------
-def serve_flags(args: argparse.Namespace, registry: Registry) -> dict:
-    """The serve flags given, as ``{key path: (text, flag)}`` for load_config."""
-    flags: dict = {}
-    simple = [("data", ("server", "data_dir"), "--data"), ("host", ("server", "host"), "--host"),
-              ("fsync", ("log", "fsync"), "--fsync"), ("store", ("store", "url"), "--store"),
-              ("grace_seconds", ("server", "grace_seconds"), "--grace-seconds"),
-              ("log_level", ("server", "log_level"), "--log-level"),
-              ("log_format", ("server", "log_format"), "--log-format")]
-    for attr, path, flag in simple:
-        if getattr(args, attr, None) is not None:
-            flags[path] = (getattr(args, attr), flag)
-    known = registry.known()
-    if args.only is not None:
-        wanted = {n.strip() for n in args.only.split(",") if n.strip()}
-        _check_names(wanted, known, "--only")
-        for name in known:
-            flags[("listeners", name, "enabled")] = ("true" if name in wanted else "false", "--only")
-    _check_names(set(args.disable), known, "--disable")
-    for name in args.disable:
-        flags[("listeners", name, "enabled")] = ("false", "--disable")
-    for name in known:
-        value = getattr(args, f"port_{name}", None)
-        if value is not None:
-            flags[("listeners", name, "port")] = (value, _listener_flag(name))
-    return flags
-
-
-def _check_names(names: set[str], known, flag: str) -> None:
-    for name in sorted(names - set(known)):
-        raise ConfigError(f"{flag} {name}: unknown listener; known listeners: {', '.join(known)}",
-                          key=flag, value=name)
-
-
 def admin_config(args: argparse.Namespace):
     """``(config, target)`` of an admin command (gateway/remote_target.py)."""
-    from gateway.remote_target import admin_setup
+    from ..remote_target import admin_setup
 
     return admin_setup(args)
 
 
 # -- commands ----------------------------------------------------------------
-def cmd_serve(args: argparse.Namespace) -> int:
-    registry = default_registry()
-    # load_config skips the admin commands' FERRY_SERVER/TOKEN/USER/PASSWORD (config.CLIENT_ENV)
-    cfg = load_config(args.config, flags=serve_flags(args, registry), registry=registry)
-    import trio  # after the config checks: a bad config fails fast, without loading trio
-
-    from gateway import logs
-    from gateway.server import serve_until_signalled
-
-    logs.configure(cfg.server.log_level, cfg.server.log_format)
-    return trio.run(serve_until_signalled, cfg)
-
-
 def cmd_stream(args: argparse.Namespace) -> int:
-    from gateway import admin
+    from .. import admin
 
     cfg, server = admin_config(args)
     if args.action == "create":
@@ -236,7 +156,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
-    from gateway import admin
+    from .. import admin
 
     cfg, server = admin_config(args)
     if args.action == "create":
@@ -251,7 +171,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from gateway import admin
+    from .. import admin
 
     cfg, server = admin_config(args)
     admin.produce(cfg, args.address, args.message, headers=args.header, key=args.key,
@@ -261,7 +181,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from gateway import admin
+    from .. import admin
 
     cfg, server = admin_config(args)
     try:
@@ -301,8 +221,8 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _report(exc: BaseException) -> int | None:
     """Print a known failure as one line to stderr and return its exit code;
     None for anything else (a bug: let the traceback show)."""
-    from gateway.admin import AdminError, UsageError
-    from gateway.remote import NotHttp, RemoteError, RemoteUnreachable
+    from ..admin import AdminError, UsageError
+    from ..remote import NotHttp, RemoteError, RemoteUnreachable
 
     if isinstance(exc, NotHttp):
         print(f"ferry: error: {exc}", file=sys.stderr)
@@ -321,7 +241,7 @@ def _report(exc: BaseException) -> int | None:
     if isinstance(exc, (DataDirLocked, ListenerStartError)):
         print(f"ferry: error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_START
-    from gateway.jetstream_store.errors import ClusterUnreachable
+    from ..jetstream_store.errors import ClusterUnreachable
 
     if isinstance(exc, ClusterUnreachable):
         print(f"ferry: error: cannot use the store cluster: {exc}", file=sys.stderr)
@@ -341,8 +261,8 @@ def _report(exc: BaseException) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``ferry`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == [NATS_SERVER]:   # nats-server's own flag syntax: gateway/natscli.py parses it
-        from gateway.cli.nats_server import main as nats_server_main
+    if argv[:1] == [NATS_SERVER]:   # nats-server's own flag syntax: gateway/cli/nats_server.py parses it
+        from .nats_server import main as nats_server_main
 
         return _guarded(nats_server_main, argv[1:])
     try:
@@ -401,4 +321,4 @@ def _guarded(func, arg) -> int:
         return codes[0]
 
 
-__all__ = ["build_parser", "main", "serve_flags"]
+__all__ = ["build_parser", "main"]

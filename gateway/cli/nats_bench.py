@@ -29,8 +29,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from gateway.cli.nats_client import (EXIT_USAGE, Connection, NatsCliError, check_subject, connection_settings,
-                       log, parse_size, positive_int, reason)
+from .nats_client import (EXIT_USAGE, Connection, NatsCliError, check_subject, connection_settings,
+                          log, parse_size, positive_int, reason)
 
 BENCH_QUEUE = "ferry-bench"  # request mode: repliers share one queue group, so each request is answered once
 WATCH_INTERVAL_S = 0.1  # how often the progress bar and the stall check look at the counters

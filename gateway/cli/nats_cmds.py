@@ -1,5 +1,5 @@
-"""The bodies of ``ferry pub``, ``sub``, ``req`` and ``reply`` (parsers and the runner:
-gateway/cli_nats.py). Each is a coroutine function taking the parsed arguments and
+"""The bodies of ``ferry pub``, ``sub``, ``req`` and ``reply`` (parsers: gateway/cli/nats.py,
+the runner: nats_client.py). Each is a coroutine function taking the parsed arguments and
 returning an exit code; failures raise :class:`~gateway.cli.nats_client.NatsCliError`.
 
 What they print is natscli's (cli/pub_command.go, sub_command.go,
@@ -13,9 +13,9 @@ import asyncio
 import sys
 import time
 
-from gateway.cli.nats_client import (EXIT_FAILED, NEXT_REPLY_GRACE_S, PUB_LINES_MAX, Connection, NatsCliError,
-                       body_block, check_subject, connection_settings, go_duration, header_lines, log,
-                       reason, render, render_bytes, wait_or_lost, write_out)
+from .nats_client import (EXIT_FAILED, NEXT_REPLY_GRACE_S, PUB_LINES_MAX, Connection, NatsCliError,
+                          body_block, check_subject, connection_settings, go_duration, header_lines, log,
+                          reason, render, render_bytes, wait_or_lost, write_out)
 
 NO_RESPONDERS = "No responders available for request"  # nats.go's ErrNoResponders, capitalised
 

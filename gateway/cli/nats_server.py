@@ -41,7 +41,7 @@ from typing import Any, Sequence
 from adapters.nats.natsconf import lookup
 from core.errors import InvalidArgument
 
-from gateway.listeners.nats import NATS_SERVER_MODE, read_conf, with_credentials
+from ..listeners.nats import NATS_SERVER_MODE, read_conf, with_credentials
 
 log = logging.getLogger("ferry.natscli")
 
@@ -308,7 +308,7 @@ def scratch_dir(port: int | None, base: Path | None = None) -> Path:
     directory per port under the temp dir (as nats-server's
     ``$TMPDIR/nats/jetstream``), emptied now, so a killed server's leftovers
     are reused instead of piling up. One held by a live server is skipped."""
-    from gateway.lock import LOCK_FILE, DataDirLock, DataDirLocked
+    from ..lock import LOCK_FILE, DataDirLock, DataDirLocked
 
     base = base or Path(tempfile.gettempdir()) / SCRATCH_DIR
     name = "random" if port is not None and port < 0 else str(port or 4222)
@@ -335,9 +335,9 @@ def scratch_dir(port: int | None, base: Path | None = None) -> Path:
 
 def main(argv: Sequence[str]) -> int:
     """Run the drop-in server; returns the exit code (2 for unusable flags or config)."""
-    from gateway import logs, version
-    from gateway.config import ConfigError, load_config
-    from gateway.registry import default_registry
+    from .. import logs, version
+    from ..config import ConfigError, load_config
+    from ..registry import default_registry
 
     args = build_parser().parse_args(normalize_argv(argv))
     if args.version:
@@ -370,7 +370,7 @@ def main(argv: Sequence[str]) -> int:
 def _run(cfg, s: dict[str, Any]) -> int:
     import trio
 
-    from gateway import logs
+    from .. import logs
 
     log_stream = open(s["log_file"], "a", encoding="utf-8") if s["log_file"] else None
     try:
@@ -392,7 +392,7 @@ async def _serve(cfg, out) -> int:
 
     import trio
 
-    from gateway.server import EXIT_FORCED, EXIT_OK, run_gateway
+    from ..server import EXIT_FORCED, EXIT_OK, run_gateway
 
     stop = trio.Event()
     forced = False

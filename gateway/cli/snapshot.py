@@ -15,8 +15,8 @@ from pathlib import Path
 
 from adapters.iggy.snapshot import ALL_TYPES, COMPRESSIONS, TYPES
 
-from gateway.admin import AdminError, progress, remote_session
-from gateway.remote_target import admin_setup
+from ..admin import AdminError, progress, remote_session
+from ..remote_target import admin_setup
 
 DEFAULT_COMPRESSION = "Deflated"  # Iggy's default (its CLI's `snapshot` command)
 

@@ -49,7 +49,7 @@ from adapters.nats.client_codec import (
     status_of,
 )
 
-from gateway.jetstream_store.errors import ClusterServerError, ClusterUnreachable, NoResponders
+from .errors import ClusterServerError, ClusterUnreachable, NoResponders
 
 DEFAULT_PORT = 4222  # IANA-registered NATS client port
 # Per URL: a loopback or LAN server answers INFO in milliseconds; two seconds

@@ -68,7 +68,7 @@ from adapters.nats.client_codec import (
 )
 from adapters.nats.headers import HeaderBlock, encode_headers
 
-from gateway.jetstream_store.blocking import (
+from .blocking import (
     DEFAULT_CONNECT_TIMEOUT_S,
     PERMISSIONS_VIOLATION,
     connect_options,
@@ -76,7 +76,7 @@ from gateway.jetstream_store.blocking import (
     parse_url,
     wants_tls,
 )
-from gateway.jetstream_store.errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
+from .errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
 
 log = logging.getLogger("ferry.cluster")
 

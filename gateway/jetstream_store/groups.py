@@ -15,7 +15,7 @@ Every gateway watches the whole bucket (one mirror, gaps allowed: a KV keeps
 one message per key). A key not rewritten for ``LEASE_S`` is a dead gateway:
 its members leave, and the groups rebalance. From the live keys each gateway
 builds the same ordered member list per group - by join time, then gateway
-id, then member id - and hands it to ``Broker.set_group_members``; the
+id, then member id - and hands it to ``Consumers.set_group_members`` (``broker.consumers``); the
 assignment rule then gives every gateway the same answer (core/groups.py).
 Local members keep their own ids; another gateway's member appears as
 ``REMOTE_BIT | crc32(gateway:member)`` (a u32 every Iggy dialect can carry;
@@ -34,19 +34,22 @@ import logging
 import secrets
 import time
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import trio
 
 from adapters.nats.client_codec import ServerMsg
 from adapters.nats.headers import HeaderBlock, encode_headers
-from gateway.jetstream_store.layout import ApiError, pub_ack
 from core.message import now_us
 
-from gateway.jetstream_store.errors import ConnectionLost, SlowCluster
+from .errors import ConnectionLost, SlowCluster
+from .layout import ApiError, pub_ack
 
 if TYPE_CHECKING:
-    from gateway.jetstream_store.store import JetStreamStore
+    from core.store import StoreEvents
+
+    from .client import TrioNats
+    from .layout import Layout
 
 log = logging.getLogger("ferry.groups")
 
@@ -83,9 +86,12 @@ def group_key(text: str) -> tuple[int, int, int]:
 class GroupCoordinator:
     """One gateway's side of the shared membership (module docstring)."""
 
-    def __init__(self, store: "JetStreamStore") -> None:
-        self.store = store
-        self.bucket = f"{store.layout.prefix.upper()}_GROUPS"
+    def __init__(self, layout: "Layout", ensure_stream: Callable[[str, dict], None]) -> None:
+        self.layout = layout
+        self._ensure_stream = ensure_stream  # the store's: create a stream on the blocking connection
+        self.nc: "TrioNats | None" = None  # the store's trio connection, once it runs
+        self.events: "StoreEvents | None" = None  # the broker's side (core/store.py), once attached
+        self.bucket = f"{layout.prefix.upper()}_GROUPS"
         self.stream = f"KV_{self.bucket}"
         self.me = secrets.token_hex(6)
         self.subject = f"$KV.{self.bucket}.{self.me}"
@@ -100,11 +106,11 @@ class GroupCoordinator:
         """Create the KV bucket (as ``nats kv add`` would) on the blocking connection."""
         config = {"name": self.stream, "subjects": [f"$KV.{self.bucket}.>"], "max_msgs_per_subject": 1,
                   "discard": "new", "allow_rollup_hdrs": True, "deny_delete": True, "allow_direct": True,
-                  "num_replicas": self.store.layout.replicas, "storage": "file", "retention": "limits",
+                  "num_replicas": self.layout.replicas, "storage": "file", "retention": "limits",
                   "max_age": 0, "max_msgs": -1, "max_bytes": -1}
-        self.store._ensure_stream_config(self.stream, config)
+        self._ensure_stream(self.stream, config)
 
-    # -- local changes (Broker.group_hook) ---------------------------------------------
+    # -- local changes (Store.group_changed) ---------------------------------------------
     def changed(self, key: tuple[int, int, int], member_id: int, joined: bool) -> None:
         gkey = group_key_text(key)
         members = self.local.setdefault(gkey, {})
@@ -132,7 +138,7 @@ class GroupCoordinator:
             self._expire()
 
     def _write(self) -> None:
-        nc = self.store.nc
+        nc = self.nc
         body = json.dumps({"groups": self._own(), "at": now_us()}, separators=(",", ":")).encode()
         header = encode_headers(HeaderBlock((("Nats-Expected-Last-Subject-Sequence", str(self.last_seq)),)))
 
@@ -179,14 +185,14 @@ class GroupCoordinator:
             self._apply()
 
     def _apply(self) -> None:
-        broker = self.store.broker
-        if broker is None:
+        events = self.events
+        if events is None:
             return
         ordered = order_members(self.entries, self.me)
         for gkey in self._known - set(ordered):
-            broker.set_group_members(group_key(gkey), [])
+            events.group_members(group_key(gkey), [])
         for gkey, members in ordered.items():
-            broker.set_group_members(group_key(gkey), members)
+            events.group_members(group_key(gkey), members)
         self._known = set(ordered)
 
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 docs/scale-out.md has the whole mapping; this module holds its exact bytes so
-the gateway's cluster driver (gateway/jetstream_store/store.py) and the tests share one
+the JetStream store (gateway/jetstream_store/store.py) and the tests share one
 definition.
 
 * **Names.** Partition ``p`` of topic ``t`` in stream ``s`` is the JetStream
@@ -44,22 +44,23 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from core.errors import InvalidArgument
-
 from adapters.nats.headers import HeaderBlock, parse_headers
+from adapters.nats.jetstream.errors import ERRORS
 from adapters.nats.translate import block_to_headers, canonical_to_nats
+from core.errors import InvalidArgument
 
 STORE_HEADER = "Ferry-Store"
 RAW_HEADERS = "Ferry-Headers"
 MSG_ID = "Nats-Msg-Id"
 FORMAT = "1"
-# JetStream's error code for a publish whose Nats-Expected-Last-Sequence did not
-# match (nats-server server/errors.json, JSStreamWrongLastSequenceErrF).
-WRONG_LAST_SEQUENCE = 10071
-# "stream name already in use with a different configuration" (JSStreamNameExistErr):
-# another gateway created it first, with settings that may differ in a default.
-STREAM_NAME_EXISTS = 10058
-STREAM_NOT_FOUND = 10059  # JSStreamNotFoundErr
+# JetStream error codes the store acts on, from the one table of them
+# (adapters/nats/jetstream/errors.py, nats-server's server/errors.json names):
+# a publish whose Nats-Expected-Last-Sequence did not match;
+WRONG_LAST_SEQUENCE = ERRORS["JSStreamWrongLastSequenceErrF"].err_code
+# "stream name already in use with a different configuration": another gateway
+# created it first, with settings that may differ in a default;
+STREAM_NAME_EXISTS = ERRORS["JSStreamNameExistErr"].err_code
+STREAM_NOT_FOUND = ERRORS["JSStreamNotFoundErr"].err_code
 # How long JetStream remembers Nats-Msg-Id values: the window in which a retried
 # producer call is dropped as a duplicate (JetStream's own default is 2 minutes).
 DUPLICATE_WINDOW_NS = 120 * 1_000_000_000

@@ -13,7 +13,7 @@ agree on every offset. This class is the gateway's side of that, with no I/O:
   The records are not readable yet: they have no offset until the cluster
   stores them. The result's ``base_offset`` is this gateway's guess (exact
   while it is the partition's only writer); ``on_durable`` gets the real one.
-* The gateway's cluster driver (gateway/jetstream_store/store.py) takes the outbox,
+* The JetStream store (store.py) takes the outbox,
   publishes each message and, on the stream's acknowledgement, calls
   :meth:`await_applied`.
 * The driver's mirror of the stream calls :meth:`apply` for every stored
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from core.errors import InvalidArgument, PayloadTooLarge, StorageError
-from core.message import uuid7
-from core.record import encode_record
 from core.log.config import MAX_APPEND_BYTES
 from core.log.encoded import records_of
 from core.log.partition import AppendInput, AppendResult, OnDurable, Partition, _fire
 from core.log.segment import Segment
+from core.message import uuid7
+from core.record import encode_record
 
 # Message bytes queued for the cluster per partition before ``over_limit`` asks the
 # protocol drivers to stop reading from their clients (the embedded log's backpressure,
@@ -66,7 +66,7 @@ class Outgoing:
 class RemotePartition(Partition):
     """A partition cached locally and stored in a JetStream stream (module docstring)."""
 
-    remote = True
+    remote = True  # adapters/pravega/session.py (core/log/partition.py)
     incarnation = None  # set by the store: tells a topic from a later one reusing its ids, or a purge
     max_message_bytes = MAX_APPEND_BYTES  # the cluster's max_payload (its INFO), set by the store
 
@@ -78,7 +78,6 @@ class RemotePartition(Partition):
         self._waiting: list[tuple[int, int, int, int, OnDurable]] = []  # (last, tie, base, count, callback)
         self._tie = 0
         self._wake_remote: Callable[[], None] = lambda: None
-        self.on_applied: Callable[["RemotePartition", AppendResult, list[AppendInput]], None] | None = None
 
     def set_remote_wakeup(self, wake: Callable[[], None]) -> None:
         """The cluster driver's ``wake()``, called when the outbox turns non-empty."""
@@ -134,7 +133,7 @@ class RemotePartition(Partition):
         nbytes = sum(len(h) + len(p) for _, _, h, p in messages)
         for _, _, headers, payload in messages:
             # Each message is one cluster message: its payload plus the header block
-            # (gateway/jetstream_store/layout.py), under the cluster's max_payload.
+            # (layout.py), under the cluster's max_payload.
             if len(payload) + 2 * len(headers) + HEADER_ALLOWANCE > self.max_message_bytes:
                 raise PayloadTooLarge(f"a message of {len(payload)} bytes exceeds the cluster's "
                                       f"max_payload ({self.max_message_bytes} bytes)")
@@ -224,8 +223,6 @@ class RemotePartition(Partition):
         while waiting and waiting[0][0] <= offset:
             _, _, base, count, callback = heapq.heappop(waiting)
             _fire(callback, AppendResult(self.partition_id, base, count, ts))
-        if self.on_applied is not None:
-            self.on_applied(self, result, [AppendInput(payload, headers, mid, origin_timestamp)])
         return result
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ beside trio:
   log has a mirror too, so other gateways' changes arrive without a write.
 
 A re-send after a lost acknowledgement carries the same ``Nats-Msg-Id``
-(gateway/jetstream_store/layout.py), so JetStream stores it once; re-sends stop after
+(layout.py), so JetStream stores it once; re-sends stop after
 ``PUBLISH_RETRY_S`` and the append fails (it was never acknowledged).
 """
 
@@ -41,27 +41,28 @@ import trio
 
 from adapters.nats.client_codec import STATUS_CONTROL, ServerMsg, headers_of, status_of
 from adapters.nats.headers import HeaderBlock, encode_headers
-from gateway.jetstream_store.layout import (
+from adapters.nats.translate import nats_to_canonical
+from core.errors import FerryError, InvalidArgument, StorageError
+from core.log import AppendInput
+from core.log.config import FSYNC_NEVER
+from core.message import now_us, uuid7_parts
+
+from .blocking import BlockingNats, new_inbox_prefix
+from .client import TrioNats
+from .errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
+from .groups import GroupCoordinator
+from .layout import (
     STREAM_NAME_EXISTS, STREAM_NOT_FOUND, WRONG_LAST_SEQUENCE, ApiError, Layout, ack_info, api_answer,
     decode_entry, decode_message, encode_entry, encode_message, mirror_consumer, pub_ack, request_json,
 )  # fmt: skip
-from adapters.nats.translate import nats_to_canonical
-from core.errors import FerryError, InvalidArgument, StorageError
-from core.log.config import FSYNC_NEVER
-from gateway.jetstream_store.partition import Outgoing, RemotePartition
-from core.message import now_us, uuid7_parts
-from core.metrics import metrics_for
-
-from gateway.jetstream_store.blocking import BlockingNats, new_inbox_prefix
-from gateway.jetstream_store.client import TrioNats
-from gateway.jetstream_store.errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
-from gateway.jetstream_store.groups import GroupCoordinator
+from .partition import Outgoing, RemotePartition
 
 if TYPE_CHECKING:
-    from core.metadata import TopicInfo
+    from core.model import TopicInfo
     from core.metadb import MetaDb
+    from core.store import StoreEvents
 
-    from gateway.config import StoreConfig
+    from ..config import StoreConfig
 
 log = logging.getLogger("ferry.store")
 
@@ -90,8 +91,6 @@ MIRROR_SILENCE_S = 15.0
 class JetStreamStore:
     """core/store.py's Store over a JetStream cluster (module docstring)."""
 
-    remote = True
-
     def __init__(self, cfg: "StoreConfig", *, name: str = "ferry-gateway") -> None:
         self.cfg = cfg
         self.layout = Layout(cfg.prefix, cfg.replicas)
@@ -105,7 +104,7 @@ class JetStreamStore:
         self.blocking = BlockingNats(cfg.urls, name=name, connect_timeout_s=cfg.connect_timeout_seconds,
                                      request_timeout_s=REQUEST_TIMEOUT_S, **auth)
         self.nc: TrioNats | None = None
-        self.broker = None
+        self.events: "StoreEvents | None" = None  # the broker's side of the seam (attach)
         self.parts: dict[tuple[int, int, int], tuple[RemotePartition, str, str]] = {}
         self.max_payload = 1024 * 1024
         self._dirty: set[tuple[int, int, int]] = set()
@@ -115,8 +114,9 @@ class JetStreamStore:
         self._running = False
         self._inbox = new_inbox_prefix()
         self._mirror_ids = 0
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(self.layout, self._ensure_stream_config)
         self._live = f"{self.layout.prefix.lower()}.l"  # plain NATS publishes between gateways
+        self._sharing = False  # plain publishes go to other gateways (from run on)
         self.forward_dropped = 0  # publishes the cluster connection could not take (at most once)
 
     # -- start-up -------------------------------------------------------------------
@@ -144,20 +144,21 @@ class JetStreamStore:
                                          "store.connect_timeout_seconds)")
             time.sleep(0.25)
 
-    def attach(self, broker) -> None:
+    def attach(self, events: "StoreEvents") -> None:
         """Called by ``Broker.open`` before it reads anything: make the metadata log,
         replicate the SQLite file through it and catch it up."""
-        self.broker = broker
-        metrics_for(broker).add_collector(self._metrics)
+        self.events = events
+        self.groups.events = events
+        events.add_metrics(self._metrics)
         self.check()
-        dbs = {id(db): db for db in (broker.meta.db, getattr(broker.meta, "_offsets_db", broker.meta.db))}
+        meta = events.meta
         # Each step is retried within the start-up budget: a node lost just before we
         # started leaves streams without a leader until their election (about 5 s).
         deadline = time.monotonic() + self.cfg.connect_timeout_seconds
         steps = [
             lambda: self._ensure_stream(self.layout.meta_stream, self.layout.meta_subject),
-            lambda: [db.replicate(self) for db in dbs.values()],
-            lambda: self.before_write(broker.meta.db),
+            lambda: [db.replicate(self) for db in meta.databases],
+            lambda: self.before_write(meta.db),
             self.groups.ensure_bucket,
         ]
         for step in steps:
@@ -170,7 +171,17 @@ class JetStreamStore:
                         raise ClusterUnreachable(f"{exc} (waited {self.cfg.connect_timeout_seconds:g} s, "
                                                  "store.connect_timeout_seconds)") from None
                     time.sleep(0.25)
-        broker.group_hook = self.groups.changed
+
+    def start_write(self, write) -> None:
+        """``Broker.open``'s own metadata write: another gateway of the same store may
+        write at that moment (its compare-and-set then fails): tried 3 times."""
+        for attempt in range(3):
+            try:
+                write()
+                return
+            except StorageError:
+                if attempt == 2:
+                    raise
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The store's tasks: the cluster connection, the pump and the mirrors."""
@@ -180,15 +191,16 @@ class JetStreamStore:
             self.nc = TrioNats(self.cfg.urls, name=self.name, request_timeout_s=REQUEST_TIMEOUT_S, echo=False,
                                max_pending_bytes=CLUSTER_OUTBOX_BYTES, **self._auth)
             await self.nc.connect(nursery)
+            self.groups.nc = self.nc
             self.nc.on_reconnect.append(lambda _nc: self._restart_mirrors())
             self._running = True
             # From now on the blocking connection's reconnects hold the event loop: keep
             # each dial short (a dead host's SYN would otherwise wait out the start-up budget).
             self.blocking.connect_timeout_s = min(self.blocking.connect_timeout_s, RUNNING_DIAL_TIMEOUT_S)
             self.nc.subscribe(f"{self._live}.>", self._live_in)
-            self.broker.forward = self._forward
+            self._sharing = True
             self._start_mirror("meta", self.layout.meta_stream, self._apply_meta,
-                               lambda: self.broker.meta.db.replica_seq + 1)
+                               lambda: self.events.meta.db.replica_seq + 1)
             self._start_mirror("groups", self.groups.stream, self.groups.receive, lambda: 1, gaps_ok=True)
             nursery.start_soon(self.groups.run)
             for key in list(self.parts):
@@ -216,7 +228,7 @@ class JetStreamStore:
         yield ("ferry_store_in_flight_messages", "gauge", "messages published and not yet applied here",
                [({}, sum(p.in_flight for p in parts))])
         yield ("ferry_store_metadata_sequence", "gauge", "last metadata log entry this gateway holds",
-               [({}, self.broker.meta.db.replica_seq if self.broker is not None else 0)])
+               [({}, self.events.meta.db.replica_seq if self.events is not None else 0)])
         yield ("ferry_store_forward_dropped_total", "counter",
                "plain NATS publishes the cluster connection could not take", [({}, self.forward_dropped)])
         yield ("ferry_store_mirrors", "gauge", "streams this gateway mirrors", [({}, len(self._mirrors))])
@@ -263,7 +275,7 @@ class JetStreamStore:
         raise StorageError("the metadata log kept moving on other gateways; try again")
 
     def _apply_meta(self, seq: int, msg: ServerMsg, _stored_ns: int) -> None:
-        db = self.broker.meta.db
+        db = self.events.meta.db
         if seq <= db.replica_seq:
             return
         if seq != db.replica_seq + 1:
@@ -273,12 +285,26 @@ class JetStreamStore:
         self._metadata_changed()
 
     def _metadata_changed(self) -> None:
-        if self._running and self.broker is not None:
-            self.broker.resync()
-        elif self.broker is not None:
-            self.broker.meta.reload()
+        if self._running and self.events is not None:
+            self.events.resync()
+        elif self.events is not None:
+            self.events.meta.reload()
 
     # -- partitions: core.store.Store ---------------------------------------------------
+    def append(self, key, part: RemotePartition, items, producer, on_durable, published):
+        """Queued for the cluster: readable (StoreEvents.applied) once the mirror applies it."""
+        return part.append(items, producer=producer, on_durable=on_durable)
+
+    def append_records(self, key, part: RemotePartition, block, count, producer, on_durable, published):
+        return part.append_encoded(block, count, producer=producer, on_durable=on_durable)
+
+    def group_changed(self, key, member_id: int, joined: bool) -> None:
+        self.groups.changed(key, member_id, joined)
+
+    def unsettled(self) -> bool:
+        """Appends taken and not yet acknowledged (queued for, or awaiting, the cluster)."""
+        return any(entry[0].unsettled for entry in self.parts.values())
+
     def open_partition(self, path, topic: "TopicInfo", partition_id: int, cfg) -> RemotePartition:
         # The cluster keeps the records durable; the local copy is a cache the mirror
         # refills from the offset it holds, so it is never fsynced.
@@ -319,7 +345,7 @@ class JetStreamStore:
     def incarnation(self, topic: "TopicInfo") -> str:
         """The topic's creation time, plus its purge count once purged: part of its
         streams' names, so a purge (or a later topic reusing the ids) starts new streams."""
-        epoch = self.broker.meta.topic_attrs(topic.stream_id, topic.id).get(EPOCH_ATTR, "")
+        epoch = self.events.meta.topic_state.topic_attrs(topic.stream_id, topic.id).get(EPOCH_ATTR, "")
         return f"{topic.created_at}e{epoch}" if epoch else str(topic.created_at)
 
     def topic_purged(self, topic: "TopicInfo") -> None:
@@ -328,9 +354,9 @@ class JetStreamStore:
         old streams. Offsets start again at 0, as Iggy's purge does."""
         old = [entry[1] for pid in range(topic.partitions_count)
                if (entry := self.parts.get((topic.stream_id, topic.id, pid))) is not None]
-        epoch = int(self.broker.meta.topic_attrs(topic.stream_id, topic.id).get(EPOCH_ATTR, "0") or 0) + 1
-        self.broker.meta.set_topic_attrs(topic.stream_id, topic.id, {EPOCH_ATTR: str(epoch)})
-        self.broker.resync()
+        epoch = int(self.events.meta.topic_state.topic_attrs(topic.stream_id, topic.id).get(EPOCH_ATTR, "0") or 0) + 1
+        self.events.meta.topic_state.set_topic_attrs(topic.stream_id, topic.id, {EPOCH_ATTR: str(epoch)})
+        self.events.resync()
         for name in old:
             self._delete_stream(name)
 
@@ -428,21 +454,26 @@ class JetStreamStore:
         self._publish(call, index, subject, header, payload, deadline, attempt)
 
     # -- plain NATS between gateways ----------------------------------------------------------
-    def _forward(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
+    def interest_elsewhere(self, subject: str) -> bool:
+        """Other gateways may subscribe to anything: once the store runs, every plain
+        publish is offered to them (:meth:`forward_publish`)."""
+        return self._sharing
+
+    def forward_publish(self, subject: str, reply: str, header: bytes, payload: bytes) -> bool:
         """A publish no topic captures: to the cluster as ``<prefix>.l.<subject>``, for the
         other gateways' subscribers (core NATS: at most once, as nats-server's routes)."""
+        if not self._sharing:
+            return False
         try:
             self.nc.publish(f"{self._live}.{subject}", bytes(payload), header or None, reply or None)
         except (ConnectionLost, SlowCluster, ValueError):
             self.forward_dropped += 1
+        return True
 
     def _live_in(self, msg: ServerMsg) -> None:
-        from core.live import Delivery  # the broker's own type; imported here to keep the top light
-
         subject = msg.subject[len(self._live) + 1:]
-        if self.broker is not None and subject and self.broker.live.has_interest(subject):
-            self.broker.live.publish(Delivery(subject=subject, payload=msg.payload, reply=msg.reply,
-                                              origin="nats", native=msg.header or b""))
+        if self.events is not None and subject:
+            self.events.plain_publish(subject, msg.reply, msg.header or b"", msg.payload)
 
     # -- mirrors: the cluster's streams into the caches -------------------------------------
     def _start_partition_mirror(self, key) -> None:
@@ -450,7 +481,7 @@ class JetStreamStore:
         if entry is None or key in self._mirrors:
             return
         part, stream, _subject = entry
-        self._start_mirror(key, stream, partial(self._apply_record, part), lambda: part.next_sequence,
+        self._start_mirror(key, stream, partial(self._apply_record, key, part), lambda: part.next_sequence,
                            on_gap=partial(self._partition_gap, part, stream))
 
     def _start_mirror(self, key, stream: str, apply: Callable[[int, ServerMsg, int], None],
@@ -478,7 +509,7 @@ class JetStreamStore:
             return True
         return False
 
-    def _apply_record(self, part: RemotePartition, seq: int, msg: ServerMsg, stored_ns: int) -> None:
+    def _apply_record(self, key, part: RemotePartition, seq: int, msg: ServerMsg, stored_ns: int) -> None:
         try:
             sm = decode_message(msg.header)
         except (InvalidArgument, FerryError, ValueError):
@@ -490,9 +521,13 @@ class JetStreamStore:
                 tlv = nats_to_canonical(msg.header, msg.subject) if msg.header else b""
             except Exception:  # noqa: BLE001 - headers Ferry cannot hold: payload only
                 tlv = b""
-            part.apply(seq, (hi << 64) | lo, stored_ns // 1000, 0, tlv, msg.payload)
-            return
-        part.apply(seq, sm.id, sm.timestamp, sm.origin_timestamp, sm.headers, msg.payload, sm.producer)
+            mid, timestamp, origin, headers, producer = (hi << 64) | lo, stored_ns // 1000, 0, tlv, None
+        else:
+            mid, timestamp, origin, headers = sm.id, sm.timestamp, sm.origin_timestamp, sm.headers
+            producer = sm.producer
+        result = part.apply(seq, mid, timestamp, origin, headers, msg.payload, producer)
+        if result is not None and self.events is not None:  # readable here now: the broker's visibility path
+            self.events.applied(key, part, result, [AppendInput(msg.payload, headers, mid, origin)], None)
 
 
 class _Conflict(StorageError):

@@ -139,7 +139,7 @@ def ferry_auth(broker, opts) -> tuple[FerryAuthenticator, float]:
     name = opts["anonymous_user"]
     if name:
         try:
-            broker.meta.get_user(name)
+            broker.meta.users.get_user(name)
         except UserNotFound:
             raise InvalidArgument(f"listeners.nats.anonymous_user: no Ferry user {name!r}") from None
     filters, timeout = {}, AUTH_TIMEOUT
@@ -202,7 +202,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
         js = enable_jetstream(broker, state.info.server_name or state.info.server_id)
         wire_jetstream(broker, js)
     # A deleted user's connections close at once (ferry mode; nats-server mode has no Ferry users).
-    unwatch = broker.meta.watch_credentials(partial(revoke_user, state)) \
+    unwatch = broker.meta.users.watch_credentials(partial(revoke_user, state)) \
         if isinstance(state.authenticate, FerryAuthenticator) else (lambda: None)
     try:
         async with trio.open_nursery() as nursery:

@@ -25,6 +25,7 @@ import trio
 
 from adapters.nats.monitor import respond
 from adapters.nats.server_state import shared_state
+from adapters.peer import peer_of
 from core.connections import address, clip, directory_for
 from core.metrics import listener_metrics, metrics_for
 
@@ -55,7 +56,7 @@ async def _http_connection(broker, http_port: int, stream) -> None:
     counters["connections_open"].inc(NAME)
     directory = directory_for(broker)
     scope = trio.CancelScope()   # the console's close
-    entry = directory.open(NAME, _peer(stream), close=scope.cancel)
+    entry = directory.open(NAME, address(peer_of(stream)), close=scope.cancel)  # "" without a peer
     counters = entry.metered(counters)   # counted on the console's entry too (core/connections.py)
     try:
         with scope:
@@ -91,13 +92,6 @@ async def _serve_requests(broker, http_port: int, stream, conn: h11.Connection, 
         if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
             return
         conn.start_next_cycle()
-
-
-def _peer(stream) -> str:
-    try:
-        return address(stream.socket.getpeername())
-    except (AttributeError, OSError):
-        return ""
 
 
 def _answer(broker, http_port: int, request: h11.Request) -> tuple[int, bytes]:

@@ -111,7 +111,7 @@ async def _handle(state: NatsServerState, request: WebSocketRequest) -> None:
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     state, own = _state_for(broker, cfg)
     # Our own state: a deleted user's connections close here (else the nats listener does it).
-    unwatch = broker.meta.watch_credentials(partial(revoke_user, state)) if own else (lambda: None)
+    unwatch = broker.meta.users.watch_credentials(partial(revoke_user, state)) if own else (lambda: None)
     install_compiled_unmask()  # RFC 6455 unmasking in C (adapters/wsmask.py)
     opts = cfg.options
     ctx = server_ssl_context("nats_ws", opts["tls_cert"], opts["tls_key"])

@@ -55,7 +55,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     if not 1 <= park <= MAX_TAIL_PARK_MS:
         raise InvalidArgument(f"listeners.pravega.tail_park_ms must be 1..{MAX_TAIL_PARK_MS}, got {park}")
     name = str(opts["anonymous_user"]).strip()
-    anonymous = Principal.anonymous_user(broker.meta, name, "listeners.pravega.anonymous_user") if name else None
+    anonymous = Principal.anonymous_user(broker.meta.users, name, "listeners.pravega.anonymous_user") if name else None
     await ensure_issuer(broker)  # tokens are checked from the first request on
     state_of(broker).anonymous = anonymous
     await serve_segment_store(broker, cfg.host, cfg.port, conn_nursery,

@@ -92,7 +92,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
                               f"listeners.{NAME}.anonymous_user (and listeners.pravega.anonymous_user) to a "
                               f"Ferry user whose permissions credential-less clients get")
     name = str(opts["anonymous_user"]).strip()
-    anonymous = Principal.anonymous_user(broker.meta, name, f"listeners.{NAME}.anonymous_user") if name else None
+    anonymous = Principal.anonymous_user(broker.meta.users, name, f"listeners.{NAME}.anonymous_user") if name else None
     auth = Authenticator(broker, await ensure_issuer(broker), anonymous=anonymous)
     await serve_controller(broker, cfg.host, cfg.port, conn_nursery, service=_MeteredController(broker, auth=auth),
                            task_status=task_status)

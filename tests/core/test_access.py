@@ -69,21 +69,21 @@ def test_the_user_store_slows_one_address_and_audits_every_failure(tmp_path, cap
     caplog.set_level(logging.INFO, logger="ferry.audit")
     meta = Metadata(tmp_path / "meta.db")
     try:
-        meta.ensure_root("iggy", "iggy")
+        meta.users.ensure_root("iggy", "iggy")
         bind_actor("nats", "10.9.9.9:1234")
         checks = 0
-        real = meta._check_password
+        real = meta.users._check_password
 
         def counting(*args):
             nonlocal checks
             checks += 1
             return real(*args)
 
-        meta._check_password = counting
+        meta.users._check_password = counting
         refused = 0
         for _ in range(200):
             try:
-                meta.authenticate("iggy", "wrong")
+                meta.users.authenticate("iggy", "wrong")
             except LoginThrottled:
                 refused += 1
             except InvalidCredentials:
@@ -91,9 +91,9 @@ def test_the_user_store_slows_one_address_and_audits_every_failure(tmp_path, cap
         # Only the free failures and the one that opened the window reached argon2.
         assert checks == FREE_FAILURES + 1 and refused == 200 - FREE_FAILURES - 1
         with pytest.raises(LoginThrottled):
-            meta.authenticate("iggy", "iggy")                  # even the right password waits
+            meta.users.authenticate("iggy", "iggy")                  # even the right password waits
         bind_actor("nats", "10.9.9.10:1")                       # another address: at once
-        assert meta.authenticate("iggy", "iggy").is_root
+        assert meta.users.authenticate("iggy", "iggy").is_root
         failed = [r for r in _records(caplog) if r.outcome == "failed"]
         throttled = [r for r in _records(caplog) if r.outcome == "throttled"]
         assert len(failed) == FREE_FAILURES + 1 and len(throttled) == 200 - FREE_FAILURES
@@ -108,16 +108,16 @@ def test_changes_are_audited_with_their_actor(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="ferry.audit")
     meta = Metadata(tmp_path / "meta.db")
     try:
-        meta.ensure_root("iggy", "iggy")
+        meta.users.ensure_root("iggy", "iggy")
         actor = bind_actor("http", "192.0.2.7:443")
         actor.logged_in("iggy", 0)
         caplog.clear()
         meta.create_stream("orders")
         meta.create_topic("orders", "eu")
-        alice = meta.create_user("alice", "secret1")
-        meta.create_pat(alice.id, "ci-token")
+        alice = meta.users.create_user("alice", "secret1")
+        meta.users.create_pat(alice.id, "ci-token")
         meta.delete_topic("orders", "eu")
-        meta.delete_user("alice")
+        meta.users.delete_user("alice")
         events = [(r.event, r.protocol, r.addr, r.user) for r in _records(caplog)]
         assert [e[0] for e in events] == ["stream.create", "topic.create", "user.create", "token.create",
                                          "topic.delete", "user.delete"]

@@ -171,10 +171,10 @@ def test_purge_topic_and_stream_restart_offsets_and_forget_consumer_offsets(brok
     for i in range(3):
         broker.append("s", "a", items(f"a{i}"), partition=0)
         broker.append("s", "b", items(f"b{i}"))
-    broker.store_offset(Consumer("consumer", 1), "s", "a", 0, 2)
+    broker.consumers.store_offset(Consumer("consumer", 1), "s", "a", 0, 2)
     broker.purge_topic("s", "a")
     assert broker.read("s", "a", 0, 0, 10).count == 0
-    assert broker.get_offset(Consumer("consumer", 1), "s", "a", 0) is None
+    assert broker.consumers.get_offset(Consumer("consumer", 1), "s", "a", 0) is None
     assert broker.append("s", "a", items("fresh"), partition=0).base_offset == 0  # as Iggy's purge
     assert payloads(broker.read("s", "b", 0, 0, 10)) == [b"b0", b"b1", b"b2"]
     broker.purge_stream("s")
@@ -304,15 +304,15 @@ def test_delete_segments_removes_oldest_sealed_segments_but_not_unconsumed_ones(
         part = broker.partition("s", "t", 0)
         bases = [b for b, _n, _s in part.segment_positions()]
         assert len(bases) >= 4
-        group = broker.create_group("s", "t", "g")
-        broker.store_offset(Consumer("group", group.id), "s", "t", 0, bases[2] - 1)  # read segments 0 and 1
+        group = broker.consumers.create_group("s", "t", "g")
+        broker.consumers.store_offset(Consumer("group", group.id), "s", "t", 0, bases[2] - 1)  # read segments 0 and 1
         broker.append("s", "t", items("p1"), partition=1)
-        broker.store_offset(Consumer("consumer", 7), "s", "t", 1, 0)  # another partition: no barrier here
+        broker.consumers.store_offset(Consumer("consumer", 7), "s", "t", 1, 0)  # another partition: no barrier here
         assert broker.delete_segments("s", "t", 0, 10) == 2
         assert part.first_offset == bases[2]
         assert offsets(broker.read("s", "t", 0, 0, 100)) == list(range(bases[2], 12))
-        assert broker.get_offset(Consumer("group", group.id), "s", "t", 0) == bases[2] - 1  # untouched
-        broker.store_offset(Consumer("group", group.id), "s", "t", 0, 11)
+        assert broker.consumers.get_offset(Consumer("group", group.id), "s", "t", 0) == bases[2] - 1  # untouched
+        broker.consumers.store_offset(Consumer("group", group.id), "s", "t", 0, 11)
         assert broker.delete_segments("s", "t", 0, 10) == len(bases) - 3  # all sealed ones, not the active
         assert part.segment_count == 1
         assert broker.append("s", "t", items("next"), partition=0).base_offset == 12
@@ -335,7 +335,7 @@ def test_totals_count_the_whole_broker(broker):
     broker.create_stream("b")
     broker.create_topic("a", "t", partitions=2)
     broker.create_topic("b", "u", partitions=3)
-    broker.create_group("a", "t", "g")
+    broker.consumers.create_group("a", "t", "g")
     broker.append("a", "t", items("xy", "z"), partition=1)
     broker.append("b", "u", items("q"), partition=2)
     before = broker.totals()

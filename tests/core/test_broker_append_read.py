@@ -181,7 +181,7 @@ def test_negative_offset_and_count_are_typed_errors(broker):
     with pytest.raises(InvalidArgument):
         broker.read("s", "t", 0, 0, -1)
     with pytest.raises(InvalidArgument):
-        broker.poll("s", "t", ME, PollStrategy("offset", 0), 0, partition=0)
+        broker.consumers.poll("s", "t", ME, PollStrategy("offset", 0), 0, partition=0)
     with pytest.raises(InvalidArgument):
         PollStrategy("sideways")
 
@@ -191,7 +191,7 @@ def test_read_past_the_end_is_empty_not_an_error(broker):
     batch = broker.read("s", "t", 0, 2, 10)
     assert batch.count == 0 and batch.first_offset == 2
     assert broker.read("s", "t", 0, 1000, 10).count == 0
-    assert broker.poll("s", "t", ME, PollStrategy("offset", 99), 5, partition=0).batch.count == 0
+    assert broker.consumers.poll("s", "t", ME, PollStrategy("offset", 99), 5, partition=0).batch.count == 0
 
 
 def test_byte_position_past_the_end_is_invalid_offset(broker):
@@ -227,7 +227,7 @@ def test_read_by_offset_count_and_max_bytes(broker, ten):
 
 def test_poll_strategies(broker, ten):
     def poll(kind, value=0, count=3):
-        return offsets(broker.poll("s", "t", ME, PollStrategy(kind, value), count, partition=0).batch)
+        return offsets(broker.consumers.poll("s", "t", ME, PollStrategy(kind, value), count, partition=0).batch)
 
     assert poll("offset", 4) == [4, 5, 6]
     assert poll("first") == [0, 1, 2]
@@ -238,60 +238,60 @@ def test_poll_strategies(broker, ten):
     assert poll("timestamp", 0) == [0, 1, 2]
     assert poll("timestamp", ten[-1] + 1) == []
     assert poll("next") == [0, 1, 2]  # nothing stored: from the first offset
-    result = broker.poll("s", "t", ME, PollStrategy("first"), 1, partition=0)
+    result = broker.consumers.poll("s", "t", ME, PollStrategy("first"), 1, partition=0)
     assert result.current_offset == 9 and result.partition_id == 0
 
 
 def test_poll_next_with_auto_commit_walks_the_partition(broker, ten):
     seen = []
     while True:
-        batch = broker.poll("s", "t", ME, PollStrategy("next"), 4, partition=0, auto_commit=True).batch
+        batch = broker.consumers.poll("s", "t", ME, PollStrategy("next"), 4, partition=0, auto_commit=True).batch
         if not batch.count:
             break
         seen += offsets(batch)
     assert seen == list(range(10))
-    assert broker.get_offset(ME, "s", "t", 0) == 9
+    assert broker.consumers.get_offset(ME, "s", "t", 0) == 9
     other = Consumer("consumer", 2)  # offsets are per consumer
-    assert offsets(broker.poll("s", "t", other, PollStrategy("next"), 2, partition=0).batch) == [0, 1]
+    assert offsets(broker.consumers.poll("s", "t", other, PollStrategy("next"), 2, partition=0).batch) == [0, 1]
 
 
 def test_poll_on_an_empty_partition_reports_minus_one(broker):
-    result = broker.poll("s", "t", ME, PollStrategy("next"), 5, partition=2)
+    result = broker.consumers.poll("s", "t", ME, PollStrategy("next"), 5, partition=2)
     assert result.batch.count == 0 and result.current_offset == -1
 
 
 def test_consumer_offsets_store_get_delete(broker, ten):
-    assert broker.get_offset(ME, "s", "t", 0) is None
-    broker.store_offset(ME, "s", "t", 0, 4)
-    assert broker.get_offset(ME, "s", "t", 0) == 4
-    assert offsets(broker.poll("s", "t", ME, PollStrategy("next"), 2, partition=0).batch) == [5, 6]
-    broker.store_offset(ME, "s", "t", 0, 1)  # moving back is allowed (replay)
-    assert broker.get_offset(ME, "s", "t", 0) == 1
-    broker.delete_offset(ME, "s", "t", 0)
-    assert broker.get_offset(ME, "s", "t", 0) is None
+    assert broker.consumers.get_offset(ME, "s", "t", 0) is None
+    broker.consumers.store_offset(ME, "s", "t", 0, 4)
+    assert broker.consumers.get_offset(ME, "s", "t", 0) == 4
+    assert offsets(broker.consumers.poll("s", "t", ME, PollStrategy("next"), 2, partition=0).batch) == [5, 6]
+    broker.consumers.store_offset(ME, "s", "t", 0, 1)  # moving back is allowed (replay)
+    assert broker.consumers.get_offset(ME, "s", "t", 0) == 1
+    broker.consumers.delete_offset(ME, "s", "t", 0)
+    assert broker.consumers.get_offset(ME, "s", "t", 0) is None
     with pytest.raises(ConsumerOffsetNotFound):
-        broker.delete_offset(ME, "s", "t", 0)
+        broker.consumers.delete_offset(ME, "s", "t", 0)
 
 
 def test_storing_an_offset_past_the_end_is_invalid_offset(broker, ten):
     with pytest.raises(InvalidOffset):
-        broker.store_offset(ME, "s", "t", 0, 10)
+        broker.consumers.store_offset(ME, "s", "t", 0, 10)
     with pytest.raises(InvalidOffset):
-        broker.store_offset(ME, "s", "t", 0, -1)
+        broker.consumers.store_offset(ME, "s", "t", 0, -1)
     with pytest.raises(InvalidOffset):
-        broker.store_offset(ME, "s", "t", 1, 0)  # partition 1 is empty
+        broker.consumers.store_offset(ME, "s", "t", 1, 0)  # partition 1 is empty
     with pytest.raises(PartitionNotFound):
-        broker.store_offset(ME, "s", "t", 3, 0)
-    assert broker.get_offset(ME, "s", "t", 0) is None
+        broker.consumers.store_offset(ME, "s", "t", 3, 0)
+    assert broker.consumers.get_offset(ME, "s", "t", 0) is None
 
 
 def test_consumer_offsets_survive_reopen(tmp_path, broker, ten):
-    broker.store_offset(ME, "s", "t", 0, 6)
+    broker.consumers.store_offset(ME, "s", "t", 0, 6)
     broker.close()
     again = open_broker(tmp_path)
     try:
-        assert again.get_offset(ME, "s", "t", 0) == 6
-        assert offsets(again.poll("s", "t", ME, PollStrategy("next"), 10, partition=0).batch) == [7, 8, 9]
+        assert again.consumers.get_offset(ME, "s", "t", 0) == 6
+        assert offsets(again.consumers.poll("s", "t", ME, PollStrategy("next"), 10, partition=0).batch) == [7, 8, 9]
     finally:
         again.close()
 
@@ -316,7 +316,7 @@ def test_retention_by_age_and_size_through_the_broker(tmp_path):
         assert old.segment_count == 1 and old.first_offset > 0  # only the active segment stays
         assert big.size_bytes <= 1400 + 600 and big.first_offset > 0
         assert keep.first_offset == 0  # no limits: untouched
-        first = b.poll("s", "old", ME, PollStrategy("first"), 1, partition=0).batch
+        first = b.consumers.poll("s", "old", ME, PollStrategy("first"), 1, partition=0).batch
         assert offsets(first) == [old.first_offset]  # reads start at what is left
         assert offsets(b.read("s", "old", 0, 0, 1)) == [old.first_offset]
         assert old.next_offset == 30  # offsets are never reused

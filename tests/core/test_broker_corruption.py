@@ -14,7 +14,7 @@ from broker_helpers import items, offsets, open_broker, payloads
 from core.consumers import Consumer, PollStrategy
 from core.errors import CorruptSegment
 from core.log.batch import BATCH_HEADER, BATCH_HEADER_SIZE
-from core.log.reads import QUARANTINE_DIR
+from core.log.salvage import QUARANTINE_DIR
 from core.log.segment import SUFFIXES
 
 SEG = 1500  # bytes: three batches of three 60-byte messages per segment
@@ -66,7 +66,7 @@ def _read_everything(broker) -> tuple[dict[int, bytes], int]:
     me, got, errors = Consumer("consumer", next(_consumers)), {}, 0
     for _ in range(200):
         try:
-            batch = broker.poll("s", "t", me, PollStrategy("next"), 5, partition=0, auto_commit=True).batch
+            batch = broker.consumers.poll("s", "t", me, PollStrategy("next"), 5, partition=0, auto_commit=True).batch
         except CorruptSegment:
             errors += 1
             continue

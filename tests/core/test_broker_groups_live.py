@@ -32,108 +32,108 @@ def broker(tmp_path):
 
 # -- consumer groups -------------------------------------------------------------
 def test_group_create_get_list_delete(broker):
-    g = broker.create_group("s", "t", "workers")
+    g = broker.consumers.create_group("s", "t", "workers")
     assert (g.id, g.name) == (0, "workers")
-    assert broker.get_group("s", "t", "workers") == broker.get_group("s", "t", 0) == g
+    assert broker.consumers.get_group("s", "t", "workers") == broker.consumers.get_group("s", "t", 0) == g
     with pytest.raises(ConsumerGroupAlreadyExists):
-        broker.create_group("s", "t", "workers")
-    broker.create_group("s", "t", "audit", group_id=7)
-    assert [x.name for x in broker.list_groups("s", "t")] == ["workers", "audit"]
-    broker.delete_group("s", "t", "workers")
+        broker.consumers.create_group("s", "t", "workers")
+    broker.consumers.create_group("s", "t", "audit", group_id=7)
+    assert [x.name for x in broker.consumers.list_groups("s", "t")] == ["workers", "audit"]
+    broker.consumers.delete_group("s", "t", "workers")
     with pytest.raises(ConsumerGroupNotFound):
-        broker.get_group("s", "t", "workers")
+        broker.consumers.get_group("s", "t", "workers")
     with pytest.raises(ConsumerGroupNotFound):
-        broker.join_group("s", "t", "workers", 1)
+        broker.consumers.join_group("s", "t", "workers", 1)
 
 
 def test_join_and_leave_rebalance_through_the_broker(broker):
-    broker.create_group("s", "t", "g")
-    assert broker.join_group("s", "t", "g", 100) == (0, 1, 2, 3)
-    assert broker.join_group("s", "t", "g", 200) == (1, 3)
-    assert broker.group_members("s", "t", "g") == {100: (0, 2), 200: (1, 3)}
-    broker.join_group("s", "t", "g", 300)
-    assert broker.group_members("s", "t", "g") == {100: (0, 3), 200: (1,), 300: (2,)}
-    broker.leave_group("s", "t", "g", 200)
-    assert broker.group_members("s", "t", "g") == {100: (0, 2), 300: (1, 3)}
+    broker.consumers.create_group("s", "t", "g")
+    assert broker.consumers.join_group("s", "t", "g", 100) == (0, 1, 2, 3)
+    assert broker.consumers.join_group("s", "t", "g", 200) == (1, 3)
+    assert broker.consumers.group_members("s", "t", "g") == {100: (0, 2), 200: (1, 3)}
+    broker.consumers.join_group("s", "t", "g", 300)
+    assert broker.consumers.group_members("s", "t", "g") == {100: (0, 3), 200: (1,), 300: (2,)}
+    broker.consumers.leave_group("s", "t", "g", 200)
+    assert broker.consumers.group_members("s", "t", "g") == {100: (0, 2), 300: (1, 3)}
     with pytest.raises(ConsumerGroupMemberNotFound):
-        broker.leave_group("s", "t", "g", 200)
+        broker.consumers.leave_group("s", "t", "g", 200)
 
 
 def test_disconnect_leaves_every_group_of_the_member(broker):
     broker.create_topic("s", "u", partitions=2)
-    broker.create_group("s", "t", "g")
-    broker.create_group("s", "u", "h")
+    broker.consumers.create_group("s", "t", "g")
+    broker.consumers.create_group("s", "u", "h")
     for member in (1, 2):
-        broker.join_group("s", "t", "g", member)
-        broker.join_group("s", "u", "h", member)
-    broker.disconnect(1)
-    assert broker.group_members("s", "t", "g") == {2: (0, 1, 2, 3)}
-    assert broker.group_members("s", "u", "h") == {2: (0, 1)}
-    broker.disconnect(1)  # twice is harmless
+        broker.consumers.join_group("s", "t", "g", member)
+        broker.consumers.join_group("s", "u", "h", member)
+    broker.consumers.disconnect(1)
+    assert broker.consumers.group_members("s", "t", "g") == {2: (0, 1, 2, 3)}
+    assert broker.consumers.group_members("s", "u", "h") == {2: (0, 1)}
+    broker.consumers.disconnect(1)  # twice is harmless
 
 
 def test_partition_count_changes_rebalance_groups(broker):
-    broker.create_group("s", "t", "g")
-    broker.join_group("s", "t", "g", 1)
-    broker.join_group("s", "t", "g", 2)
+    broker.consumers.create_group("s", "t", "g")
+    broker.consumers.join_group("s", "t", "g", 1)
+    broker.consumers.join_group("s", "t", "g", 2)
     broker.add_partitions("s", "t", 2)
-    assert broker.group_members("s", "t", "g") == {1: (0, 2, 4), 2: (1, 3, 5)}
+    assert broker.consumers.group_members("s", "t", "g") == {1: (0, 2, 4), 2: (1, 3, 5)}
     broker.delete_partitions("s", "t", 5)
-    assert broker.group_members("s", "t", "g") == {1: (0,), 2: ()}
+    assert broker.consumers.group_members("s", "t", "g") == {1: (0,), 2: ()}
 
 
 def test_group_poll_cycles_assigned_partitions_and_commits_group_offsets(broker):
-    broker.create_group("s", "t", "g")
+    broker.consumers.create_group("s", "t", "g")
     for pid in range(4):
         broker.append("s", "t", items(f"p{pid}-0", f"p{pid}-1"), partition=pid)
-    broker.join_group("s", "t", "g", 1)
-    broker.join_group("s", "t", "g", 2)  # member 1 now holds 0 and 2
+    broker.consumers.join_group("s", "t", "g", 1)
+    broker.consumers.join_group("s", "t", "g", 2)  # member 1 now holds 0 and 2
     seen = []
     for _ in range(4):
-        res = broker.poll_group("s", "t", "g", 1, NEXT, 1, auto_commit=True)
+        res = broker.consumers.poll_group("s", "t", "g", 1, NEXT, 1, auto_commit=True)
         seen.append((res.partition_id, offsets(res.batch)))
     assert seen == [(0, [0]), (2, [0]), (0, [1]), (2, [1])]
-    group = Consumer("group", broker.get_group("s", "t", "g").id)
-    assert broker.get_offset(group, "s", "t", 0) == 1 and broker.get_offset(group, "s", "t", 2) == 1
-    assert broker.get_offset(group, "s", "t", 1) is None
-    broker.leave_group("s", "t", "g", 2)  # member 1 takes 1 and 3 over, from the group's offsets
-    polled = {broker.poll_group("s", "t", "g", 1, NEXT, 5).partition_id for _ in range(4)}
+    group = Consumer("group", broker.consumers.get_group("s", "t", "g").id)
+    assert broker.consumers.get_offset(group, "s", "t", 0) == 1 and broker.consumers.get_offset(group, "s", "t", 2) == 1
+    assert broker.consumers.get_offset(group, "s", "t", 1) is None
+    broker.consumers.leave_group("s", "t", "g", 2)  # member 1 takes 1 and 3 over, from the group's offsets
+    polled = {broker.consumers.poll_group("s", "t", "g", 1, NEXT, 5).partition_id for _ in range(4)}
     assert polled == {0, 1, 2, 3}
 
 
 def test_group_poll_errors(broker):
-    broker.create_group("s", "t", "g")
+    broker.consumers.create_group("s", "t", "g")
     with pytest.raises(ConsumerGroupMemberNotFound):
-        broker.poll_group("s", "t", "g", 9, NEXT, 1)
+        broker.consumers.poll_group("s", "t", "g", 9, NEXT, 1)
     with pytest.raises(PartitionNotFound):  # the member, not the caller, picks the partition
-        broker.poll("s", "t", Consumer("group", 0), NEXT, 1)
+        broker.consumers.poll("s", "t", Consumer("group", 0), NEXT, 1)
     broker.create_topic("s", "one", partitions=1)
-    broker.create_group("s", "one", "g")
-    broker.join_group("s", "one", "g", 1)
-    broker.join_group("s", "one", "g", 2)
-    assert broker.poll_group("s", "one", "g", 2, NEXT, 1) is None  # more members than partitions
+    broker.consumers.create_group("s", "one", "g")
+    broker.consumers.join_group("s", "one", "g", 1)
+    broker.consumers.join_group("s", "one", "g", 2)
+    assert broker.consumers.poll_group("s", "one", "g", 2, NEXT, 1) is None  # more members than partitions
 
 
 def test_deleting_a_group_drops_its_offsets_and_members(broker):
-    g = broker.create_group("s", "t", "g")
+    g = broker.consumers.create_group("s", "t", "g")
     broker.append("s", "t", items("a"), partition=0)
-    broker.join_group("s", "t", "g", 1)
-    broker.poll_group("s", "t", "g", 1, NEXT, 1, auto_commit=True)
-    broker.delete_group("s", "t", "g")
-    again = broker.create_group("s", "t", "g")
+    broker.consumers.join_group("s", "t", "g", 1)
+    broker.consumers.poll_group("s", "t", "g", 1, NEXT, 1, auto_commit=True)
+    broker.consumers.delete_group("s", "t", "g")
+    again = broker.consumers.create_group("s", "t", "g")
     assert again.id == g.id
-    assert broker.get_offset(Consumer("group", again.id), "s", "t", 0) is None
-    assert broker.group_members("s", "t", "g") == {}
+    assert broker.consumers.get_offset(Consumer("group", again.id), "s", "t", 0) is None
+    assert broker.consumers.group_members("s", "t", "g") == {}
 
 
 def test_groups_survive_reopen_members_do_not(tmp_path, broker):
-    broker.create_group("s", "t", "g")
-    broker.join_group("s", "t", "g", 1)
+    broker.consumers.create_group("s", "t", "g")
+    broker.consumers.join_group("s", "t", "g", 1)
     broker.close()
     again = open_broker(tmp_path)
     try:
-        assert [g.name for g in again.list_groups("s", "t")] == ["g"]
-        assert again.group_members("s", "t", "g") == {}  # members are connections
+        assert [g.name for g in again.consumers.list_groups("s", "t")] == ["g"]
+        assert again.consumers.group_members("s", "t", "g") == {}  # members are connections
     finally:
         again.close()
 
@@ -288,14 +288,14 @@ def test_group_offsets_need_an_existing_group_issue_3(broker):
     broker.append("s", "t", items("a", "b", "c"), partition=0)
     ghost = Consumer("group", 5)
     for call in (
-        lambda: broker.store_offset(ghost, "s", "t", 0, 2),
-        lambda: broker.get_offset(ghost, "s", "t", 0),
-        lambda: broker.delete_offset(ghost, "s", "t", 0),
+        lambda: broker.consumers.store_offset(ghost, "s", "t", 0, 2),
+        lambda: broker.consumers.get_offset(ghost, "s", "t", 0),
+        lambda: broker.consumers.delete_offset(ghost, "s", "t", 0),
     ):
         with pytest.raises(ConsumerGroupNotFound):
             call()
-    g = broker.create_group("s", "t", "late", group_id=5)
-    broker.join_group("s", "t", "late", 1)
-    assert offsets(broker.poll_group("s", "t", "late", 1, NEXT, 10).batch) == [0, 1, 2]
-    broker.store_offset(Consumer("group", g.id), "s", "t", 0, 1)  # an existing group: fine
-    assert broker.get_offset(Consumer("group", g.id), "s", "t", 0) == 1
+    g = broker.consumers.create_group("s", "t", "late", group_id=5)
+    broker.consumers.join_group("s", "t", "late", 1)
+    assert offsets(broker.consumers.poll_group("s", "t", "late", 1, NEXT, 10).batch) == [0, 1, 2]
+    broker.consumers.store_offset(Consumer("group", g.id), "s", "t", 0, 1)  # an existing group: fine
+    assert broker.consumers.get_offset(Consumer("group", g.id), "s", "t", 0) == 1

@@ -58,9 +58,9 @@ def _segments(broker, pid=0):
 # -- sealing ----------------------------------------------------------------------------
 def test_seal_refuses_both_append_paths_and_is_idempotent(broker):
     broker.append("s", "t", items("before"), partition=0)
-    info = broker.seal_topic("s", "t")
+    info = broker.topic_state.seal_topic("s", "t")
     assert info.sealed and broker.get_topic("s", "t").sealed
-    assert broker.seal_topic("s", "t") == info  # again: same answer, nothing changes
+    assert broker.topic_state.seal_topic("s", "t") == info  # again: same answer, nothing changes
     with pytest.raises(TopicSealed) as err:
         broker.append("s", "t", items("after"), partition=1)
     assert isinstance(err.value, PreconditionFailed)
@@ -73,7 +73,7 @@ def test_seal_refuses_both_append_paths_and_is_idempotent(broker):
 
 def test_other_topics_and_new_topics_are_not_sealed(broker):
     broker.create_topic("s", "u")
-    broker.seal_topic("s", "t")
+    broker.topic_state.seal_topic("s", "t")
     broker.append("s", "u", items("x"))
     assert not broker.get_topic("s", "u").sealed
     assert [t.sealed for t in broker.list_topics("s")] == [True, False]
@@ -81,13 +81,13 @@ def test_other_topics_and_new_topics_are_not_sealed(broker):
 
 def test_seal_unknown_topic_is_topic_not_found(broker):
     with pytest.raises(TopicNotFound):
-        broker.seal_topic("s", "nope")
+        broker.topic_state.seal_topic("s", "nope")
 
 
 def test_sealing_waits_for_nothing_accepted_appends_still_become_durable(broker):
     acks = Acks()
     result = broker.append("s", "t", items("a", "b"), partition=0, on_durable=acks)
-    broker.seal_topic("s", "t")
+    broker.topic_state.seal_topic("s", "t")
     assert acks.outcomes == []  # nothing was written yet, and sealing did not wait for it
     broker.flush()
     assert acks.outcomes == [result]  # acknowledged as usual, not failed
@@ -95,7 +95,7 @@ def test_sealing_waits_for_nothing_accepted_appends_still_become_durable(broker)
 
 def test_sealed_survives_reopen_and_update_and_purge(tmp_path, broker):
     broker.append("s", "t", items("x"), partition=0)
-    broker.seal_topic("s", "t")
+    broker.topic_state.seal_topic("s", "t")
     broker.update_topic("s", "t", message_expiry=5)
     broker.purge_topic("s", "t")  # purging drops records, not the seal
     assert broker.get_topic("s", "t").sealed
@@ -111,7 +111,7 @@ def test_sealed_survives_reopen_and_update_and_purge(tmp_path, broker):
 
 def test_seal_drops_cached_subject_lookups(broker):
     assert broker.topic_for_subject("s.t").sealed is False
-    broker.seal_topic("s", "t")
+    broker.topic_state.seal_topic("s", "t")
     assert broker.topic_for_subject("s.t").sealed is True
 
 
@@ -131,7 +131,7 @@ def test_a_version_1_store_migrates_to_unsealed_topics(tmp_path):
         info = new.get_topic("s", "t")
         assert not info.sealed and info.partitions_count == 2
         assert (info.segment_bytes, info.fsync) == (0, "")  # migration 3: the broker's log settings
-        assert new.partition_byte_start("s", "t", 1) == 0 and new.topic_attrs("s", "t") == {}
+        assert new.topic_state.partition_byte_start("s", "t", 1) == 0 and new.topic_state.topic_attrs("s", "t") == {}
         assert new.tables.list() == []
         new.append("s", "t", items("works"), partition=0)
     finally:
@@ -143,52 +143,52 @@ def test_truncate_records_the_position_and_deletes_whole_segments_below(broker):
     _fill(broker)
     assert _segments(broker) == [0, 4, 8, 12, 16]
     pos = 2 * 4 * EVENT + EVENT + 5  # inside record 9, the second of segment 8
-    assert broker.truncate_partition("s", "t", 0, pos) == pos
-    assert broker.partition_byte_start("s", "t", 0) == pos
+    assert broker.topic_state.truncate_partition("s", "t", 0, pos) == pos
+    assert broker.topic_state.partition_byte_start("s", "t", 0) == pos
     assert _segments(broker) == [8, 12, 16]  # segments 0 and 4 end before pos; 8 holds it
     part = broker.partition("s", "t", 0)
     assert part.byte_start == 8 * EVENT < pos  # the log keeps whole segments
     # Other protocols read by offset: only the whole-segment deletion shows.
     assert part.first_offset == 8
     assert offsets(broker.read("s", "t", 0, 0, 3)) == [8, 9, 10]
-    assert broker.partition_byte_start("s", "t", 1) == 0  # per partition
+    assert broker.topic_state.partition_byte_start("s", "t", 1) == 0  # per partition
 
 
 def test_truncate_at_a_segment_boundary_deletes_that_segment_too(broker):
     _fill(broker)
-    assert broker.truncate_partition("s", "t", 0, 8 * EVENT) == 8 * EVENT
+    assert broker.topic_state.truncate_partition("s", "t", 0, 8 * EVENT) == 8 * EVENT
     assert _segments(broker) == [8, 12, 16]
 
 
 def test_truncate_is_monotonic_and_bounded(broker):
     _fill(broker)
-    end = broker.partition_byte_end("s", "t", 0)
+    end = broker.topic_state.partition_byte_end("s", "t", 0)
     assert end == 20 * EVENT
-    assert broker.truncate_partition("s", "t", 0, 500) == 500
-    assert broker.truncate_partition("s", "t", 0, 100) == 500  # lower: nothing changes
-    assert broker.truncate_partition("s", "t", 0, 500) == 500
+    assert broker.topic_state.truncate_partition("s", "t", 0, 500) == 500
+    assert broker.topic_state.truncate_partition("s", "t", 0, 100) == 500  # lower: nothing changes
+    assert broker.topic_state.truncate_partition("s", "t", 0, 500) == 500
     with pytest.raises(InvalidOffset):
-        broker.truncate_partition("s", "t", 0, end + 1)
+        broker.topic_state.truncate_partition("s", "t", 0, end + 1)
     with pytest.raises(InvalidOffset):
-        broker.truncate_partition("s", "t", 0, -1)
+        broker.topic_state.truncate_partition("s", "t", 0, -1)
     with pytest.raises(InvalidArgument):
-        broker.truncate_partition("s", "t", 0, "7")
-    assert broker.partition_byte_start("s", "t", 0) == 500
-    assert broker.truncate_partition("s", "t", 0, end) == end  # everything: all sealed segments go
+        broker.topic_state.truncate_partition("s", "t", 0, "7")
+    assert broker.topic_state.partition_byte_start("s", "t", 0) == 500
+    assert broker.topic_state.truncate_partition("s", "t", 0, end) == end  # everything: all sealed segments go
     assert _segments(broker) == [16]  # the active segment never does
-    assert broker.partition_byte_start("s", "t", 0) == end
+    assert broker.topic_state.partition_byte_start("s", "t", 0) == end
     broker.append("s", "t", items("new"), partition=0)
-    assert broker.partition_byte_end("s", "t", 0) == end + 8 + 3  # pending appends count
+    assert broker.topic_state.partition_byte_end("s", "t", 0) == end + 8 + 3  # pending appends count
 
 
 def test_truncation_survives_reopen(tmp_path, broker):
     _fill(broker)
-    broker.truncate_partition("s", "t", 0, 300)
+    broker.topic_state.truncate_partition("s", "t", 0, 300)
     broker.close()
     again = _open(tmp_path)
     try:
-        assert again.partition_byte_start("s", "t", 0) == 300
-        assert again.partition_byte_start("s", "t", 1) == 0
+        assert again.topic_state.partition_byte_start("s", "t", 0) == 300
+        assert again.topic_state.partition_byte_start("s", "t", 1) == 0
     finally:
         again.close()
 
@@ -196,13 +196,13 @@ def test_truncation_survives_reopen(tmp_path, broker):
 def test_open_finishes_a_truncation_cut_short_by_a_crash(tmp_path, broker):
     _fill(broker)
     sid, tid = broker.get_topic("s", "t").stream_id, broker.get_topic("s", "t").id
-    broker.meta.set_logical_start(sid, tid, 0, 9 * EVENT)  # recorded, segments not yet deleted
+    broker.meta.topic_state.set_logical_start(sid, tid, 0, 9 * EVENT)  # recorded, segments not yet deleted
     assert _segments(broker) == [0, 4, 8, 12, 16]
     broker.close()
     again = _open(tmp_path)
     try:
         assert _segments(again) == [8, 12, 16]
-        assert again.partition_byte_start("s", "t", 0) == 9 * EVENT
+        assert again.topic_state.partition_byte_start("s", "t", 0) == 9 * EVENT
     finally:
         again.close()
 
@@ -211,75 +211,77 @@ def test_open_moves_back_a_start_past_the_end_of_a_log_that_lost_its_tail(tmp_pa
     _fill(broker, 4)
     sid, tid = broker.get_topic("s", "t").stream_id, broker.get_topic("s", "t").id
     # A truncation at a position that was only pending when the process died.
-    broker.meta.set_logical_start(sid, tid, 0, 10 * EVENT)
+    broker.meta.topic_state.set_logical_start(sid, tid, 0, 10 * EVENT)
     broker.close()
     with caplog.at_level(logging.WARNING, logger="ferry.broker"):
         again = _open(tmp_path)
     try:
-        assert again.partition_byte_start("s", "t", 0) == 4 * EVENT == again.partition_byte_end("s", "t", 0)
+        state = again.topic_state
+        assert state.partition_byte_start("s", "t", 0) == 4 * EVENT == state.partition_byte_end("s", "t", 0)
         assert "past the log's end" in caplog.text
         again.append("s", "t", items("readable"), partition=0)  # new appends lie after the start
-        assert again.partition_byte_end("s", "t", 0) > again.partition_byte_start("s", "t", 0)
+        assert again.topic_state.partition_byte_end("s", "t", 0) > again.topic_state.partition_byte_start("s", "t", 0)
     finally:
         again.close()
 
 
 def test_retention_past_the_recorded_start_wins(broker):
     _fill(broker)
-    broker.truncate_partition("s", "t", 0, 10)
+    broker.topic_state.truncate_partition("s", "t", 0, 10)
     broker.delete_segments("s", "t", 0, 3)
-    assert broker.partition_byte_start("s", "t", 0) == 12 * EVENT
+    assert broker.topic_state.partition_byte_start("s", "t", 0) == 12 * EVENT
 
 
 def test_purge_clears_the_recorded_start(broker):
     _fill(broker)
-    broker.truncate_partition("s", "t", 0, 300)
+    broker.topic_state.truncate_partition("s", "t", 0, 300)
     broker.purge_topic("s", "t")
-    assert broker.partition_byte_start("s", "t", 0) == 0 == broker.partition_byte_end("s", "t", 0)
+    state = broker.topic_state
+    assert state.partition_byte_start("s", "t", 0) == 0 == state.partition_byte_end("s", "t", 0)
     broker.append("s", "t", items("again"), partition=0)
-    assert broker.truncate_partition("s", "t", 0, 4) == 4  # byte positions restarted at 0
+    assert broker.topic_state.truncate_partition("s", "t", 0, 4) == 4  # byte positions restarted at 0
 
 
 def test_deleting_a_topic_or_partitions_clears_recorded_starts(broker):
     _fill(broker, 4, pid=0)
     _fill(broker, 4, pid=1)
-    broker.truncate_partition("s", "t", 0, 50)
-    broker.truncate_partition("s", "t", 1, 60)
+    broker.topic_state.truncate_partition("s", "t", 0, 50)
+    broker.topic_state.truncate_partition("s", "t", 1, 60)
     broker.delete_partitions("s", "t", 1)
     broker.add_partitions("s", "t", 1)  # id 1 again, empty
-    assert broker.partition_byte_start("s", "t", 1) == 0
-    assert broker.partition_byte_start("s", "t", 0) == 50
+    assert broker.topic_state.partition_byte_start("s", "t", 1) == 0
+    assert broker.topic_state.partition_byte_start("s", "t", 0) == 50
     tid = broker.get_topic("s", "t").id
     broker.delete_topic("s", "t")
-    assert broker.meta.logical_starts() == {}
+    assert broker.meta.topic_state.logical_starts() == {}
     broker.create_topic("s", "t", partitions=1, topic_id=tid)  # same ids, fresh state
-    assert broker.partition_byte_start("s", "t", 0) == 0
+    assert broker.topic_state.partition_byte_start("s", "t", 0) == 0
 
 
 # -- attributes --------------------------------------------------------------------------
 def test_topic_attrs_replace_given_keys_and_survive_reopen(tmp_path, broker):
-    assert broker.topic_attrs("s", "t") == {}
-    broker.set_topic_attrs("s", "t", {"tags": "a,b", "retention": "time:60000"})
-    broker.set_topic_attrs("s", "t", {"tags": "c", "scaling": "fixed:2"})
-    broker.set_topic_attrs("s", "t", {})  # nothing to do
+    assert broker.topic_state.topic_attrs("s", "t") == {}
+    broker.topic_state.set_topic_attrs("s", "t", {"tags": "a,b", "retention": "time:60000"})
+    broker.topic_state.set_topic_attrs("s", "t", {"tags": "c", "scaling": "fixed:2"})
+    broker.topic_state.set_topic_attrs("s", "t", {})  # nothing to do
     want = {"retention": "time:60000", "scaling": "fixed:2", "tags": "c"}
-    assert broker.topic_attrs("s", "t") == want
+    assert broker.topic_state.topic_attrs("s", "t") == want
     broker.close()
     again = _open(tmp_path)
     try:
-        assert again.topic_attrs("s", "t") == want
+        assert again.topic_state.topic_attrs("s", "t") == want
     finally:
         again.close()
 
 
 def test_topic_attrs_go_with_the_topic(broker):
     tid = broker.get_topic("s", "t").id
-    broker.set_topic_attrs("s", "t", {"k": "v"})
+    broker.topic_state.set_topic_attrs("s", "t", {"k": "v"})
     broker.delete_topic("s", "t")
     with pytest.raises(TopicNotFound):
-        broker.topic_attrs("s", "t")
+        broker.topic_state.topic_attrs("s", "t")
     broker.create_topic("s", "t", topic_id=tid)
-    assert broker.topic_attrs("s", "t") == {}
+    assert broker.topic_state.topic_attrs("s", "t") == {}
 
 
 @pytest.mark.parametrize("attrs, error", [
@@ -291,23 +293,23 @@ def test_topic_attrs_go_with_the_topic(broker):
     ([("k", "v")], InvalidArgument),
 ])
 def test_bad_topic_attrs_are_refused_and_change_nothing(broker, attrs, error):
-    broker.set_topic_attrs("s", "t", {"keep": "me"})
+    broker.topic_state.set_topic_attrs("s", "t", {"keep": "me"})
     with pytest.raises(error):
-        broker.set_topic_attrs("s", "t", {"fine": "x", **attrs} if isinstance(attrs, dict) else attrs)
-    assert broker.topic_attrs("s", "t") == {"keep": "me"}
+        broker.topic_state.set_topic_attrs("s", "t", {"fine": "x", **attrs} if isinstance(attrs, dict) else attrs)
+    assert broker.topic_state.topic_attrs("s", "t") == {"keep": "me"}
 
 
 def test_topic_attr_count_is_bounded_atomically(broker, monkeypatch):
     monkeypatch.setattr(topicstate, "MAX_ATTRS_PER_TOPIC", 3)
-    broker.set_topic_attrs("s", "t", {"a": "1", "b": "2"})
-    broker.set_topic_attrs("s", "t", {"a": "9", "c": "3"})  # replacing a key does not count twice
+    broker.topic_state.set_topic_attrs("s", "t", {"a": "1", "b": "2"})
+    broker.topic_state.set_topic_attrs("s", "t", {"a": "9", "c": "3"})  # replacing a key does not count twice
     with pytest.raises(InvalidArgument):
-        broker.set_topic_attrs("s", "t", {"b": "0", "d": "4"})
-    assert broker.topic_attrs("s", "t") == {"a": "9", "b": "2", "c": "3"}
+        broker.topic_state.set_topic_attrs("s", "t", {"b": "0", "d": "4"})
+    assert broker.topic_state.topic_attrs("s", "t") == {"a": "9", "b": "2", "c": "3"}
 
 
 def test_longest_attr_key_and_value_are_accepted(broker):
     key = "é" * (topicstate.MAX_ATTR_KEY_BYTES // 2)  # 254 bytes of UTF-8
     value = "v" * topicstate.MAX_ATTR_VALUE_BYTES
-    broker.set_topic_attrs("s", "t", {key: value, "empty": ""})
-    assert broker.topic_attrs("s", "t") == {key: value, "empty": ""}
+    broker.topic_state.set_topic_attrs("s", "t", {key: value, "empty": ""})
+    assert broker.topic_state.topic_attrs("s", "t") == {key: value, "empty": ""}

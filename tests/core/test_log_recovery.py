@@ -12,7 +12,7 @@ from log_helpers import items, numbered, offsets, open_part, read_all, segment_f
 
 from core.errors import CorruptSegment
 from core.log.batch import BATCH_HEADER, BATCH_HEADER_SIZE, BATCH_MAGIC
-from core.log.reads import QUARANTINE_DIR
+from core.log.salvage import QUARANTINE_DIR
 
 
 def _three_batches(path, **cfg):

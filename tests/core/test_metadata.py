@@ -30,7 +30,8 @@ from core.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from core.metadata import MAX_PARTITIONS, ConsumerOffsetInfo, PartitionInfo
+from core.metadata import MAX_PARTITIONS
+from core.model import ConsumerOffsetInfo, PartitionInfo
 from metadata_helpers import T0, FakeClock, open_meta, raw_rows
 
 REPO = Path(__file__).resolve().parents[2]

@@ -51,52 +51,52 @@ def clock():
 @pytest.fixture
 def meta(tmp_path, clock):
     m = open_meta(tmp_path / "metadata.sqlite", clock)
-    m.ensure_root("iggy", "iggy")
+    m.users.ensure_root("iggy", "iggy")
     yield m
     m.close()
 
 
 # -- users -----------------------------------------------------------------------------
 def test_ensure_root(meta):
-    root = meta.get_user(0)
+    root = meta.users.get_user(0)
     assert (root.id, root.username, root.status, root.created_at) == (0, "iggy", "active", T0)
     assert root.is_root and root.permissions == Permissions.root()
-    assert meta.ensure_root("other", "changed") == root  # an existing root is kept as is
-    assert meta.authenticate("iggy", "iggy").id == 0
+    assert meta.users.ensure_root("other", "changed") == root  # an existing root is kept as is
+    assert meta.users.authenticate("iggy", "iggy").id == 0
     with pytest.raises(InvalidCredentials):
-        meta.authenticate("iggy", "changed")
+        meta.users.authenticate("iggy", "changed")
 
 
 def test_user_ids_start_after_root_even_before_it_exists(tmp_path, clock):
     with open_meta(tmp_path / "m.sqlite", clock) as m:
-        assert m.create_user("early", "secret").id == 1  # id 0 stays reserved for root
-        assert m.ensure_root("iggy", "iggy").id == 0
+        assert m.users.create_user("early", "secret").id == 1  # id 0 stays reserved for root
+        assert m.users.ensure_root("iggy", "iggy").id == 0
 
 
 def test_create_get_list_users(meta):
     perms = Permissions(GlobalPermissions(read_streams=True))
-    a = meta.create_user("alice", "secret-a", permissions=perms)
-    b = meta.create_user("bob", "secret-b", "inactive")
+    a = meta.users.create_user("alice", "secret-a", permissions=perms)
+    b = meta.users.create_user("bob", "secret-b", "inactive")
     assert (a.id, a.username, a.status, a.permissions) == (1, "alice", "active", perms)
     assert (b.id, b.status, b.permissions, b.active) == (2, "inactive", None, False)
-    assert meta.get_user("alice") == meta.get_user(1) == a
-    assert [u.username for u in meta.list_users()] == ["iggy", "alice", "bob"]
-    meta.delete_user("alice")
-    assert meta.create_user("carol", "secret-c").id == 1  # lowest free id
-    assert meta.create_user("dave", "secret-d", user_id=10).id == 10
+    assert meta.users.get_user("alice") == meta.users.get_user(1) == a
+    assert [u.username for u in meta.users.list_users()] == ["iggy", "alice", "bob"]
+    meta.users.delete_user("alice")
+    assert meta.users.create_user("carol", "secret-c").id == 1  # lowest free id
+    assert meta.users.create_user("dave", "secret-d", user_id=10).id == 10
 
 
 def test_user_duplicates_and_lookups(meta):
-    meta.create_user("alice", "secret")
+    meta.users.create_user("alice", "secret")
     with pytest.raises(UserAlreadyExists) as by_name:
-        meta.create_user("alice", "secret")
+        meta.users.create_user("alice", "secret")
     with pytest.raises(UserAlreadyExists) as by_id:
-        meta.create_user("zed", "secret", user_id=1)
+        meta.users.create_user("zed", "secret", user_id=1)
     assert (by_name.value.details["field"], by_id.value.details["field"]) == ("name", "id")
     with pytest.raises(UserNotFound):
-        meta.get_user("nobody")
+        meta.users.get_user("nobody")
     with pytest.raises(UserNotFound):
-        meta.get_user(42)
+        meta.users.get_user(42)
 
 
 @pytest.mark.parametrize(
@@ -116,97 +116,97 @@ def test_user_duplicates_and_lookups(meta):
 def test_bad_user_arguments(meta, kwargs, error):
     args = {"username": "alice", "password": "secret", **kwargs}
     with pytest.raises(error):
-        meta.create_user(args.pop("username"), args.pop("password"), **args)
-    assert [u.username for u in meta.list_users()] == ["iggy"]
+        meta.users.create_user(args.pop("username"), args.pop("password"), **args)
+    assert [u.username for u in meta.users.list_users()] == ["iggy"]
     assert issubclass(InvalidUsername, InvalidName)
 
 
 def test_update_user(meta):
-    meta.create_user("alice", "secret")
-    meta.create_user("bob", "secret")
-    assert meta.update_user("alice", username="alicia").username == "alicia"
-    assert meta.update_user(1, status="inactive").status == "inactive"
-    assert meta.update_user(1, username="alicia").username == "alicia"  # own name: fine
+    meta.users.create_user("alice", "secret")
+    meta.users.create_user("bob", "secret")
+    assert meta.users.update_user("alice", username="alicia").username == "alicia"
+    assert meta.users.update_user(1, status="inactive").status == "inactive"
+    assert meta.users.update_user(1, username="alicia").username == "alicia"  # own name: fine
     with pytest.raises(UserAlreadyExists):
-        meta.update_user("alicia", username="bob")
+        meta.users.update_user("alicia", username="bob")
     with pytest.raises(InvalidUsername):
-        meta.update_user("bob", username="b")
+        meta.users.update_user("bob", username="b")
     with pytest.raises(InvalidArgument):
-        meta.update_user("bob", status="gone")
+        meta.users.update_user("bob", status="gone")
     with pytest.raises(PermissionDenied):
-        meta.update_user(0, status="inactive")  # would lock everyone out
+        meta.users.update_user(0, status="inactive")  # would lock everyone out
     with pytest.raises(UserNotFound):
-        meta.update_user("carol", status="active")
+        meta.users.update_user("carol", status="active")
 
 
 def test_update_permissions(meta):
-    meta.create_user("alice", "secret")
+    meta.users.create_user("alice", "secret")
     perms = Permissions(
         GlobalPermissions(read_users=True),
         {3: StreamPermissions(read_stream=True, topics={1: TopicPermissions(send_messages=True)})},
     )
-    assert meta.update_permissions("alice", perms).permissions == perms
-    assert meta.get_user(1).permissions == perms
-    assert meta.update_permissions(1, None).permissions is None
+    assert meta.users.update_permissions("alice", perms).permissions == perms
+    assert meta.users.get_user(1).permissions == perms
+    assert meta.users.update_permissions(1, None).permissions is None
     with pytest.raises(CannotChangePermissions):
-        meta.update_permissions(0, None)
+        meta.users.update_permissions(0, None)
     with pytest.raises(UserNotFound):
-        meta.update_permissions("carol", None)
+        meta.users.update_permissions("carol", None)
 
 
 def test_change_password(meta):
-    meta.create_user("alice", "old-secret")
+    meta.users.create_user("alice", "old-secret")
     with pytest.raises(InvalidCredentials):
-        meta.change_password("alice", "wrong", "new-secret")
+        meta.users.change_password("alice", "wrong", "new-secret")
     with pytest.raises(InvalidPassword):
-        meta.change_password("alice", "old-secret", "no")
-    meta.change_password("alice", "old-secret", "new-secret")
-    assert meta.authenticate("alice", "new-secret").username == "alice"
+        meta.users.change_password("alice", "old-secret", "no")
+    meta.users.change_password("alice", "old-secret", "new-secret")
+    assert meta.users.authenticate("alice", "new-secret").username == "alice"
     with pytest.raises(InvalidCredentials):
-        meta.authenticate("alice", "old-secret")
+        meta.users.authenticate("alice", "old-secret")
 
 
 def test_delete_user(meta):
-    meta.create_user("alice", "secret")
-    token = meta.create_pat(1, "laptop")
-    meta.delete_user("alice")
+    meta.users.create_user("alice", "secret")
+    token = meta.users.create_pat(1, "laptop")
+    meta.users.delete_user("alice")
     with pytest.raises(UserNotFound):
-        meta.get_user("alice")
+        meta.users.get_user("alice")
     with pytest.raises(InvalidToken):  # the tokens went with the user
-        meta.login_with_pat(token)
+        meta.users.login_with_pat(token)
     with pytest.raises(CannotDeleteUser):
-        meta.delete_user(0)
+        meta.users.delete_user(0)
     with pytest.raises(UserNotFound):
-        meta.delete_user("alice")
+        meta.users.delete_user("alice")
 
 
 # -- authentication ----------------------------------------------------------------------
 def test_unknown_user_and_wrong_password_look_the_same(meta):
-    meta.create_user("alice", "secret")
+    meta.users.create_user("alice", "secret")
     errors = []
     for username, password in [("nobody", "secret"), ("alice", "wrong"), (99, "secret"), ("alice", None)]:
         with pytest.raises(InvalidCredentials) as err:
-            meta.authenticate(username, password)
+            meta.users.authenticate(username, password)
         errors.append((type(err.value), err.value.message))
     assert len(set(errors)) == 1
-    assert meta.authenticate(1, "secret").username == "alice"  # by id too
+    assert meta.users.authenticate(1, "secret").username == "alice"  # by id too
 
 
 def test_inactive_user(meta):
-    meta.create_user("alice", "secret", "inactive")
+    meta.users.create_user("alice", "secret", "inactive")
     with pytest.raises(UserInactive) as err:
-        meta.authenticate("alice", "secret")
+        meta.users.authenticate("alice", "secret")
     assert isinstance(err.value, Unauthenticated)
     with pytest.raises(InvalidCredentials):  # no password, no hint about the status
-        meta.authenticate("alice", "wrong")
+        meta.users.authenticate("alice", "wrong")
 
 
 def test_no_plain_text_password_or_token_on_disk(tmp_path, clock):
     path = tmp_path / "metadata.sqlite"
     with open_meta(path, clock) as m:
-        m.create_user("alice", "Plain-Text-Secret-1")
-        m.change_password("alice", "Plain-Text-Secret-1", "Plain-Text-Secret-2")
-        token = m.create_pat(1, "ci-bot")
+        m.users.create_user("alice", "Plain-Text-Secret-1")
+        m.users.change_password("alice", "Plain-Text-Secret-1", "Plain-Text-Secret-2")
+        token = m.users.create_pat(1, "ci-bot")
         on_disk_live = file_bytes(path)
     on_disk = file_bytes(path) + on_disk_live
     for secret in (b"Plain-Text-Secret-1", b"Plain-Text-Secret-2", token.encode()):
@@ -219,19 +219,19 @@ def test_no_plain_text_password_or_token_on_disk(tmp_path, clock):
 def test_login_rehashes_when_parameters_change(tmp_path, clock):
     path = tmp_path / "metadata.sqlite"
     with open_meta(path, clock) as m:
-        m.create_user("alice", "secret")
+        m.users.create_user("alice", "secret")
     [(before,)] = raw_rows(path, "SELECT password_hash FROM users")
     stronger = PasswordHasher(time_cost=2, memory_cost=16, parallelism=1)
     with open_meta(path, clock, hasher=stronger) as m:
-        m.authenticate("alice", "secret")
+        m.users.authenticate("alice", "secret")
         [(after,)] = raw_rows(path, "SELECT password_hash FROM users")
         assert after != before and "t=2" in after and not stronger.check_needs_rehash(after)
-        m.authenticate("alice", "secret")
+        m.users.authenticate("alice", "secret")
         assert raw_rows(path, "SELECT password_hash FROM users") == [(after,)]  # no needless rehash
 
 
 def test_auth_from_a_worker_thread_while_the_main_thread_writes(meta):
-    meta.create_user("alice", "secret")
+    meta.users.create_user("alice", "secret")
     meta.create_stream("s")
     meta.create_topic("s", "t", 1)
     failures = []
@@ -239,7 +239,7 @@ def test_auth_from_a_worker_thread_while_the_main_thread_writes(meta):
     def logins():
         try:
             for _ in range(20):
-                meta.authenticate("alice", "secret")
+                meta.users.authenticate("alice", "secret")
         except Exception as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
@@ -253,66 +253,66 @@ def test_auth_from_a_worker_thread_while_the_main_thread_writes(meta):
 
 # -- personal access tokens ---------------------------------------------------------------
 def test_pat_lifecycle(meta, clock):
-    meta.create_user("alice", "secret")
-    forever = meta.create_pat(1, "forever")
-    hourly = meta.create_pat(1, "hourly", expiry_us=HOUR_US)
+    meta.users.create_user("alice", "secret")
+    forever = meta.users.create_pat(1, "forever")
+    hourly = meta.users.create_pat(1, "hourly", expiry_us=HOUR_US)
     assert len(forever) == 67 and forever != hourly  # 50 random bytes, URL-safe base64
-    assert [(t.name, t.expiry_at) for t in meta.list_pats(1)] == [("forever", None), ("hourly", T0 + HOUR_US)]
-    assert meta.login_with_pat(hourly).username == "alice"
+    assert [(t.name, t.expiry_at) for t in meta.users.list_pats(1)] == [("forever", None), ("hourly", T0 + HOUR_US)]
+    assert meta.users.login_with_pat(hourly).username == "alice"
     clock.advance(HOUR_US - 1)
-    assert meta.login_with_pat(hourly).id == 1
+    assert meta.users.login_with_pat(hourly).id == 1
     clock.advance(1)
     with pytest.raises(TokenExpired) as err:
-        meta.login_with_pat(hourly)
+        meta.users.login_with_pat(hourly)
     assert isinstance(err.value, Unauthenticated)
-    assert meta.login_with_pat(forever).id == 1
-    meta.delete_pat(1, "forever")
+    assert meta.users.login_with_pat(forever).id == 1
+    meta.users.delete_pat(1, "forever")
     with pytest.raises(InvalidToken):
-        meta.login_with_pat(forever)
+        meta.users.login_with_pat(forever)
     with pytest.raises(TokenNotFound):
-        meta.delete_pat(1, "forever")
-    assert meta.delete_expired_pats() == 1 and meta.list_pats(1) == []
+        meta.users.delete_pat(1, "forever")
+    assert meta.users.delete_expired_pats() == 1 and meta.users.list_pats(1) == []
 
 
 def test_pat_names_and_errors(meta):
-    meta.create_user("alice", "secret")
-    meta.create_pat(1, "ci-bot")
-    meta.create_pat(0, "ci-bot")  # names are per user
+    meta.users.create_user("alice", "secret")
+    meta.users.create_pat(1, "ci-bot")
+    meta.users.create_pat(0, "ci-bot")  # names are per user
     with pytest.raises(TokenAlreadyExists):
-        meta.create_pat(1, "ci-bot")
+        meta.users.create_pat(1, "ci-bot")
     for bad in ("ab", "x" * 31):
         with pytest.raises(InvalidTokenName):
-            meta.create_pat(1, bad)
+            meta.users.create_pat(1, bad)
     for bad in (0, -5, True):
         with pytest.raises(InvalidArgument):
-            meta.create_pat(1, "zero", expiry_us=bad)
+            meta.users.create_pat(1, "zero", expiry_us=bad)
     with pytest.raises(UserNotFound):
-        meta.create_pat(7, "ci-bot")
+        meta.users.create_pat(7, "ci-bot")
     with pytest.raises(UserNotFound):
-        meta.list_pats(7)
+        meta.users.list_pats(7)
     for bad in ("", "x" * 101, "not-a-token", 5):
         with pytest.raises(InvalidToken):
-            meta.login_with_pat(bad)
+            meta.users.login_with_pat(bad)
 
 
 def test_pat_limit_counts_live_tokens_only(meta, clock):
-    meta.create_user("alice", "secret")
-    meta.create_pat(1, "short", expiry_us=10)
+    meta.users.create_user("alice", "secret")
+    meta.users.create_pat(1, "short", expiry_us=10)
     for i in range(MAX_TOKENS_PER_USER - 1):
-        meta.create_pat(1, f"tok-{i:03}")
+        meta.users.create_pat(1, f"tok-{i:03}")
     with pytest.raises(TokenLimitReached):
-        meta.create_pat(1, "one-too-many")
+        meta.users.create_pat(1, "one-too-many")
     clock.advance(10)  # "short" expires: its slot (and name) free up
-    meta.create_pat(1, "short")
-    assert len(meta.list_pats(1)) == MAX_TOKENS_PER_USER
+    meta.users.create_pat(1, "short")
+    assert len(meta.users.list_pats(1)) == MAX_TOKENS_PER_USER
 
 
 def test_pat_of_inactive_user(meta):
-    meta.create_user("alice", "secret")
-    token = meta.create_pat(1, "ci-bot")
-    meta.update_user("alice", status="inactive")
+    meta.users.create_user("alice", "secret")
+    token = meta.users.create_pat(1, "ci-bot")
+    meta.users.update_user("alice", status="inactive")
     with pytest.raises(UserInactive):
-        meta.login_with_pat(token)
+        meta.users.login_with_pat(token)
 
 
 # -- permissions: data --------------------------------------------------------------------
@@ -420,16 +420,16 @@ def test_root_inactive_and_bad_calls():
 
 
 def test_can_reads_users_from_the_store(meta):
-    alice = meta.create_user("alice", "secret", permissions=Permissions(GlobalPermissions(send_messages=True)))
-    assert meta.can(alice, Action.SEND_MESSAGES, 0, 0)
-    assert not meta.can(1, Action.POLL_MESSAGES, 0, 0)
-    meta.update_permissions(1, Permissions(GlobalPermissions(poll_messages=True)))
-    assert meta.can(1, Action.POLL_MESSAGES, 0, 0)  # an id is looked up fresh
-    assert meta.can(0, Action.MANAGE_SERVERS) and meta.can(meta.get_user(0), Action.MANAGE_USERS)
-    meta.update_user(1, status="inactive")
-    assert not meta.can(1, Action.POLL_MESSAGES, 0, 0)
+    alice = meta.users.create_user("alice", "secret", permissions=Permissions(GlobalPermissions(send_messages=True)))
+    assert meta.users.can(alice, Action.SEND_MESSAGES, 0, 0)
+    assert not meta.users.can(1, Action.POLL_MESSAGES, 0, 0)
+    meta.users.update_permissions(1, Permissions(GlobalPermissions(poll_messages=True)))
+    assert meta.users.can(1, Action.POLL_MESSAGES, 0, 0)  # an id is looked up fresh
+    assert meta.users.can(0, Action.MANAGE_SERVERS) and meta.users.can(meta.users.get_user(0), Action.MANAGE_USERS)
+    meta.users.update_user(1, status="inactive")
+    assert not meta.users.can(1, Action.POLL_MESSAGES, 0, 0)
     with pytest.raises(UserNotFound):
-        meta.can(9, Action.READ_STREAMS)
+        meta.users.can(9, Action.READ_STREAMS)
 
 
 def test_grants_do_not_outlive_their_stream_or_topic(meta):
@@ -438,11 +438,11 @@ def test_grants_do_not_outlive_their_stream_or_topic(meta):
     meta.create_topic("secret", "b", 1)
     grant = StreamPermissions(read_stream=True, topics={0: TopicPermissions(send_messages=True),
                                                         1: TopicPermissions(send_messages=True)})
-    meta.create_user("alice", "secret", permissions=Permissions(streams={0: grant}))
+    meta.users.create_user("alice", "secret", permissions=Permissions(streams={0: grant}))
     meta.delete_topic("secret", "a")
-    kept = meta.get_user("alice").permissions.streams[0]
+    kept = meta.users.get_user("alice").permissions.streams[0]
     assert set(kept.topics) == {1} and kept.read_stream
     meta.delete_stream("secret")
-    assert meta.get_user("alice").permissions == Permissions(streams={})
+    assert meta.users.get_user("alice").permissions == Permissions(streams={})
     meta.create_stream("public")  # reuses id 0: alice must not inherit the old grant
-    assert not meta.can(1, Action.READ_STREAM, 0)
+    assert not meta.users.can(1, Action.READ_STREAM, 0)

@@ -10,9 +10,9 @@ import pytest
 from core.errors import InvalidArgument, PayloadTooLarge, StorageError
 from core.log import AppendInput, LogConfig
 from core.log.encoded import block_of
-from gateway.jetstream_store.partition import RemotePartition
 from core.message import now_us
 from core.metadb import MetaDb
+from gateway.jetstream_store.partition import RemotePartition
 
 
 def part(tmp_path) -> RemotePartition:
@@ -203,13 +203,13 @@ def test_resync_follows_topics_deleted_and_grown_under_the_broker(tmp_path):
         b.create_stream("s")
         gone = b.create_topic("s", "gone", 2)
         kept = b.create_topic("s", "kept", 1)
-        b.create_group("s", "gone", "g")
-        b.join_group("s", "gone", "g", 7)
-        b.create_group("s", "kept", "h")
-        assert b.join_group("s", "kept", "h", 7) == (0,)
+        b.consumers.create_group("s", "gone", "g")
+        b.consumers.join_group("s", "gone", "g", 7)
+        b.consumers.create_group("s", "kept", "h")
+        assert b.consumers.join_group("s", "kept", "h", 7) == (0,)
         b.meta.delete_topic(gone.stream_id, gone.id)
         b.meta.add_partitions(kept.stream_id, kept.id, 1)
         b.resync()
         assert sorted(k for k in b._partitions) == [(0, kept.id, 0), (0, kept.id, 1)]
-        assert b.group_members("s", "kept", "h") == {7: (0, 1)}
-        assert (0, gone.id, 0) not in b._groups and b.groups_of(7) == [(0, kept.id, 0)]
+        assert b.consumers.group_members("s", "kept", "h") == {7: (0, 1)}
+        assert (0, gone.id, 0) not in b.consumers._groups and b.consumers.groups_of(7) == [(0, kept.id, 0)]

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.broker import Broker
-from gateway import version
-from gateway.cli import ferry as cli
+from gateway import cli, version
 from gateway.admin import format_message, parse_header, start_offset, tail
 from gateway.config import load_config
 from gateway.lock import DataDirLock

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from gateway.cli import ferry as cli
+from gateway import cli
 from gw_helpers import CONFIG_ERRORS, clean_env, ferry_cmd
 
 ADMIN_CASES = {

@@ -110,14 +110,14 @@ def test_topic_details_report_group_lag(tmp_path):
     try:
         tokens = TokenService(b"k" * 32)
         app = HttpApp(broker, tokens, MetricsRegistry())
-        root = broker.meta.list_users()[0]
+        root = broker.meta.users.list_users()[0]
         token, _ = tokens.issue(root.id, user_created_at=root.created_at)
         s = broker.create_stream("shop")
         t = broker.create_topic(s.id, "orders", 2)
         broker.append(s.id, t.id, [AppendInput(b"m%d" % i) for i in range(5)], partition=0)
         broker.append(s.id, t.id, [AppendInput(b"n")], partition=1)
-        g = broker.create_group(s.id, t.id, "billing")
-        broker.store_offset(Consumer("group", g.id), s.id, t.id, 0, 2)  # consumed offsets 0..2
+        g = broker.consumers.create_group(s.id, t.id, "billing")
+        broker.consumers.store_offset(Consumer("group", g.id), s.id, t.id, 0, 2)  # consumed offsets 0..2
         status, body = _get(app, token, "/console/api/streams/shop/topics/orders")
         assert status == 200, body
         assert [(p["id"], p["messages"], p["next_offset"]) for p in body["partitions"]] == [(0, 5, 5), (1, 1, 1)]
@@ -137,7 +137,7 @@ def test_topic_details_report_group_lag(tmp_path):
         assert status == 200 and [m["offset"] for m in body["messages"]] == [3, 4]
         status, body = _get(app, token, "/console/api/streams/shop/topics/orders/messages?count=2&partition_id=0")
         assert [m["payload"] for m in body["messages"]] == ["m4", "m3"]  # the last two, newest first
-        assert broker.get_offset(Consumer("group", g.id), s.id, t.id, 0) == 2  # browsing stored nothing
+        assert broker.consumers.get_offset(Consumer("group", g.id), s.id, t.id, 0) == 2  # browsing stored nothing
     finally:
         broker.close()
 

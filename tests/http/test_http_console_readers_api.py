@@ -95,7 +95,7 @@ def test_pravega_reader_group_positions_and_permissions(tmp_path):
     try:
         tokens = TokenService(b"k" * 32)
         app = HttpApp(broker, tokens, MetricsRegistry())
-        root = broker.meta.list_users()[0]
+        root = broker.meta.users.list_users()[0]
         s = broker.create_stream("sc")
         t = broker.create_topic(s.id, "st", 2)
         other = broker.create_stream("other")
@@ -122,9 +122,9 @@ def test_pravega_reader_group_positions_and_permissions(tmp_path):
         assert (group["lag_events"], group["lag_bytes"]) == (4, 40)
 
         # a user who may read only the other stream sees no group; one who may read sc/st does
-        outsider = broker.meta.create_user("outsider", "secret-1", permissions=Permissions.from_json(json.dumps(
+        outsider = broker.meta.users.create_user("outsider", "secret-1", permissions=Permissions.from_json(json.dumps(
             {"streams": {str(other.id): {"read_topics": True}}})))
-        reader = broker.meta.create_user("reader", "secret-2", permissions=Permissions.from_json(json.dumps(
+        reader = broker.meta.users.create_user("reader", "secret-2", permissions=Permissions.from_json(json.dumps(
             {"streams": {str(s.id): {"read_topics": True}}})))
         assert _get(app, _token(broker, tokens, outsider), "/console/api/consumers")[1]["pravega"]["groups"] == []
         assert len(_get(app, _token(broker, tokens, reader), "/console/api/consumers")[1]["pravega"]["groups"]) == 1

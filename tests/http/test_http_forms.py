@@ -6,7 +6,7 @@ import pytest
 
 from adapters.http import forms
 from adapters.iggy import replies as R
-from adapters.iggy.table import SpecError
+from adapters.wire.table import SpecError
 
 
 def test_form_refuses_a_key_that_is_neither_field_nor_extra():
@@ -38,12 +38,12 @@ def test_client_json_from_an_iggy_session(tmp_path):
         assert models.client_json(s, True) == {"client_id": 5, "user_id": None, "address": "10.0.0.1:4000",
                                                "transport": "QUIC", "consumer_groups_count": 0,
                                                "consumer_groups": []}
-        s.user = broker.meta.list_users()[0]  # root: id 0 on this API, not the null of "not logged in"
+        s.user = broker.meta.users.list_users()[0]  # root: id 0 on this API, not the null of "not logged in"
         assert models.client_json(s, False)["user_id"] == 0 and "consumer_groups" not in models.client_json(s, False)
         broker.create_stream("s")
         broker.create_topic("s", "t", partitions=1)
-        broker.create_group("s", "t", "g")
-        broker.join_group("s", "t", "g", 5)
+        broker.consumers.create_group("s", "t", "g")
+        broker.consumers.join_group("s", "t", "g", 5)
         details = models.client_json(s, True)
         assert details["consumer_groups_count"] == 1
         assert details["consumer_groups"] == [{"stream_id": 0, "topic_id": 0, "group_id": 0}]

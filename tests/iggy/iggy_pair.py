@@ -7,7 +7,8 @@ import struct
 
 from adapters.iggy import replies as R
 from adapters.iggy.codec import legacy_request, parse_vsr_reply, vsr_request
-from adapters.iggy.session import Deferred, IggySession
+from adapters.iggy.events import Deferred
+from adapters.iggy.session import IggySession
 from adapters.iggy.spec import COMMANDS
 
 LOGIN_VERSION = {1: "0.6.202", 2: "0.10.0", 4: "0.8.0", 5: "0.7.0"}  # the SDK versions each one logs in with

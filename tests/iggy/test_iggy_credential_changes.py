@@ -25,7 +25,8 @@ from adapters.http.tokens import TokenError, TokenService
 from adapters.iggy import replies as R
 from adapters.iggy.codec import legacy_request
 from adapters.iggy.errors import IggyError
-from adapters.iggy.session import TRANSPORT_QUIC, Deferred, IggySession, sessions_of
+from adapters.iggy.events import Deferred
+from adapters.iggy.session import TRANSPORT_QUIC, IggySession, sessions_of
 from adapters.iggy.spec import COMMANDS
 from core.broker import Broker
 from core.errors import CannotDeleteUser
@@ -81,11 +82,11 @@ def test_a_deleted_users_sessions_end_at_once(broker, dialect):
     """apache/iggy removes a deleted user's clients (server 0.4/0.8 ``delete_clients_for_user``)
     and its grants (0.9 ``DeleteUserRequest::apply``); Ferry ends the logins: 40 from then on,
     not logged in for GetClients, and the id given to a new user does not revive them."""
-    broker.meta.create_user("alice", "secret1", permissions=READ_ALL)
+    broker.meta.users.create_user("alice", "secret1", permissions=READ_ALL)
     root, alice, idle = logged_in(broker, dialect), logged_in(broker, dialect, "alice", "secret1"), \
         logged_in(broker, dialect, "alice", "secret1")
     assert alice.call("user.list")[0] == 0
-    uid = broker.meta.get_user("alice").id
+    uid = broker.meta.users.get_user("alice").id
     assert root.ok("user.delete", user_id=uid + edge(dialect)) == b""
     assert alice.session.user is None and idle.session.user is None  # before either speaks
     for command, values in (("user.list", {}), ("stream.list", {}), ("client.me", {}),
@@ -94,7 +95,7 @@ def test_a_deleted_users_sessions_end_at_once(broker, dialect):
     listed = {R.CLIENT_INFO.decode(dialect, root.ok("client.get", client_id=c.session.client_id),
                                    exact=False)[0].user_id for c in (alice, idle)}
     assert listed == {0}  # connected, not logged in
-    assert broker.meta.create_user("alice", "secret2", permissions=READ_ALL).id == uid  # the id is reused
+    assert broker.meta.users.create_user("alice", "secret2", permissions=READ_ALL).id == uid  # the id is reused
     assert idle.call("user.list")[0] == E.UNAUTHENTICATED
     assert alice.login("alice", "secret2") == 0 and alice.call("user.list")[0] == 0
 
@@ -103,18 +104,18 @@ def test_a_deleted_users_sessions_end_at_once(broker, dialect):
 def test_permission_changes_apply_to_the_next_request(broker, dialect):
     """Iggy updates its permissioner in place (``UpdatePermissionsRequest::apply``): a live
     session acts with the new grants at once, and loses grants on a deleted stream."""
-    broker.meta.create_user("alice", "secret1", permissions=Permissions(GlobalPermissions(read_users=True)))
+    broker.meta.users.create_user("alice", "secret1", permissions=Permissions(GlobalPermissions(read_users=True)))
     alice = logged_in(broker, dialect, "alice", "secret1")
     assert alice.call("user.list")[0] == 0 and alice.call("stream.list")[0] == E.UNAUTHORIZED
-    broker.meta.update_permissions("alice", Permissions(GlobalPermissions(read_streams=True)))
+    broker.meta.users.update_permissions("alice", Permissions(GlobalPermissions(read_streams=True)))
     assert alice.call("user.list")[0] == E.UNAUTHORIZED and alice.call("stream.list")[0] == 0
-    broker.meta.update_permissions("alice", None)
+    broker.meta.users.update_permissions("alice", None)
     assert alice.call("stream.list")[0] == E.UNAUTHORIZED and alice.session.user is not None
 
 
 def test_grants_on_a_deleted_stream_do_not_carry_to_its_reused_id(broker):
     s = broker.create_stream("old")
-    broker.meta.create_user("alice", "secret1", permissions=Permissions(
+    broker.meta.users.create_user("alice", "secret1", permissions=Permissions(
         GlobalPermissions(), {s.id: StreamPermissions(read_stream=True)}))
     alice = logged_in(broker, 3, "alice", "secret1")
     assert alice.call("stream.get", stream_id="old")[0] == 0
@@ -128,11 +129,11 @@ def test_a_deactivated_users_sessions_go_on(broker, dialect):
     """apache/iggy only sets the status (server 0.4/0.8 ``update_user``, 0.9
     ``UpdateUserRequest::apply``): new logins are refused, live sessions keep acting
     with the user's grants."""
-    broker.meta.create_user("alice", "secret1", permissions=READ_ALL)
-    uid = broker.meta.get_user("alice").id
-    token = broker.meta.create_pat(uid, "tok")
+    broker.meta.users.create_user("alice", "secret1", permissions=READ_ALL)
+    uid = broker.meta.users.get_user("alice").id
+    token = broker.meta.users.create_pat(uid, "tok")
     alice, by_token = logged_in(broker, dialect, "alice", "secret1"), pat_logged_in(broker, dialect, token)
-    broker.meta.update_user("alice", status="inactive")
+    broker.meta.users.update_user("alice", status="inactive")
     for c in (alice, by_token):
         assert c.call("user.list")[0] == 0 and c.call("stream.list")[0] == 0
         assert c.call("stream.create", name="mine", **({"stream_id": 9} if edge(dialect) else {}))[0] \
@@ -142,9 +143,9 @@ def test_a_deactivated_users_sessions_go_on(broker, dialect):
     assert pat_login(broker, dialect, token)[1] == E.USER_INACTIVE
     assert alice.login("alice", "secret1") == E.USER_INACTIVE  # a refused re-login ends nothing
     assert alice.call("user.list")[0] == 0
-    broker.meta.update_user("alice", status="active")
+    broker.meta.users.update_user("alice", status="active")
     assert alice.call("user.list")[0] == 0 and Client(broker, dialect).login("alice", "secret1") == 0
-    broker.meta.update_user("alice", username="alicia")  # a rename ends nothing
+    broker.meta.users.update_user("alice", username="alicia")  # a rename ends nothing
     assert alice.call("user.list")[0] == 0
 
 
@@ -152,9 +153,9 @@ def test_a_deactivated_users_sessions_go_on(broker, dialect):
 def test_deleting_a_token_ends_no_session(broker, dialect):
     """apache/iggy only deletes the token (0.4/0.8 ``delete_personal_access_token``, 0.9
     ``DeletePersonalAccessTokenRequest::apply``): the sessions that logged in with it go on."""
-    broker.meta.create_user("alice", "secret1", permissions=READ_ALL)
-    uid = broker.meta.get_user("alice").id
-    one, two = broker.meta.create_pat(uid, "one"), broker.meta.create_pat(uid, "two")
+    broker.meta.users.create_user("alice", "secret1", permissions=READ_ALL)
+    uid = broker.meta.users.get_user("alice").id
+    one, two = broker.meta.users.create_pat(uid, "one"), broker.meta.users.create_pat(uid, "two")
     by_one, by_two = pat_logged_in(broker, dialect, one), pat_logged_in(broker, dialect, two)
     by_password = logged_in(broker, dialect, "alice", "secret1")
     assert by_password.ok("pat.delete", name="one") == b""
@@ -168,10 +169,10 @@ def test_deleting_a_token_ends_no_session(broker, dialect):
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_password_change_ends_nothing(broker, dialect):
     """As apache/iggy (``ChangePasswordRequest::apply`` only replaces the hash)."""
-    broker.meta.create_user("alice", "secret1", permissions=READ_ALL)
-    uid = broker.meta.get_user("alice").id
+    broker.meta.users.create_user("alice", "secret1", permissions=READ_ALL)
+    uid = broker.meta.users.get_user("alice").id
     a, b = logged_in(broker, dialect, "alice", "secret1"), logged_in(broker, dialect, "alice", "secret1")
-    by_token = pat_logged_in(broker, dialect, broker.meta.create_pat(uid, "tok"))
+    by_token = pat_logged_in(broker, dialect, broker.meta.users.create_pat(uid, "tok"))
     status, _ = a.call("user.password", user_id=uid + edge(dialect), current_password="secret1",
                        new_password="secret2")
     assert status == 0
@@ -185,18 +186,18 @@ def test_an_ended_login_leaves_its_consumer_groups(broker):
     root.ok("stream.create", name="s")
     root.ok("topic.create", stream_id="s", partitions_count=2, name="t")
     root.ok("consumer_group.create", stream_id="s", topic_id="t", name="g")
-    broker.meta.create_user("alice", "secret1", permissions=Permissions(GlobalPermissions(read_topics=True)))
+    broker.meta.users.create_user("alice", "secret1", permissions=Permissions(GlobalPermissions(read_topics=True)))
     alice = logged_in(broker, 3, "alice", "secret1")
     for c in (root, alice):
         c.ok("consumer_group.join", stream_id="s", topic_id="t", group_id="g")
-    broker.meta.delete_user("alice")
+    broker.meta.users.delete_user("alice")
     got = R.SYNC_GROUP.decode(3, root.ok("consumer_group.sync", stream_id="s", topic_id="t", group_id="g"))
     assert got.partitions == (0, 1)  # the deleted user's share went back to the group
-    assert broker.groups_of(alice.session.client_id) == []
+    assert broker.consumers.groups_of(alice.session.client_id) == []
 
 
 def test_a_login_whose_user_is_deleted_while_its_password_is_checked_fails(broker):
-    broker.meta.create_user("alice", "secret1")
+    broker.meta.users.create_user("alice", "secret1")
     c = Client(broker, 2)
     conn = c.session.conn
     cmd = COMMANDS.by_name["user.login"]
@@ -205,7 +206,7 @@ def test_a_login_whose_user_is_deleted_while_its_password_is_checked_fails(broke
     deferred = c.session.handle(conn.next_event())
     assert isinstance(deferred, Deferred)
     deferred.outcome = deferred.work()  # the worker thread's part: the password is right
-    broker.meta.delete_user("alice")  # meanwhile
+    broker.meta.users.delete_user("alice")  # meanwhile
     assert c.session.finish(deferred, cmd).status == E.INVALID_CREDENTIALS and c.session.user is None
 
 
@@ -220,45 +221,45 @@ def test_the_store_announces_committed_deletions_and_grant_changes(broker):
     """Deletions end logins; status and permission changes are announced as CHANGED
     (sessions that cache a decision drop it); renames, passwords and tokens are not."""
     seen = []
-    stop = broker.meta.watch_credentials(seen.append)
-    alice = broker.meta.create_user("alice", "secret1")
-    broker.meta.create_pat(alice.id, "tok")
-    broker.meta.update_permissions("alice", READ_ALL)
-    broker.meta.update_user("alice", username="alicia")
-    broker.meta.change_password("alicia", "secret1", "secret2")
-    broker.meta.update_user("alicia", status="inactive")
-    broker.meta.delete_pat(alice.id, "tok")
+    stop = broker.meta.users.watch_credentials(seen.append)
+    alice = broker.meta.users.create_user("alice", "secret1")
+    broker.meta.users.create_pat(alice.id, "tok")
+    broker.meta.users.update_permissions("alice", READ_ALL)
+    broker.meta.users.update_user("alice", username="alicia")
+    broker.meta.users.change_password("alicia", "secret1", "secret2")
+    broker.meta.users.update_user("alicia", status="inactive")
+    broker.meta.users.delete_pat(alice.id, "tok")
     assert [c.kind for c in seen] == ["changed", "changed", "changed"]   # permissions, rename, status
     assert not any(c.deleted for c in seen)
     seen.clear()
     with pytest.raises(CannotDeleteUser):
-        broker.meta.delete_user(0)  # root: refused, nothing announced
-    broker.meta.delete_user("alicia")
+        broker.meta.users.delete_user(0)  # root: refused, nothing announced
+    broker.meta.users.delete_user("alicia")
     assert [(c.user_id, c.created_at) for c in seen] == [(alice.id, alice.created_at)]
     stop()
-    broker.meta.create_user("bob", "secret1")
-    broker.meta.delete_user("bob")
+    broker.meta.users.create_user("bob", "secret1")
+    broker.meta.users.delete_user("bob")
     assert len(seen) == 1
 
 
 def test_a_failing_watcher_does_not_fail_the_change(broker, caplog):
-    broker.meta.watch_credentials(lambda change: 1 / 0)
-    broker.meta.create_user("alice", "secret1")
-    broker.meta.delete_user("alice")  # committed, and reported as such
+    broker.meta.users.watch_credentials(lambda change: 1 / 0)
+    broker.meta.users.create_user("alice", "secret1")
+    broker.meta.users.delete_user("alice")  # committed, and reported as such
     assert "credential watcher failed" in caplog.text
-    assert [u.username for u in broker.meta.list_users()] == ["iggy"]
+    assert [u.username for u in broker.meta.users.list_users()] == ["iggy"]
 
 
 def test_every_session_of_the_broker_is_covered_whoever_made_it(broker):
     """One watcher per broker, over ``sessions_of(broker)``: a session of any listener
     (TCP, QUIC and WebSocket all build IggySession) ends the same way."""
-    broker.meta.create_user("alice", "secret1")
+    broker.meta.users.create_user("alice", "secret1")
     sessions = [IggySession(broker, client_id=900 + i, transport=t) for i, t in enumerate((1, TRANSPORT_QUIC, 3))]
-    alice = broker.meta.get_user("alice")
+    alice = broker.meta.users.get_user("alice")
     for s in sessions:
         s.user = alice
     assert all(sessions_of(broker)[s.client_id] is s for s in sessions)
-    broker.meta.delete_user("alice")
+    broker.meta.users.delete_user("alice")
     assert [s.user for s in sessions] == [None, None, None]
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from adapters.iggy.codec import legacy_request, vsr_request
 from adapters.iggy.errors import IggyError
 from adapters.iggy.spec import COMMANDS
-from adapters.iggy.table import DIALECTS
+from adapters.iggy.types import DIALECTS
 from core.broker import Broker
 from iggy_pair import Client
 

@@ -13,9 +13,10 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import StreamDataReceived
 
 from adapters.iggy.codec import legacy_request, parse_vsr_reply, vsr_request
+from adapters.iggy.events import Deferred
 from adapters.iggy.quic import IggyQuicGlue
 from adapters.iggy.quic_driver import server_configuration
-from adapters.iggy.session import Deferred, IggySession
+from adapters.iggy.session import IggySession
 from core.broker import Broker
 
 LOGIN_MIDDLE = bytes.fromhex(  # iggy-middle.md 3.1, apache-iggy 0.8.0's login

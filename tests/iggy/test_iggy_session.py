@@ -86,7 +86,7 @@ def test_ids_are_translated_at_the_edge(broker):
 
 
 def test_permissions_are_enforced(broker):
-    broker.meta.create_user("alice", "secret1")  # no permissions at all
+    broker.meta.users.create_user("alice", "secret1")  # no permissions at all
     root = logged_in(broker, 2)
     root.ok("stream.create", name="s1")
     for dialect in (1, 2, 3):
@@ -97,7 +97,7 @@ def test_permissions_are_enforced(broker):
 
 
 def test_pat_login(broker):
-    token = broker.meta.create_pat(0, "ci-token")
+    token = broker.meta.users.create_pat(0, "ci-token")
     c = Client(broker, 2)
     assert c.call("pat.login", token=token) == (0, struct.pack("<I", 0))
     assert c.call("stream.list")[0] == 0
@@ -112,7 +112,7 @@ def test_pat_login(broker):
 def test_pat_login_then_structural_dialect_detection(broker, dialect):
     """A PAT login has no version (iggy-middle.md 3.1 step 4): the first frame whose
     layout differs between the legacy dialects decides; ids follow."""
-    token = broker.meta.create_pat(0, "ci-token")
+    token = broker.meta.users.create_pat(0, "ci-token")
     c = Client(broker, dialect)
     assert c.call("pat.login", token=token)[0] == 0
     c.ok("stream.create", name="s")  # dialect 1 sends u32 id 0 + name; 2 sends the name only
@@ -354,7 +354,7 @@ def test_send_to_a_sealed_topic_is_feature_unavailable(broker, dialect):
     c = logged_in(broker, dialect)
     broker.create_stream("s")
     broker.create_topic("s", "t", 1)
-    broker.seal_topic("s", "t")
+    broker.topic_state.seal_topic("s", "t")
     first = 1 if dialect in ONE_BASED else 0
     status, _ = c.call("message.send", stream_id=first, topic_id=first,
                        partitioning=PartitioningValue(2, struct.pack("<I", first)),

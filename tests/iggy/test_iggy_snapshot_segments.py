@@ -42,7 +42,7 @@ def root(broker, dialect: int) -> Client:
 
 
 def user(broker, dialect: int, name: str, perms: Permissions | None) -> Client:
-    broker.meta.create_user(name, "secret1", permissions=perms)
+    broker.meta.users.create_user(name, "secret1", permissions=perms)
     c = Client(broker, dialect)
     assert c.login(name, "secret1") == 0
     return c

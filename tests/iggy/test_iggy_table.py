@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from adapters.iggy import replies
 from adapters.iggy.errors import IggyError, IggyStatus
 from adapters.iggy.spec import COMMANDS
-from adapters.iggy.table import Command, CommandTable, Field, SpecError, Struct, parse_versions
-from adapters.iggy.types import U8, U32, Identifier, Rest, Str8
+from adapters.iggy.table import Command, CommandTable, Struct, parse_versions
+from adapters.iggy.types import U8, U32, Identifier, Str8
+from adapters.wire.table import Field, SpecError
+from adapters.wire.types import Rest
 
 CASES = [(c, d) for c in COMMANDS for d in sorted(c.dialects)]
 RECORD_CASES = [(r, d) for r in replies.RECORDS for d in sorted(r.dialects)]

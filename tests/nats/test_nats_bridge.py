@@ -10,7 +10,8 @@ import pytest
 
 from adapters.nats.connection import NatsServerConnection, ServerInfo
 from adapters.nats.events import NEED_DATA
-from adapters.nats.session import NatsSession, Outbox
+from adapters.nats.outbox import Outbox
+from adapters.nats.session import NatsSession
 from core.addressing import SUBJECT_HEADER
 from core.broker import Broker
 from core.header_value import HeaderValue as HV
@@ -105,11 +106,11 @@ def test_partition_key_header_picks_the_partition_case_insensitively(broker):
 
 
 def test_publish_to_a_sealed_topic_is_answered_like_jetstream_and_not_stored(broker):
-    """A sealed topic (core Broker.seal_topic) refuses appends; the request's reply
+    """A sealed topic (core broker.topic_state.seal_topic) refuses appends; the request's reply
     gets nats-server's JSStreamSealedErr (400, 10109), not a 500."""
     import json
 
-    broker.seal_topic("orders", "eu")
+    broker.topic_state.seal_topic("orders", "eu")
     requester = client(broker, b"SUB _INBOX.r 9\r\n")
     requester.outbox.take()
     out = feed(requester, b"PUB orders.eu.new _INBOX.r 2\r\nhi\r\n")

@@ -20,7 +20,8 @@ from adapters.nats.codec import ServerCodec
 from adapters.nats.connection import NatsServerConnection, ServerInfo
 from adapters.nats.errors import NatsError
 from adapters.nats.events import NEED_DATA, Pub
-from adapters.nats.session import NatsSession, Outbox
+from adapters.nats.outbox import Outbox
+from adapters.nats.session import NatsSession
 from core.broker import Broker
 
 from natsproto_helpers import chunks_at, codec_run, new_conn, one_byte_chunks, run_conn

@@ -8,12 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.nats.headers import parse_headers
+from core.errors import InvalidArgument
+from core.message import Headers
 from gateway.jetstream_store.layout import (
     ApiError, Layout, ack_info, api_answer, decode_entry, decode_message, encode_entry,
     encode_message, mirror_consumer, pub_ack,
 )  # fmt: skip
-from core.errors import InvalidArgument
-from core.message import Headers
 from header_strategies import PROPS, any_value
 
 headers_st = st.lists(st.tuples(any_value, any_value), max_size=6)

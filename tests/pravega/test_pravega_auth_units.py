@@ -97,7 +97,7 @@ def broker(tmp_path):
 
 
 def test_authenticator_caches_credentials_and_checks_permissions(broker):
-    broker.meta.create_user("reader", "secret-pw", permissions=Permissions(
+    broker.meta.users.create_user("reader", "secret-pw", permissions=Permissions(
         global_=GlobalPermissions(read_streams=True, read_topics=True, poll_messages=True)))
     clock = Clock()
     auth = Authenticator(broker, TokenIssuer(SECRET), clock=clock)
@@ -130,7 +130,7 @@ def test_segment_store_answers_auth_token_check_failed(broker):
     clock = Clock()
     issuer = state_of(broker).issuer = TokenIssuer(SECRET, clock=clock)
     session = SegmentStoreSession(broker, lambda b: None)
-    user = broker.meta.create_user("rwuser", "secret-pw", permissions=Permissions(
+    user = broker.meta.users.create_user("rwuser", "secret-pw", permissions=Permissions(
         global_=GlobalPermissions(poll_messages=True, send_messages=True)))
     seg = "sc/st/0.#epoch.0"
     writer = uuid.uuid4()
@@ -201,7 +201,7 @@ def test_ids_in_these_tests(broker):
 
 @pytest.mark.parametrize("change", ["revoke", "delete"])
 def test_a_revoked_or_deleted_writer_fails_its_next_block(broker, secured, change, caplog):
-    user = broker.meta.create_user("writer", "secret-pw", permissions=perms(send_messages=True, poll_messages=True))
+    user = broker.meta.users.create_user("writer", "secret-pw", permissions=perms(send_messages=True, poll_messages=True))
     session = SegmentStoreSession(broker, lambda b: None)
     writer = uuid.uuid4()
     (r,) = replies(session, C.SetupAppend(request_id=1, writer_id=writer, segment=SEG,
@@ -210,9 +210,9 @@ def test_a_revoked_or_deleted_writer_fails_its_next_block(broker, secured, chang
     (ack,) = append(session, writer, b"first", 1, 2)
     assert isinstance(ack, C.DataAppended) and stored(broker) == [b"first"]
     if change == "revoke":
-        broker.meta.update_permissions("writer", perms(poll_messages=True))
+        broker.meta.users.update_permissions("writer", perms(poll_messages=True))
     else:
-        broker.meta.delete_user("writer")
+        broker.meta.users.delete_user("writer")
     with caplog.at_level(logging.WARNING, logger="ferry.audit"):
         (r,) = append(session, writer, b"second", 2, 3)
     assert isinstance(r, C.AuthTokenCheckFailed) and (r.request_id, r.error_code) == (3, AUTH_CHECK_FAILED)
@@ -226,10 +226,10 @@ def test_a_revoked_or_deleted_writer_fails_its_next_block(broker, secured, chang
 
 
 def test_a_token_of_a_deleted_user_does_not_open_for_a_new_user_with_its_id(broker, secured):
-    old = broker.meta.create_user("old", "secret-pw", permissions=perms(poll_messages=True))
+    old = broker.meta.users.create_user("old", "secret-pw", permissions=perms(poll_messages=True))
     token = token_for(secured, old)
-    broker.meta.delete_user("old")
-    new = broker.meta.create_user("new", "secret-pw", permissions=perms(poll_messages=True), user_id=old.id)
+    broker.meta.users.delete_user("old")
+    new = broker.meta.users.create_user("new", "secret-pw", permissions=perms(poll_messages=True), user_id=old.id)
     assert new.id == old.id and new.created_at != old.created_at
     session = SegmentStoreSession(broker, lambda b: None)
     (r,) = replies(session, C.ReadSegment(segment=SEG, offset=0, suggested_length=100, request_id=1,
@@ -238,13 +238,13 @@ def test_a_token_of_a_deleted_user_does_not_open_for_a_new_user_with_its_id(brok
 
 
 def test_read_is_rechecked_against_the_topic_permission_now(broker, secured):
-    user = broker.meta.create_user("reader", "secret-pw", permissions=perms(poll_messages=True))
+    user = broker.meta.users.create_user("reader", "secret-pw", permissions=perms(poll_messages=True))
     token = token_for(secured, user, frozenset({READ}))
     session = SegmentStoreSession(broker, lambda b: None)
     read = C.ReadSegment(segment=SEG, offset=0, suggested_length=100, request_id=1, delegation_token=token)
     park = session.handle(read)
     assert park is not None  # at the tail: it waits for an append
-    broker.meta.update_permissions("reader", perms())  # read_topic would still allow polling
+    broker.meta.users.update_permissions("reader", perms())  # read_topic would still allow polling
     out = []
     session._emit = out.append
     session.read(park.cmd, parked=True)  # woken: checked again before answering
@@ -257,8 +257,8 @@ def test_read_is_rechecked_against_the_topic_permission_now(broker, secured):
 
 
 def test_anonymous_user_acts_with_exactly_its_permissions(broker, secured):
-    broker.meta.create_user("guest", "secret-pw", permissions=perms(poll_messages=True))
-    secured.anonymous = Principal.anonymous_user(broker.meta, "guest", "listeners.pravega.anonymous_user")
+    broker.meta.users.create_user("guest", "secret-pw", permissions=perms(poll_messages=True))
+    secured.anonymous = Principal.anonymous_user(broker.meta.users, "guest", "listeners.pravega.anonymous_user")
     session = SegmentStoreSession(broker, lambda b: None)
     writer = uuid.uuid4()
     (r,) = replies(session, C.SetupAppend(request_id=1, writer_id=writer, segment=SEG, delegation_token=""))
@@ -268,12 +268,12 @@ def test_anonymous_user_acts_with_exactly_its_permissions(broker, secured):
     (r,) = replies(session, C.ReadSegment(segment="sc/other/0.#epoch.0", offset=0, suggested_length=10,
                                           request_id=3, delegation_token=""))
     assert isinstance(r, C.NoSuchSegment)  # nothing there: nothing to protect
-    broker.meta.update_permissions("guest", perms(poll_messages=True, send_messages=True))
+    broker.meta.users.update_permissions("guest", perms(poll_messages=True, send_messages=True))
     (r,) = replies(session, C.SetupAppend(request_id=4, writer_id=writer, segment=SEG, delegation_token=""))
     assert isinstance(r, C.AppendSetup)  # its permissions now, not at start
     append(session, writer, b"by guest", 1, 5)
     assert stored(broker) == [b"by guest"]
-    broker.meta.update_user("guest", status="inactive")
+    broker.meta.users.update_user("guest", status="inactive")
     (r,) = replies(session, C.GetStreamSegmentInfo(request_id=6, segment_name=SEG, delegation_token=""))
     assert isinstance(r, C.AuthTokenCheckFailed)  # a deactivated anonymous user closes the door
 
@@ -296,7 +296,7 @@ def test_reader_group_tables_need_read_on_the_scope_or_poll_in_it(broker, secure
              "sender": (perms(send_messages=True), False)}
     session = SegmentStoreSession(broker, lambda b: None)
     for rid, (name, (permissions, ok)) in enumerate(users.items()):
-        user = broker.meta.create_user(name, "secret-pw", permissions=permissions)
+        user = broker.meta.users.create_user(name, "secret-pw", permissions=permissions)
         cmd = C.CreateTableSegment(request_id=rid, segment=f"sc/{name}_kvtable/0.#epoch.0",
                                    delegation_token=token_for(secured, user))
         (r,) = replies(session, cmd)
@@ -318,17 +318,17 @@ def header(user: str, password: str) -> list:
 
 
 def test_credential_cache_is_dropped_when_users_change(broker):
-    broker.meta.create_user("gone", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
+    broker.meta.users.create_user("gone", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
     auth = Authenticator(broker, TokenIssuer(SECRET), clock=Clock())
     auth.user(header("gone", "secret-pw"))
-    broker.meta.delete_user("gone")
+    broker.meta.users.delete_user("gone")
     with pytest.raises(AuthError) as err:
-        auth.user(header("gone", "secret-pw"))  # the cached entry went with the users_version bump
+        auth.user(header("gone", "secret-pw"))  # the cached entry went with the users.version bump
     assert err.value.code == "UNAUTHENTICATED"
 
 
 def test_failed_and_throttled_logins_are_not_cached(broker):
-    broker.meta.create_user("uuu", "secret-pw")
+    broker.meta.users.create_user("uuu", "secret-pw")
     auth = Authenticator(broker, TokenIssuer(SECRET), clock=Clock())
     actor = access.bind_actor("pravega_controller", ("192.0.2.7", 5000))
     for _ in range(access.FREE_FAILURES + 1):
@@ -338,26 +338,26 @@ def test_failed_and_throttled_logins_are_not_cached(broker):
         auth.user(header("uuu", "secret-pw"))  # throttled: refused unchecked, as a bad credential
     assert err.value.code == "UNAUTHENTICATED" and "too many failed logins" in err.value.message
     assert not auth._cache
-    broker.meta.login_guard.succeeded(actor.addr)
+    broker.meta.users.login_guard.succeeded(actor.addr)
     assert auth.user(header("uuu", "secret-pw")).username == "uuu"
     assert (actor.user, actor.addr) == ("uuu", "192.0.2.7")  # the connection's actor logged in
     access.use_actor(access.LOCAL)
 
 
 def test_controller_anonymous_user_and_missing_credentials(broker):
-    broker.meta.create_user("guest", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
+    broker.meta.users.create_user("guest", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
     issuer = TokenIssuer(SECRET)
     closed = Authenticator(broker, issuer)
     with pytest.raises(AuthError, match="requires credentials"):
         closed.user([])
-    open_ = Authenticator(broker, issuer, anonymous=Principal.anonymous_user(broker.meta, "guest", "k"))
+    open_ = Authenticator(broker, issuer, anonymous=Principal.anonymous_user(broker.meta.users, "guest", "k"))
     guest = open_.user([])
     assert guest.username == "guest"
     open_.require(guest, Action.READ_STREAMS)
     with pytest.raises(AuthError):
         open_.require(guest, Action.CREATE_STREAM)
     assert open_.user(header("guest", "secret-pw")).username == "guest"  # credentials: checked as usual
-    broker.meta.delete_user("guest")
+    broker.meta.users.delete_user("guest")
     with pytest.raises(AuthError) as err:
         open_.user([])
     assert err.value.code == "UNAUTHENTICATED"
@@ -385,7 +385,7 @@ def test_every_controller_rpc_is_checked(broker):
 
 
 def test_controller_denials_are_audited_and_nothing_is_created(broker, caplog):
-    broker.meta.create_user("nobody", "secret-pw")
+    broker.meta.users.create_user("nobody", "secret-pw")
     service = ControllerService(broker, auth=Authenticator(broker, TokenIssuer(SECRET)))
     conn = Conn()
     with caplog.at_level(logging.WARNING, logger="ferry.audit"):
@@ -403,9 +403,9 @@ def test_controller_denials_are_audited_and_nothing_is_created(broker, caplog):
 def test_readers_and_writers_of_a_topic_may_find_its_segments(broker):
     """The READ_TOPIC RPCs (segments, URIs, configuration) admit who may poll or send on the
     topic: a writer that may only send still finds where to write."""
-    broker.meta.create_user("sender", "secret-pw", permissions=perms(send_messages=True))
-    broker.meta.create_user("poller", "secret-pw", permissions=perms(poll_messages=True))
-    broker.meta.create_user("nobody", "secret-pw")
+    broker.meta.users.create_user("sender", "secret-pw", permissions=perms(send_messages=True))
+    broker.meta.users.create_user("poller", "secret-pw", permissions=perms(poll_messages=True))
+    broker.meta.users.create_user("nobody", "secret-pw")
     service = ControllerService(broker, auth=Authenticator(broker, TokenIssuer(SECRET)))
     conn = Conn()
     body = P.StreamInfo(scope="sc", stream="st").encode()
@@ -431,7 +431,7 @@ def test_a_binding_s_pravega_names_are_checked_on_the_bound_topic(tmp_path):
     try:
         b.create_stream("hr dept")
         b.create_topic("hr dept", "pay roll", 1)
-        b.meta.create_user("nobody", "secret-pw")
+        b.meta.users.create_user("nobody", "secret-pw")
         service = ControllerService(b, auth=Authenticator(b, TokenIssuer(SECRET)))
         conn = Conn()
         service.dispatch(conn, Call("getCurrentSegments", P.StreamInfo(scope="hr", stream="pay").encode(),
@@ -439,7 +439,7 @@ def test_a_binding_s_pravega_names_are_checked_on_the_bound_topic(tmp_path):
         assert conn.answers[0][0] == "PERMISSION_DENIED"
         state = state_of(b)
         state.issuer = TokenIssuer(SECRET)
-        nobody = b.meta.get_user("nobody")
+        nobody = b.meta.users.get_user("nobody")
         token = state.issuer.issue(nobody.id, "hr", "pay", frozenset({READ}), created_at=nobody.created_at)
         (r,) = replies(SegmentStoreSession(b, lambda x: None),
                        C.ReadSegment(segment="hr/pay/0.#epoch.0", offset=0, suggested_length=10, request_id=1,
@@ -455,7 +455,7 @@ def test_the_password_check_can_run_before_the_call_in_a_worker_thread(broker, m
     remembered credential needs no check; a wrong one is refused as before."""
     import threading
 
-    broker.meta.create_user("ppp", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
+    broker.meta.users.create_user("ppp", "secret-pw", permissions=Permissions(global_=GlobalPermissions(read_streams=True)))
     auth = Authenticator(broker, TokenIssuer(SECRET), clock=Clock())
     assert auth.prepare([]) is None                          # no credentials: nothing slow
     check = auth.prepare(header("ppp", "secret-pw"))
@@ -465,8 +465,8 @@ def test_the_password_check_can_run_before_the_call_in_a_worker_thread(broker, m
     worker.join()
     check.settle(box["outcome"])
     calls = []
-    real = broker.meta.authenticate
-    monkeypatch.setattr(broker.meta, "authenticate", lambda *a: calls.append(a) or real(*a))
+    real = broker.meta.users.authenticate
+    monkeypatch.setattr(broker.meta.users, "authenticate", lambda *a: calls.append(a) or real(*a))
     user = auth.user(header("ppp", "secret-pw"))
     assert user.username == "ppp" and calls == []            # the thread's check was used
     assert auth.prepare(header("ppp", "secret-pw")) is None   # remembered now

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from adapters.pravega import codec, commands
 from adapters.pravega.codec import MAX_FRAME, MAX_PAYLOAD, NEED_DATA, Append, FrameDecoder, event_frame, split_events
-from adapters.pravega.commands import TABLE, Command, CommandTable, F, Opt, SpecError, decode_payload, encode
+from adapters.pravega.commands import TABLE, Command, F, Opt, decode_payload, encode
 from adapters.pravega.errors import PravegaProtocolError
 from adapters.pravega.types import I32, I64, NO_VERSION, Rest, TableEntry, TableKey, Utf
+from adapters.wire.table import CommandTable, SpecError
 
 W1 = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 W2 = uuid.UUID("ffeeddcc-bbaa-9988-7766-554433221100")

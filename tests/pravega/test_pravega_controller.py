@@ -181,7 +181,7 @@ def test_get_segments_at_the_head_and_at_a_time(stream, broker):
     between = int(time.time() * 1000)
     time.sleep(0.003)
     broker.append("sc", "st", [AppendInput(b"late")], partition=0)
-    broker.truncate_partition("sc", "st", 1, 4)
+    broker.topic_state.truncate_partition("sc", "st", 1, 4)
     head = stream("getSegments", P.GetSegmentsRequest(stream_info=si(), timestamp=0))
     assert [(loc.segment_id.segment_id, loc.offset) for loc in head.segments] == [(0, 0), (1, 4), (2, 0)]
     at = stream("getSegments", P.GetSegmentsRequest(stream_info=si(), timestamp=between))

@@ -146,7 +146,7 @@ def test_setup_append_on_a_missing_segment_is_no_such_segment(broker, segment):
 
 
 def test_setup_append_on_a_sealed_topic_is_segment_is_sealed(broker):
-    broker.seal_topic("sc", "st")
+    broker.topic_state.seal_topic("sc", "st")
     reply = Client(broker).one(C.SetupAppend(request_id=3, writer_id=W, segment=SEG, delegation_token=""))
     assert isinstance(reply, C.SegmentIsSealed) and (reply.request_id, reply.segment) == (3, SEG)
 
@@ -250,7 +250,7 @@ def test_a_malformed_block_is_an_error_and_stores_nothing(broker, data, num, err
 def test_an_append_to_a_topic_sealed_after_setup_is_segment_is_sealed(broker):
     c = Client(broker)
     c.setup()
-    broker.seal_topic("sc", "st")
+    broker.topic_state.seal_topic("sc", "st")
     c.append([b"x"], last=1, rid=4)
     (reply,) = c.replies()
     assert isinstance(reply, C.SegmentIsSealed) and (reply.request_id, reply.offset) == (4, 1)
@@ -371,7 +371,7 @@ def test_a_parked_read_after_an_append_answers_the_new_data(filled):
 
 
 def test_a_read_below_the_truncation_point_is_segment_is_truncated(filled):
-    filled.truncate_partition("sc", "st", 0, 13)
+    filled.topic_state.truncate_partition("sc", "st", 0, 13)
     c = Client(filled)
     reply = c.one(c.read(12))
     assert isinstance(reply, C.SegmentIsTruncated)
@@ -380,7 +380,7 @@ def test_a_read_below_the_truncation_point_is_segment_is_truncated(filled):
 
 
 def test_a_sealed_segment_read_to_its_end_says_end_of_segment(filled):
-    filled.seal_topic("sc", "st")
+    filled.topic_state.seal_topic("sc", "st")
     c = Client(filled)
     last = c.one(c.read(27))
     assert last.at_tail and last.end_of_segment and last.data == event_frame(b"x")
@@ -408,12 +408,12 @@ def test_messages_from_other_protocols_read_as_payload_only_frames(broker):
 
 
 def test_get_stream_segment_info(filled):
-    filled.truncate_partition("sc", "st", 0, 13)
+    filled.topic_state.truncate_partition("sc", "st", 0, 13)
     c = Client(filled)
     info = c.one(C.GetStreamSegmentInfo(request_id=6, segment_name=SEG, delegation_token=""))
     assert info == C.StreamSegmentInfo(request_id=6, segment_name=SEG, exists=True, is_sealed=False,
                                        is_deleted=False, last_modified=1234, write_offset=36, start_offset=13)
-    filled.seal_topic("sc", "st")
+    filled.topic_state.seal_topic("sc", "st")
     assert c.one(C.GetStreamSegmentInfo(request_id=7, segment_name=SEG, delegation_token="")).is_sealed
     missing = c.one(C.GetStreamSegmentInfo(request_id=8, segment_name="sc/zz/0", delegation_token=""))
     assert isinstance(missing, C.NoSuchSegment) and missing.request_id == 8

@@ -28,12 +28,14 @@ import weakref
 from functools import partial
 from typing import Any, Callable
 
-from adapters.nats.jetstream.config import API_PREFIX, parse_config, type_error
-from adapters.nats.jetstream.consumer_config import parse_consumer_config
-from adapters.nats.jetstream.consumers import JsConsumers
-from adapters.nats.jetstream.errors import JsApiError
-from adapters.nats.jetstream.index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
-from adapters.nats.jetstream.streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
+from core.perowner import PerOwner
+
+from .config import API_PREFIX, parse_config, type_error
+from .consumer_config import parse_consumer_config
+from .consumers import JsConsumers
+from .errors import JsApiError
+from .index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
+from .streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST
@@ -277,7 +279,7 @@ class JetStreamApi:
             if payload.strip()[:1] in (b"{", b"[") else {}
         con = self.consumers.get(stream, name)
         self.consumers.set_pause(con, req.get("pause_until"))
-        remaining = self.consumers.paused_ns(con)
+        remaining = self.consumers.cursor.paused_ns(con)
         out: dict = {"paused": bool(remaining), "pause_until": con.config.get("pause_until") or go_time(0)}
         if remaining:
             out["pause_remaining"] = remaining
@@ -362,7 +364,7 @@ class JetStreamApi:
         msg_id = block.get(MSG_ID_HEADER) if block is not None else None
         if msg_id:
             self.streams.remember(st, msg_id, seq)
-        if st.config["retention"] == "interest" and not self.consumers.interested(st, subject):
+        if st.config["retention"] == "interest" and not self.consumers.retention.interested(st, subject):
             self.streams.no_interest(st, seq)
 
 
@@ -426,7 +428,7 @@ def _route(rest: str) -> tuple[str, str, Handler, str] | None:
     return suffix, entry[1], entry[2], name
 
 
-_REGISTRY: weakref.WeakKeyDictionary[object, JetStreamApi] = weakref.WeakKeyDictionary()
+_REGISTRY: PerOwner[JetStreamApi] = PerOwner()
 
 
 def enable(broker, server_name: str = "") -> JetStreamApi:
@@ -436,7 +438,8 @@ def enable(broker, server_name: str = "") -> JetStreamApi:
     if api is None:
         streams = JetStreams(broker)
         streams.load()
-        api = _REGISTRY[broker] = JetStreamApi(streams, server_name, getattr(broker, "tables", None))
+        api = JetStreamApi(streams, server_name, getattr(broker, "tables", None))
+        _REGISTRY.set(broker, api)
         api.consumers.interest = broker.live.has_interest
         api.consumers.load()
         broker.add_append_listener(partial(_appended, weakref.ref(api)))
@@ -461,10 +464,7 @@ def _appended(ref, info, _pid, _result, _items) -> None:
 
 def jetstream_for(broker) -> JetStreamApi | None:
     """The broker's JetStream API, or None when JetStream is off."""
-    try:
-        return _REGISTRY.get(broker)
-    except TypeError:                                # a test double that cannot be weakly referenced
-        return None
+    return _REGISTRY.get(broker)                     # None too for a test double that cannot be weakly referenced
 
 
 __all__ = ["ROUTES", "JetStreamApi", "enable", "go_json", "jetstream_for", "pub_ack", "pub_error"]

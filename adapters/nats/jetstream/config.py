@@ -24,7 +24,7 @@ from typing import Any
 
 from core.subjects import FWC, PWC, is_valid_pattern
 
-from adapters.nats.jetstream.errors import JsApiError, invalid_config, not_supported
+from .errors import JsApiError, invalid_config, not_supported
 
 NS_PER_S = 1_000_000_000
 DEFAULT_DUPLICATE_WINDOW = 120 * NS_PER_S   # nats-server: 2 minutes

@@ -30,8 +30,8 @@ from core.subjects import (
     subject_matches,
 )
 
-from adapters.nats.jetstream.config import NS_PER_S, subjects_overlap, type_error, valid_name
-from adapters.nats.jetstream.errors import JsApiError, invalid_config
+from .config import NS_PER_S, subjects_overlap, type_error, valid_name
+from .errors import JsApiError, invalid_config
 
 DEFAULT_ACK_WAIT = 30 * NS_PER_S
 DEFAULT_MAX_WAITING = 512          # nats-server: waiting pull requests per consumer

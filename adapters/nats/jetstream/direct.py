@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING
 
 from core.subjects import subject_matches
 
-from adapters.nats.jetstream.pull import Out, add_headers, status
-from adapters.nats.jetstream.streams import go_time, parse_go_time
-from adapters.nats.translate import canonical_to_nats
+from .pull import Out, add_headers, status
+from .streams import go_time, parse_go_time
+from ..translate import canonical_to_nats
 
 if TYPE_CHECKING:  # pragma: no cover
-    from adapters.nats.jetstream.streams import JetStreams, JsStream
+    from .streams import JetStreams, JsStream
 
 DIRECT_PREFIX = "$JS.API.DIRECT.GET."
 MAX_MULTI = 1024                      # nats-server's maxAllowedResponses for multi_last

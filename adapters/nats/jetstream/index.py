@@ -19,10 +19,10 @@ removals a client asks for by API (subject-filtered purges as per-subject
 floors, message deletes as sequences), the messages acks removed under
 interest and work-queue retention (``JetStreams.release``, saved with the
 consumers' state) and those an interest stream took while no consumer
-matched their subject (``JetStreams.no_interest``) are saved, by the streams
-module, in the broker's key-value table :data:`TABLE`, and handed to the
-index as ``floors`` and ``deleted``; deletes below the first live message
-fold into the purge floor (``JetStreams.flush_removed``).
+matched their subject (``JetStreams.no_interest``) are saved in the broker's
+key-value table by ``removed.RemovedRecords``, and handed to the index as
+``floors`` and ``deleted``; deletes below the first live message fold into
+the purge floor (``JetStreams.flush_removed``).
 
 Memory (measured with tracemalloc): about 150 bytes per live message (its
 dict entry and its entry in its subject's deque), plus about 800 bytes per
@@ -38,7 +38,6 @@ import heapq
 from collections import deque
 from typing import Iterator
 
-TABLE = "nats.jetstream.removed"
 ROLLUP_HEADER = "Nats-Rollup"
 TTL_HEADER = "Nats-TTL"
 # Hide events kept for consumers to catch up on; one further behind recounts.
@@ -246,4 +245,4 @@ class SubjectCounts:
         self.start = start
 
 
-__all__ = ["HIDDEN_LOG", "SubjectCounts", "ROLLUP_HEADER", "TABLE", "TTL_HEADER", "SubjectIndex", "needs_index", "parse_ttl"]
+__all__ = ["HIDDEN_LOG", "SubjectCounts", "ROLLUP_HEADER", "TTL_HEADER", "SubjectIndex", "needs_index", "parse_ttl"]

@@ -44,7 +44,7 @@ are answered synchronously, so none is ever in flight when this runs), the
 ``limits`` of nats-server's ``jetstream {}`` block (``{}``: Ferry enforces
 none). A stream's ``state`` is exactly ``STREAM.INFO``'s, ``num_subjects``
 included: every stream that holds messages has it, from the subject index
-for an indexed stream and from ``SubjectCounts`` (``jetstream_streams.py``)
+for an indexed stream and from ``SubjectCounts`` (``jetstream/streams.py``)
 for the others (plus ``num_deleted`` when hidden messages lie between its
 first and last sequence). Ferry has no
 server-wide JetStream memory or storage cap, so ``config.max_memory`` and
@@ -63,8 +63,8 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qs
 
-from adapters.nats.jetstream.api import API_LEVEL, jetstream_for
-from adapters.nats.jetstream.streams import go_time
+from .api import API_LEVEL, jetstream_for
+from .streams import go_time
 
 GLOBAL_ACCOUNT = "$G"               # nats-server's account when none are configured
 DEFAULT_LIMIT = 1024                # Jsz: a limit of 0 pages accounts by 1024

@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 A push consumer (``deliver_subject`` set) sends its messages to that
 subject instead of waiting for pull requests. :class:`PushState` is the part
-of a :class:`~adapters.nats.jetstream.consumers.Consumer` that only push
-consumers have; :class:`PushDelivery`, the push half of ``JsConsumers``,
-drives it with the pull consumers' machinery (next message, ack reply,
-pending set and redelivery). The rules are
+of a :class:`~adapters.nats.jetstream.model.Consumer` that only push
+consumers have; :class:`PushDelivery`, which ``JsConsumers`` owns, drives it
+with the cursor pull requests use (``cursor.Cursor``: next message, ack
+reply, pending set and redelivery). The rules are
 nats-server's (``server/consumer.go``, loopAndGatherMsgs, deliverMsg,
 needFlowControl, processFlowControl, sendIdleHeartbeat):
 
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from core.subjects import is_literal, subject_matches
 
-from adapters.nats.jetstream.pull import Out, status
+from .pull import Out, status
 
 FC_PREFIX = "$JS.FC."
 # nats-server's JsFlowControlMaxPending: the largest flow-control window; the first is 1/16 of it.
@@ -122,39 +122,38 @@ class PushState:
 
 
 class PushDelivery:
-    """The push half of ``JsConsumers`` (which inherits it): uses its
-    ``_next``/``_message``/``_deliver`` (the pull machinery), ``interest``,
-    ``room``, ``push_subjects``, ``by_stream`` and ``wake``."""
+    """Delivery to every push consumer of one broker's streams. ``cursor``
+    (``cursor.Cursor``) picks, builds and delivers each message; ``interest``
+    says whether a subject has subscribers, ``room`` how many bytes its
+    subscribers' outboxes take below high water, ``wake`` that a deadline may
+    have moved (the NATS session module and driver supply all three)."""
 
-    if TYPE_CHECKING:
-        interest: Callable[[str], bool]
-        room: Callable[[str], int]
-        push_subjects: dict[str, set]
-        by_stream: dict[str, dict]
-        wake: Callable[[], None]
+    def __init__(self, cursor, interest: Callable[[str], bool], room: Callable[[str], int],
+                 wake: Callable[[], None]) -> None:
+        self.cursor = cursor
+        self.interest = interest
+        self.room = room
+        self.wake = wake
+        self.subjects: dict[str, set] = {}      # deliver subject -> its push consumers
 
-        def _next(self, con, now: float): ...
-        def _message(self, con, seq: int, view, redelivery: bool, now: float, inbox: str) -> Out: ...
-        def _deliver(self, con, seq: int, view, redelivery: bool, now: float) -> None: ...
-
-    def _set_push(self, con, now: float) -> None:
+    def set_push(self, con, now: float) -> None:
         """(Re)build a consumer's push state from its config and index it."""
         con.push = PushState.of(con.config, now)
         if con.push is not None:
-            self.push_subjects.setdefault(con.push.subject, set()).add(con)
+            self.subjects.setdefault(con.push.subject, set()).add(con)
             con.push.active = self.interest(con.push.subject)
             if con.push.active:
                 con.push.retry = now             # the timer task starts delivering
 
-    def _unindex(self, con) -> None:
+    def unindex(self, con) -> None:
         if con.push is not None:
-            group = self.push_subjects.get(con.push.subject)
+            group = self.subjects.get(con.push.subject)
             if group is not None:
                 group.discard(con)
                 if not group:
-                    del self.push_subjects[con.push.subject]
+                    del self.subjects[con.push.subject]
 
-    def serve_push(self, con, now: float) -> list[Out]:
+    def serve(self, con, now: float) -> list[Out]:
         """Send a push consumer what is due, within one bounded turn."""
         push = con.push
         out: list[Out] = []
@@ -163,6 +162,7 @@ class PushDelivery:
         push.retry = None
         if not push.active:
             return out
+        cursor = self.cursor
         stream, name, subject = con.stream.name, con.name, push.subject
         budget = min(self.room(subject), PUSH_BATCH_BYTES)
         if budget <= 0:                          # the subscriber's outbox is past high water: wait
@@ -179,11 +179,11 @@ class PushDelivery:
             if nbytes >= budget:
                 push.retry = later
                 break
-            got = self._next(con, now)
+            got = cursor.next(con, now)
             if got is None:
                 break
             seq, view, redelivery = got
-            msg = self._message(con, seq, view, redelivery, now, subject)
+            msg = cursor.message(con, seq, view, redelivery, now, subject)
             size = len(subject) + len(msg.ack) + len(msg.block) + len(msg.payload)   # nats-server's pmsg.size()
             if count and nbytes + size > budget:
                 if not redelivery:               # not handed out: first in line next turn
@@ -191,7 +191,7 @@ class PushDelivery:
                     con.ahead.appendleft(view)
                 push.retry = later
                 break
-            self._deliver(con, seq, view, redelivery, now)
+            cursor.deliver(con, seq, view, redelivery, now)
             out.append(msg)
             request = push.sent(size, now, stream, name)
             if request is not None:
@@ -200,11 +200,11 @@ class PushDelivery:
             nbytes += size
         return out
 
-    def _tick_push(self, con, push: PushState, now: float) -> list[Out]:
+    def tick(self, con, push: PushState, now: float) -> list[Out]:
         active = self.interest(push.subject)
         if active != push.active:
             self._activate(con, active, now)
-        out = self.serve_push(con, now)
+        out = self.serve(con, now)
         if push.active and push.heartbeat and push.next_beat <= now:
             out.append(push.beat(con.cseq, con.sseq, now))
         return out
@@ -223,31 +223,25 @@ class PushDelivery:
         """A subscription on ``pattern`` came or went: start or stop the push
         consumers whose deliver subject it matches."""
         if is_literal(pattern):
-            found = list(self.push_subjects.get(pattern, ()))
+            found = list(self.subjects.get(pattern, ()))
         else:
-            found = [c for subject, group in self.push_subjects.items() if subject_matches(pattern, subject)
+            found = [c for subject, group in self.subjects.items() if subject_matches(pattern, subject)
                      for c in group]
         out: list[Out] = []
         for con in found:
             active = self.interest(con.push.subject)  # type: ignore[union-attr]
             if active != con.push.active:  # type: ignore[union-attr]
                 self._activate(con, active, now)
-                out.extend(self.serve_push(con, now))
+                out.extend(self.serve(con, now))
         if found:
             self.wake()
         return out
 
-    def flow_reply(self, subject: str, now: float) -> list[Out] | None:
-        """A publish on a ``$JS.FC`` subject; None when it names no push consumer."""
-        parsed = parse_fc_subject(subject)
-        if parsed is None:
-            return None
-        con = self.by_stream.get(parsed[0], {}).get(parsed[1])
-        if con is None or con.push is None:
-            return None
+    def flow_reply(self, con, subject: str, now: float) -> list[Out]:
+        """A publish on ``con``'s ``$JS.FC`` subject (``parse_fc_subject``)."""
         if not con.push.answered(subject):
             return []
-        out = self.serve_push(con, now)
+        out = self.serve(con, now)
         self.wake()
         return out
 

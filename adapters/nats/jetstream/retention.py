@@ -7,8 +7,8 @@ filter matches it still needs it; under ``workqueue`` until the one
 consumer that takes its subject acks it (kept while no consumer matches).
 "Needs" is nats-server's ``needAck`` (server/consumer.go): above the ack
 floor and either not delivered yet or delivered and unacked, or counted as
-redelivered. :class:`RetentionRules` (mixed into ``JsConsumers``) answers
-that question for the streams module, which removes what nobody needs
+redelivered. :class:`RetentionRules` (owned by ``JsConsumers``, reading its
+registry) answers that question for the streams module, which removes what nobody needs
 through the subject index (``JetStreams.release``) after every ack, every
 delivery of an ack-none consumer, a consumer's deletion and an index
 rebuild; a message published on an interest stream whose subject no
@@ -21,26 +21,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
-from adapters.nats.jetstream.config import subjects_overlap
-from adapters.nats.jetstream.consumer_config import filters_of
-from adapters.nats.jetstream.errors import JsApiError
+from .config import subjects_overlap
+from .consumer_config import filters_of
+from .errors import JsApiError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from adapters.nats.jetstream.consumers import Consumer
-    from adapters.nats.jetstream.streams import JsStream
+    from .model import Consumer
+    from .streams import JsStream
 
 
 class RetentionRules:
-    """The retention half of ``JsConsumers`` (reads its ``by_stream`` registry)."""
+    """Retention questions about the consumers in ``registry`` (the consumers'
+    stream -> name -> consumer map, read only)."""
 
-    def _check_work_queue(self, st: "JsStream", name: str, cfg: dict) -> None:
+    def __init__(self, registry: dict[str, dict[str, Consumer]]) -> None:
+        self.registry = registry
+
+    def check_work_queue(self, st: "JsStream", name: str, cfg: dict) -> None:
         """nats-server's rules for a new consumer of a work-queue stream."""
         if cfg["ack_policy"] != "explicit":
             raise JsApiError("JSConsumerWQRequiresExplicitAckErr")
         if cfg["deliver_policy"] != "all":
             raise JsApiError("JSConsumerWQConsumerNotDeliverAllErr")
-        others = [c for c in self.by_stream.get(st.name, {}).values() if c.name != name]
+        others = [c for c in self.registry.get(st.name, {}).values() if c.name != name]
         if not others:
             return
         mine = filters_of(cfg)
@@ -52,22 +55,17 @@ class RetentionRules:
 
     def interested(self, st: "JsStream", subject: str) -> bool:
         """Whether any consumer of ``st`` has a filter matching ``subject``."""
-        return any(c.takes(subject) for c in self.by_stream.get(st.name, {}).values())
+        return any(c.takes(subject) for c in self.registry.get(st.name, {}).values())
 
     def needed(self, st: "JsStream", seq: int, subject: str) -> bool:
         """Whether the message must stay: interest retention while some
         matching consumer still needs it, work queue until its consumer acks
         it (nats-server's needAck: above the ack floor and pending or not yet
         delivered, or counted as redelivered)."""
-        cons = [c for c in self.by_stream.get(st.name, {}).values() if c.takes(subject)]
+        cons = [c for c in self.registry.get(st.name, {}).values() if c.takes(subject)]
         if st.config["retention"] == "workqueue" and not cons:
             return True                          # nobody has taken it yet
         return any(_needs_ack(c, seq) for c in cons)
-
-    def drop_stream(self, stream: str) -> None:
-        for con in list(self.by_stream.get(stream, {}).values()):
-            self._drop(con)
-        self.by_stream.pop(stream, None)
 
 
 def _needs_ack(con: "Consumer", seq: int) -> bool:

@@ -4,13 +4,13 @@ Theory of operation
 -------------------
 :class:`~adapters.nats.session.NatsSession` hands every publish to
 :func:`route` first while JetStream is on. It answers ``$JS.API`` requests
-(``jetstream_api.JetStreamApi.handle``), pull requests
+(``jetstream.api.JetStreamApi.handle``), pull requests
 (``$JS.API.CONSUMER.MSG.NEXT``), acks (``$JS.ACK``) and flow control
 answers (``$JS.FC``), and appends publishes on a stream's subjects with
 nats-server's publish checks, the PubAck going out once the append is
 durable. Anything else returns False: plain core NATS or topic capture.
 
-:func:`send_js` delivers consumer outputs (``jetstream_pull.Out``) to the
+:func:`send_js` delivers consumer outputs (``jetstream.pull.Out``) to the
 subscribers of an inbox or deliver subject: a stored message keeps its own
 subject on the MSG line, as nats-server sends it, and a queue group gets it
 once, on a member picked at random (a push consumer's ``deliver_group``).
@@ -35,16 +35,16 @@ from core.errors import (
 from core.live import Delivery
 from core.log import AppendInput
 
-from adapters.nats.errors import NatsHeaderError
-from adapters.nats.headers import parse_headers
-from adapters.nats.jetstream.api import JetStreamApi, pub_ack, pub_error
-from adapters.nats.jetstream.direct import DIRECT_PREFIX, direct_get
-from adapters.nats.jetstream.consumers import ACK_PREFIX
-from adapters.nats.jetstream.errors import JsApiError
-from adapters.nats.jetstream.pull import Out
-from adapters.nats.jetstream.push import FC_PREFIX
-from adapters.nats.jetstream.streams import JS_STREAM
-from adapters.nats.translate import block_to_canonical
+from ..errors import NatsHeaderError
+from ..headers import parse_headers
+from .api import JetStreamApi, pub_ack, pub_error
+from .direct import DIRECT_PREFIX, direct_get
+from .consumers import ACK_PREFIX
+from .errors import JsApiError
+from .pull import Out
+from .push import FC_PREFIX
+from .streams import JS_STREAM
+from ..translate import block_to_canonical
 
 ORIGIN = "nats"
 PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
@@ -161,8 +161,9 @@ def _pull(session, js: JetStreamApi, subject: str, reply: str, payload: bytes) -
 def subscription_changed(broker, js: JetStreamApi, pattern: str) -> None:
     """A NATS subscription on ``pattern`` was added or removed."""
     consumers = js.consumers
-    if consumers.push_subjects:
-        out = consumers.interest_changed(pattern, consumers.clock())
+    push = consumers.push_delivery
+    if push.subjects:
+        out = push.interest_changed(pattern, consumers.clock())
         if out:
             send_js(broker, out)
 

@@ -15,10 +15,12 @@ demand; ``max_age``/``max_bytes`` also become the topic's ``message_expiry``
 
 :class:`JetStreams` keeps the per-broker index (name -> :class:`JsStream`,
 subject patterns -> name) rebuilt from the attributes by :meth:`load`, and
-answers the questions the API (``jetstream_api``) and the publish path
+answers the questions the API (``jetstream.api``) and the publish path
 (``session``) ask. Nats-Msg-Id de-duplication is a bounded in-memory window
-per stream, refilled from the log's last ``duplicate_window`` of messages
-the first time a stream is published to after a start.
+per stream (``dedup.DedupWindow``), refilled from the log's last
+``duplicate_window`` of messages the first time a stream is published to
+after a start. Saved removals (filtered purges, deletes, what retention
+removed) go through ``removed.RemovedRecords``.
 """
 
 from __future__ import annotations
@@ -26,33 +28,29 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from core.errors import NotFound
-from core.kvtables import NO_VERSION
 from core.message import Headers
 from core.subjects import is_literal, subject_matches
 
-from adapters.nats.jetstream.config import NS_PER_S, check_update, same_config, subjects_overlap
-from adapters.nats.jetstream.errors import JsApiError
-from adapters.nats.jetstream.index import ROLLUP_HEADER, TABLE, TTL_HEADER, SubjectCounts, SubjectIndex, needs_index, parse_ttl
-from adapters.nats.translate import canonical_to_nats, stored_subject
+from .config import NS_PER_S, check_update, same_config, subjects_overlap
+from .dedup import DedupWindow
+from .errors import JsApiError
+from .index import ROLLUP_HEADER, TTL_HEADER, SubjectCounts, SubjectIndex, needs_index, parse_ttl
+from .removed import RemovedRecords
+from ..translate import canonical_to_nats, stored_subject
 
 JS_STREAM = "jetstream"                 # the Ferry stream holding every JetStream stream
 CONFIG_ATTR = "nats.js.config"
 FLOOR_ATTR = "nats.js.first_seq"
 MSG_ID_HEADER = "Nats-Msg-Id"
-# Ids remembered per stream for de-duplication; past it the oldest go first
-# (nats-server keeps every id inside the window; this bounds memory).
-MAX_DEDUP_IDS = 100_000
 # Records read per step when scanning the log (subject lookups, index and count catch-up),
 SCAN_CHUNK = 256
 SCAN_BYTES = 1 << 20          # ... and at most this many bytes of them (at least one record)
 READ_AHEAD_BYTES = 256 * 1024     # a consumer's read-ahead of records it has not handed out yet
 SUBJECT_CACHE_MAX = 10_000
-TABLE_BATCH = 1000            # key-value table entries written or removed per call
 # Saved deletes past which those below the first live message fold into the purge floor.
 COMPACT_DELETES = 256
 
@@ -66,10 +64,10 @@ class JsStream:
     created: str
     topic_id: int
     floor: int = 0                                   # purge floor: first visible seq
-    dedup: OrderedDict | None = None                 # msg id -> (seq, monotonic ns); None until loaded
+    dedup: DedupWindow | None = None                 # None until refilled from the log
     floors: dict = field(default_factory=dict)       # subject -> first visible seq (filtered purges), saved
     deleted: set = field(default_factory=set)        # seqs removed by STREAM.MSG.DELETE, saved
-    index: SubjectIndex | None = None                # built on first need (jetstream_index)
+    index: SubjectIndex | None = None                # built on first need (jetstream.index)
     counts: SubjectCounts | None = None              # subjects of a stream without index (num_subjects)
     want_index: bool = False                         # a last_per_subject consumer asked for one
 
@@ -110,7 +108,7 @@ class JetStreams:
         self.consumer_count: Callable[[str], int] = lambda name: 0   # set by the consumers' registry
         # Interest and work-queue retention: does a consumer still need (seq, subject)? (the registry's)
         self.needed: Callable[[JsStream, int, str], bool] = lambda st, seq, subject: True
-        self.unsaved: dict[str, list[int]] = {}      # stream -> seqs released by acks, saved with consumer state
+        self.removed = RemovedRecords(broker)        # saved floors and deletes, and those acks left unsaved
 
     # -- start -------------------------------------------------------------------
     def load(self) -> None:
@@ -123,55 +121,13 @@ class JetStreams:
         except NotFound:
             return
         for topic in topics:
-            attrs = self.broker.topic_attrs(JS_STREAM, topic.id)
+            attrs = self.broker.topic_state.topic_attrs(JS_STREAM, topic.id)
             if CONFIG_ATTR not in attrs:
                 continue                             # a topic made by another protocol
             doc = json.loads(attrs[CONFIG_ATTR])
             self.streams[topic.name] = JsStream(topic.name, doc["config"], doc["created"], topic.id,
                                                 floor=int(attrs.get(FLOOR_ATTR, "0")))
-        self._load_removed()
-
-    def _load_removed(self) -> None:
-        """Subject floors and deleted seqs saved by earlier purges and deletes."""
-        tables = getattr(self.broker, "tables", None)
-        if tables is None or not tables.exists(TABLE):
-            return
-        after = None
-        while True:
-            page = tables.entries(TABLE, after, 1000)
-            if not page:
-                return
-            for key, value, _version in page:
-                name, kind, rest = key.decode().split("\x1f", 2)
-                st = self.streams.get(name)
-                if st is None:
-                    continue
-                if kind == "f":
-                    st.floors[rest] = int(value)
-                else:
-                    st.deleted.add(int(rest))
-            after = page[-1][0]
-
-    def _save_removed(self, st: JsStream, floors: dict[str, int], deleted: list[int]) -> None:
-        tables = self.broker.tables
-        tables.create(TABLE)
-        entries = [(_removed_key(st, "f", s), str(q).encode(), NO_VERSION) for s, q in floors.items()]
-        entries += [(_removed_key(st, "d", q), b"", NO_VERSION) for q in deleted]
-        for i in range(0, len(entries), TABLE_BATCH):
-            tables.update(TABLE, entries[i:i + TABLE_BATCH])
-
-    def _forget_removed(self, st: JsStream, floors, deleted) -> None:
-        """Remove saved per-subject floors (subjects) and deletes (seqs) from the table."""
-        keys = [(_removed_key(st, "f", s), NO_VERSION) for s in floors]
-        keys += [(_removed_key(st, "d", q), NO_VERSION) for q in deleted]
-        for i in range(0, len(keys), TABLE_BATCH):
-            self.broker.tables.remove(TABLE, keys[i:i + TABLE_BATCH])
-
-    def _drop_removed(self, st: JsStream) -> None:
-        tables = getattr(self.broker, "tables", None)
-        if tables is None or not (st.floors or st.deleted) or not tables.exists(TABLE):
-            return
-        self._forget_removed(st, st.floors, st.deleted)
+        self.removed.load(self.streams)
 
     # -- lookups -----------------------------------------------------------------
     def get(self, name: str) -> JsStream:
@@ -238,7 +194,7 @@ class JetStreams:
 
     def delete(self, name: str) -> None:
         st = self.get(name)
-        self._drop_removed(st)
+        self.removed.drop(st)
         self.broker.delete_topic(JS_STREAM, st.topic_id)
         del self.streams[name]
         self._subjects.clear()
@@ -266,7 +222,7 @@ class JetStreams:
             purged = sum(1 for q in idx.live if q < new_floor)
         if new_floor > st.floor:
             st.floor = new_floor
-            self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(new_floor)})
+            self.broker.topic_state.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(new_floor)})
             self._drop_segments(st)
         return purged
 
@@ -289,7 +245,7 @@ class JetStreams:
         if floors:
             for subj, q in floors.items():
                 st.floors[subj] = max(st.floors.get(subj, 0), q)
-            self._save_removed(st, floors, [])
+            self.removed.save(st, floors, [])
         return len(matching)
 
     def delete_msg(self, st: JsStream, seq: int) -> bool:
@@ -299,7 +255,7 @@ class JetStreams:
             return False
         idx.hide(seq)
         st.deleted.add(seq)
-        self._save_removed(st, {}, [seq])
+        self.removed.save(st, {}, [seq])
         return True
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
@@ -309,7 +265,7 @@ class JetStreams:
 
     def _save(self, st: JsStream) -> None:
         doc = json.dumps({"config": st.config, "created": st.created}, separators=(",", ":"))
-        self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {CONFIG_ATTR: doc})
+        self.broker.topic_state.set_topic_attrs(JS_STREAM, st.topic_id, {CONFIG_ATTR: doc})
 
     def _drop_segments(self, st: JsStream) -> None:
         """Delete the whole sealed segments below the floor (the records after
@@ -318,7 +274,7 @@ class JetStreams:
         part = self._partition(st)
         offset = min(st.floor - 1, part.next_offset)
         if offset > part.first_offset:
-            self.broker.truncate_partition(JS_STREAM, st.topic_id, 0, part.byte_pos_of(offset))
+            self.broker.topic_state.truncate_partition(JS_STREAM, st.topic_id, 0, part.byte_pos_of(offset))
 
     # -- state --------------------------------------------------------------------
     def _partition(self, st: JsStream):
@@ -391,17 +347,16 @@ class JetStreams:
             idx.hide(seq)
             st.deleted.add(seq)               # saved: a rebuild must not bring it back
         if gone:
-            self.unsaved.setdefault(st.name, []).extend(gone)
+            self.removed.released(st, gone)
 
     def flush_removed(self) -> None:
         """Save the seqs acks released (with the consumers' state, every
         SAVE_INTERVAL), then fold deletes below the first live message into
         the purge floor so the saved set stays small."""
-        unsaved, self.unsaved = self.unsaved, {}
-        for name, seqs in unsaved.items():
+        for name, seqs in self.removed.take().items():
             st = self.streams.get(name)
             if st is not None:
-                self._save_removed(st, {}, seqs)
+                self.removed.save(st, {}, seqs)
                 if len(st.deleted) >= COMPACT_DELETES:
                     self._compact(st)
 
@@ -415,9 +370,9 @@ class JetStreams:
         if first <= st.floor or not below:
             return
         st.floor = first
-        self.broker.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(first)})
+        self.broker.topic_state.set_topic_attrs(JS_STREAM, st.topic_id, {FLOOR_ATTR: str(first)})
         old_floors = [s for s, q in st.floors.items() if q <= first]
-        self._forget_removed(st, old_floors, below)
+        self.removed.forget(st, old_floors, below)
         st.deleted.difference_update(below)
         for subject in old_floors:
             del st.floors[subject]
@@ -430,7 +385,7 @@ class JetStreams:
         idx = st.index
         if idx is not None:
             idx.hide(seq)
-        self._save_removed(st, {}, [seq])
+        self.removed.save(st, {}, [seq])
 
     def visible(self, st: JsStream, seq: int) -> bool:
         """Whether JetStream still shows ``seq`` (the index as it stands: no catch-up)."""
@@ -570,17 +525,17 @@ class JetStreams:
             end = start - 1
 
     # -- de-duplication -------------------------------------------------------------
-    def dedup_window(self, st: JsStream) -> OrderedDict:
+    def dedup_window(self, st: JsStream) -> DedupWindow:
         """The stream's msg-id window, refilled from the log once after a start."""
         if st.dedup is None:
-            st.dedup = OrderedDict()
+            st.dedup = window = DedupWindow()
             start = self.seq_at_time(st, time.time_ns() - st.config["duplicate_window"])
             mono = time.monotonic_ns()
             now = time.time_ns()
             for view in self._forwards(st, max(start, self.first_seq(st))):
                 msg_id = msg_id_of(view.headers)
                 if msg_id:
-                    st.dedup[msg_id] = (view.offset + 1, mono - (now - view.timestamp * 1000))
+                    window.refill(msg_id, view.offset + 1, mono - (now - view.timestamp * 1000))
         return st.dedup
 
     def views(self, st: JsStream, seq: int, count: int = SCAN_CHUNK, max_bytes: int = READ_AHEAD_BYTES) -> list:
@@ -602,21 +557,10 @@ class JetStreams:
     def duplicate_of(self, st: JsStream, msg_id: str) -> int | None:
         """The seq a msg id was stored at inside the window, else None."""
         window = self.dedup_window(st)
-        horizon = time.monotonic_ns() - st.config["duplicate_window"]
-        while window:
-            oldest = next(iter(window.values()))
-            if oldest[1] >= horizon:
-                break
-            window.popitem(last=False)
-        found = window.get(msg_id)
-        return None if found is None else found[0]
+        return window.duplicate_of(msg_id, time.monotonic_ns() - st.config["duplicate_window"])
 
     def remember(self, st: JsStream, msg_id: str, seq: int) -> None:
-        window = self.dedup_window(st)
-        window[msg_id] = (seq, time.monotonic_ns())
-        window.move_to_end(msg_id)
-        while len(window) > MAX_DEDUP_IDS:
-            window.popitem(last=False)
+        self.dedup_window(st).remember(msg_id, seq, time.monotonic_ns())
 
     def last_msg_id(self, st: JsStream) -> str:
         view = self._raw(st, self.last_seq(st))
@@ -628,11 +572,6 @@ def msg_id_of(tlv) -> str | None:
         return None
     value = Headers.decode(tlv).get(MSG_ID_HEADER)
     return value.as_str() if value is not None else None
-
-
-def _removed_key(st: JsStream, kind: str, rest) -> bytes:
-    """A key of :data:`TABLE`: ``<stream> US f US <subject>`` (a floor) or ``... d ... <seq>`` (a delete)."""
-    return f"{st.name}\x1f{kind}\x1f{rest}".encode()
 
 
 def _index_headers(tlv) -> tuple[str | None, int]:
