@@ -268,9 +268,10 @@ class SegmentStoreSession(TableSegmentOps):
             part = self._partition(topic, name.number)
             key = (topic.stream_id, topic.id, name.number)
             waiting = partial(self._setup_settled, cmd)
-            if part.remote and self.state.when_settled(key, str(cmd.writer_id), waiting):
-                # Blocks of this writer (from a connection now gone) are on their way to the
-                # cluster: answer once they are stored or failed (state.py, "Unsettled appends").
+            if self.state.when_settled(key, str(cmd.writer_id), waiting):
+                # Blocks of this writer (from a connection now gone) are not applied yet (on
+                # their way to the cluster): answer once they are stored or failed (state.py,
+                # "Unsettled appends"; never with the embedded log, which applies at once).
                 return
             stored = part.producer_sequence(str(cmd.writer_id))
             last = NULL_EVENT_NUMBER if stored is None else stored
@@ -344,54 +345,56 @@ class SegmentStoreSession(TableSegmentOps):
             raise PravegaProtocolError(f"block {first}..{last} straddles stored event number {stored}")
         count = len(payloads)
         block = payload_block(payloads)  # stamped in one pass by the core (append_records)
-        remote = part.remote
         w.inflight += 1
         self.unacked_bytes += size
-        if remote:  # ``size`` is what the block adds to the writer's view (frames, or raw bytes)
-            self.state.begin_append((w.stream_id, w.topic_id, w.partition), w.producer, size)
-        end: list[int] = []  # the segment's length right after this block, for its DataAppended
+        # Once the call returned: the segment's length right after this block (for its
+        # DataAppended) when the partition applied it at once, else None (_acked).
+        end: list[int | None] = []
         try:
-            self.broker.append_records(w.stream_id, w.topic_id, block, count, partition=w.partition,
-                                       producer=(w.producer, last),
-                                       on_durable=partial(self._acked, w, rid, last, size, part, end, remote),
-                                       origin=ORIGIN)
-            if not remote:  # a remote partition holds the block only once the cluster stored it
+            result = self.broker.append_records(w.stream_id, w.topic_id, block, count, partition=w.partition,
+                                                producer=(w.producer, last),
+                                                on_durable=partial(self._acked, w, rid, last, size, part, end),
+                                                origin=ORIGIN)
+            if part.is_applied(result):
                 end.append(raw_end(part) if w.raw else part.byte_end)
+            else:  # unsettled until on_durable (state.py); ``size``: what it adds to the writer's view
+                end.append(None)
+                self.state.begin_append((w.stream_id, w.topic_id, w.partition), w.producer, size)
             self.counters["messages_in"].inc(LISTENER, amount=count)
             self.counters["bytes_in"].inc(LISTENER, amount=size - 8 * count if not w.raw else size)
         except TopicSealed:
-            self._settle(w, size, remote)
+            self._settle(w, size)
             self._fail(w, C.SegmentIsSealed(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
         except NotFound:
-            self._settle(w, size, remote)
+            self._settle(w, size)
             self._fail(w, C.NoSuchSegment(request_id=rid, segment=w.segment, server_stack_trace="", offset=last))
         except PayloadTooLarge as exc:
-            self._settle(w, size, remote)
+            self._settle(w, size)
             self._fail(w, C.ErrorMessage(request_id=rid, segment=w.segment, message=exc.message, error_code=0))
             raise PravegaProtocolError(exc.message) from None
         except StorageError as exc:
-            self._settle(w, size, remote)
+            self._settle(w, size)
             raise PravegaProtocolError(f"storage failed: {exc}") from None
 
-    def _settle(self, w: _Writer, size: int, remote: bool = False) -> None:
+    def _settle(self, w: _Writer, size: int, unsettled: bool = False) -> None:
         w.inflight -= 1
         self.unacked_bytes -= size
-        if remote:
+        if unsettled:  # counted by _store as not applied yet
             self.state.end_append((w.stream_id, w.topic_id, w.partition), w.producer, size)
         self._on_ack()
 
-    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, end: list[int], remote: bool,
-               outcome) -> None:
-        self._settle(w, size, remote)
+    def _acked(self, w: _Writer, rid: int, last: int, size: int, part, end: list[int | None], outcome) -> None:
+        later = end == [None]  # applied after the call returned (_store)
+        self._settle(w, size, later)
         if self._write_failed(outcome):
             return
         prev, w.last_acked = w.last_acked, max(w.last_acked, last)
         # Upstream: the length after *this* append, not after later blocks already accepted.
-        if end:
-            offset = end[0]
-        elif remote:
+        if later:  # the partition may hold later appends (other gateways') by now: from the real offsets
             offset = _end_after(part, outcome, w.raw)
-        else:
+        elif end:
+            offset = end[0]
+        else:  # fired inside the call (no partition does): the end now
             offset = raw_end(part) if w.raw else part.byte_end
         self.send(C.DataAppended(writer_id=uuid.UUID(w.producer), event_number=last, previous_event_number=prev,
                                  request_id=rid, current_segment_write_offset=offset))
@@ -498,11 +501,11 @@ class SegmentStoreSession(TableSegmentOps):
         kind = self.state.kinds.get(key)
         if kind is None:
             kind = self.broker.topic_state.topic_attrs(topic.stream_id, topic.id).get(ATTR_KIND, "events")
-            if kind == BYTES or topic.partitions_count != 1 or not self._partition(topic, 0).remote \
-                    or self._partition(topic, 0).next_offset:
-                # Kept: only an empty single-segment stream can still turn into a byte stream,
-                # and in scale-out mode another gateway may do that (the attribute arrives
-                # through the metadata log), so that answer is asked again next time.
+            if kind == BYTES or topic.partitions_count != 1 or self._partition(topic, 0).next_offset:
+                # Kept once final: only an empty single-segment stream can still turn into a
+                # byte stream -- here (_mark_bytes keeps this cache) or, in scale-out mode, on
+                # another gateway (the attribute arrives through the metadata log) -- so that
+                # answer is read again next time (one attribute read until the stream has data).
                 self.state.kinds[key] = kind
         return kind == BYTES
 
@@ -567,20 +570,22 @@ class SegmentStoreSession(TableSegmentOps):
             raise _Reply(C.ErrorMessage(request_id=rid, segment=cmd.source, message="merged bytes are not event "
                                         "frames", error_code=0)) from None
         part = self._partition(topic, name.number)
+        applied: list[bool] = []  # once the call returned: Partition.is_applied of its result
         try:
-            self.broker.append(topic.stream_id, topic.id, [AppendInput(bytes(p)) for p in payloads],
-                               partition=name.number, on_durable=partial(self._merged, rid, cmd, part),
-                               origin=ORIGIN)
+            result = self.broker.append(topic.stream_id, topic.id, [AppendInput(bytes(p)) for p in payloads],
+                                        partition=name.number, on_durable=partial(self._merged, rid, cmd, part,
+                                                                                  applied), origin=ORIGIN)
+            applied.append(part.is_applied(result))
         except TopicSealed:
             raise _Reply(C.SegmentIsSealed(request_id=rid, segment=cmd.target, server_stack_trace="",
                                            offset=-1)) from None
 
-    def _merged(self, rid: int, cmd, part, outcome) -> None:
+    def _merged(self, rid: int, cmd, part, applied: list[bool], outcome) -> None:
         if self._write_failed(outcome):
             return
-        # A remote partition may hold later appends (other gateways') by now: the end
-        # right after this one, from its real offsets.
-        end = _end_after(part, outcome, False) if part.remote else part.byte_end
+        # Applied after the call returned: the partition may hold later appends (other
+        # gateways') by now, so the end right after this one, from its real offsets.
+        end = _end_after(part, outcome, False) if applied == [False] else part.byte_end
         self.send(C.SegmentsMerged(request_id=rid, target=cmd.target, source=cmd.source,
                                    new_target_write_offset=end))
 

@@ -18,17 +18,20 @@ aborts them (docs/pravega.md says so); their total size is bounded. In
 scale-out mode they are this gateway's: a client opens, writes and commits a
 transaction through one gateway's controller and the segment store it names.
 
-Unsettled appends (scale-out mode, docs/scale-out.md): a remote partition
-(gateway/jetstream_store/partition.py) takes an append into an outbox and makes it readable,
-and its writer's event number known, only once the cluster stored it. So the
-segment store counts here, per (partition, writer), the appends whose
-``on_durable`` has not fired yet, and the event-view bytes they add per
-partition: a writer that reconnects while its old connection's blocks are
-still on their way gets its AppendSetup once they settled (else the client
-resends them, re-batched, and they are stored twice), and a conditional
-append compares its expected offset with the end *including* this gateway's
-unsettled appends (the client pipelines byte-stream writes). The embedded log
-applies appends at once, so nothing is counted for it.
+Unsettled appends (scale-out mode, docs/scale-out.md): a partition that does
+not apply an append when it returns (``Partition.is_applied`` False: the
+JetStream store's, gateway/jetstream_store/partition.py, which takes it into
+an outbox) makes it readable, and its writer's event number known, only once
+the cluster stored it. So the segment store counts here, per (partition,
+writer), such appends whose ``on_durable`` has not fired yet, and the
+event-view bytes they add per partition: a writer that reconnects while its
+old connection's blocks are still on their way gets its AppendSetup once they
+settled (else the client resends them, re-batched, and they are stored
+twice), and a conditional append compares its expected offset with the end
+*including* this gateway's unsettled appends (the client pipelines
+byte-stream writes). The embedded log applies appends at once, so nothing is
+counted for it. Only the segment store's own appends are counted, not another
+protocol's to the same partition through this gateway.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ class PravegaState:
         self.kinds: dict[tuple[int, int, int], str] = {}
         # transient segment name -> the large event's bytes so far (until MergeSegments)
         self.transients: dict[str, bytearray] = {}
-        # unsettled appends to remote partitions (module docstring)
+        # unsettled appends: applied after the call returned (module docstring)
         self.unsettled: dict[tuple[PartKey, str], int] = {}  # (partition, writer id) -> appends
         self.unsettled_bytes: dict[PartKey, int] = {}  # partition -> event-view bytes they add
         self._settle_waiters: dict[tuple[PartKey, str], list[Callable[[], None]]] = {}

@@ -113,9 +113,6 @@ class Partition:
     pending calls; damaged segments go to the partition's :class:`Quarantine`."""
 
     incarnation = None  # what the store tied the partition to (Store.incarnation, Broker.resync)
-    # Only adapters/pravega/session.py still asks this (issue 24: its unsettled-append
-    # bookkeeping is to move behind the store): appends readable once the cluster stored them.
-    remote = False
 
     def __init__(self, path: Path, partition_id: int, cfg: LogConfig, clock: Callable[[], int]) -> None:
         self.path = path
@@ -318,6 +315,13 @@ class Partition:
         return [(s.base_offset, s.index.count, s.size) for s in self._segments]
 
     # -- append --------------------------------------------------------------------
+    def is_applied(self, result: AppendResult) -> bool:
+        """Is the append that returned ``result`` applied: readable at its offsets, counted in
+        ``next_offset`` / ``byte_end``? Always here (this log applies before returning). A
+        partition that applies later (gateway/jetstream_store/partition.py) says False:
+        ``result`` is a guess then, and ``on_durable`` gets the real offsets."""
+        return True
+
     def append(
         self,
         items: Sequence[AppendInput],

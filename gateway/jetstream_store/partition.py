@@ -10,9 +10,10 @@ agree on every offset. This class is the gateway's side of that, with no I/O:
 * ``append`` / ``append_encoded`` check what the embedded log checks, give
   each message its id now (so every gateway stores the same one), and queue
   an :class:`Outgoing` entry in a bounded outbox instead of the local log.
-  The records are not readable yet: they have no offset until the cluster
-  stores them. The result's ``base_offset`` is this gateway's guess (exact
-  while it is the partition's only writer); ``on_durable`` gets the real one.
+  The records are not readable yet (``is_applied`` says False): they have no
+  offset until the cluster stores them. The result's ``base_offset`` is this
+  gateway's guess (exact while it is the partition's only writer);
+  ``on_durable`` gets the real one.
 * The JetStream store (store.py) takes the outbox,
   publishes each message and, on the stream's acknowledgement, calls
   :meth:`await_applied`.
@@ -66,7 +67,6 @@ class Outgoing:
 class RemotePartition(Partition):
     """A partition cached locally and stored in a JetStream stream (module docstring)."""
 
-    remote = True  # adapters/pravega/session.py (core/log/partition.py)
     incarnation = None  # set by the store: tells a topic from a later one reusing its ids, or a purge
     max_message_bytes = MAX_APPEND_BYTES  # the cluster's max_payload (its INFO), set by the store
 
@@ -95,6 +95,11 @@ class RemotePartition(Partition):
         return self.outbox_bytes > MAX_OUTBOX_BYTES or super().over_limit
 
     # -- appends: to the outbox ------------------------------------------------------
+    def is_applied(self, result: AppendResult) -> bool:
+        """Never on return (Partition.is_applied): an append waits in the outbox, a
+        duplicate's result names the cache's end, not where the cluster is."""
+        return False
+
     def append(
         self,
         items: Sequence[AppendInput],
