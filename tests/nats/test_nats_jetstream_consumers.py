@@ -51,7 +51,7 @@ async def info(js, stream, name):
 async def fetch(psub, n, timeout=1.0):
     try:
         return msgs(await psub.fetch(n, timeout=timeout))
-    except nats.errors.TimeoutError:
+    except asyncio.TimeoutError:  # nats-py's own TimeoutError, or (under load) asyncio's from its _fetch_n
         return "timeout"
 
 
