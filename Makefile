@@ -105,7 +105,11 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 
 # The second run: the real-client tests marked `store` again, with every gateway they
 # start keeping its state in a 3-node nats-server JetStream cluster (docs/scale-out.md).
-STORE_PASS = FERRY_TEST_STORE=jetstream $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) -m "store and not embedded_only"
+# Each worker starts its own cluster (3 nats-server processes), so fewer workers: on the
+# 2-core machine 75 tests took 2m10s with 2 workers and 5m04s with 4 (docs/testing.md).
+STORE_WORKERS ?= 2
+STORE_PASS = FERRY_TEST_STORE=jetstream $(BIN)/pytest -n $(STORE_WORKERS) --dist loadfile $(PYTEST_ARGS) \
+	-m "store and not embedded_only"
 
 # The whole suite prints its ten slowest tests: the figures issue 24 (a faster test tier)
 # is measured by, from every CI run. The store pass is its own step.
