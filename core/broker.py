@@ -44,7 +44,7 @@ from .log.encoded import records_of
 from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
 from .metadata import Ident, Metadata
 from .metrics import metrics_for
-from .model import StreamInfo, TopicInfo
+from .model import StreamInfo, TopicInfo, TopicSettings
 from .store import EmbeddedStore, Published, Store, StoreEvents
 from .topicops import TopicState, topic_sealed
 
@@ -341,14 +341,11 @@ class Broker:
         partitions: int = 1,
         *,
         topic_id: int | None = None,
-        message_expiry: int = 0,
-        max_topic_size: int = 0,
-        compression: str = "none",
-        replication_factor: int = 1,
+        settings: TopicSettings = TopicSettings(),
         segment_bytes: int = 0,
         fsync: str = "",
     ) -> TopicInfo:
-        """Create a topic and open its partitions. ``segment_bytes`` and ``fsync``
+        """Create a topic with ``settings`` and open its partitions. ``segment_bytes`` and ``fsync``
         (one of ``core.log.FSYNC_POLICIES``) give the topic its own segment size and
         fsync policy instead of the broker's ``[log]`` ones (0 / "" keep those); they
         are fixed for the topic's life (:meth:`topic_log_config`)."""
@@ -359,10 +356,7 @@ class Broker:
             name,
             partitions,
             topic_id=topic_id,
-            message_expiry=message_expiry,
-            max_topic_size=max_topic_size,
-            compression=compression,
-            replication_factor=replication_factor,
+            settings=settings,
             segment_bytes=segment_bytes,
             fsync=fsync,
         )
@@ -377,9 +371,12 @@ class Broker:
     def list_topics(self, stream: Ident) -> list[TopicInfo]:
         return self.meta.list_topics(stream)
 
-    def update_topic(self, stream: Ident, topic: Ident, **changes: object) -> TopicInfo:
+    def update_topic(self, stream: Ident, topic: Ident, *, name: str | None = None,
+                     settings: TopicSettings | None = None) -> TopicInfo:
+        """Rename and/or replace the settings (``None`` keeps either; change some with
+        ``dataclasses.replace(topic.settings, ...)``)."""
         self._forget_subjects()
-        return self.meta.update_topic(stream, topic, **changes)
+        return self.meta.update_topic(stream, topic, name=name, settings=settings)
 
     def delete_topic(self, stream: Ident, topic: Ident) -> None:
         self._forget_subjects()

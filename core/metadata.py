@@ -67,7 +67,7 @@ from .errors import (
 from .log.config import FSYNC_POLICIES, MAX_SEGMENT_BYTES
 from .message import now_us
 from .metadb import MAX_ID, MAX_INT64, Ident, MetaDb, check_ident, check_int, check_name, lowest_free_id
-from .model import ConsumerGroupInfo, ConsumerOffsetInfo, PartitionInfo, StreamInfo, TopicInfo
+from .model import ConsumerGroupInfo, ConsumerOffsetInfo, PartitionInfo, StreamInfo, TopicInfo, TopicSettings
 from .permissions import Action, GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
 from .topicstate import TopicStateStore
 
@@ -75,8 +75,6 @@ from .topicstate import TopicStateStore
 # (MAX_PARTITIONS_COUNT, apache/iggy core/common/src/commands/topics/create_topic.rs;
 # error 2015 TooManyPartitions).
 MAX_PARTITIONS = 1000
-COMPRESSIONS = ("none", "gzip")  # Iggy CompressionAlgorithm 1 / 2 (protocols/iggy.md 3.6)
-MAX_REPLICATION_FACTOR = 255  # a u8 on the wire
 CONSUMER_KINDS = ("consumer", "group")
 
 _UPSERT_OFFSET = (
@@ -226,22 +224,20 @@ class Metadata:
         partitions: int = 1,
         *,
         topic_id: int | None = None,
-        message_expiry: int = 0,
-        max_topic_size: int = 0,
-        compression: str = "none",
-        replication_factor: int = 1,
+        settings: TopicSettings = TopicSettings(),
         segment_bytes: int = 0,
         fsync: str = "",
     ) -> TopicInfo:
         """Create a topic and its partitions ``0..partitions-1`` in one transaction.
-        ``segment_bytes`` and ``fsync`` override the broker's log settings for this
+        ``settings`` are checked (:meth:`TopicSettings.checked`) after the name and
+        the partition count. ``segment_bytes`` and ``fsync`` override the broker's log settings for this
         topic (0 / "" keep them); they cannot be changed afterwards.
 
         Raises StreamNotFound, InvalidName, InvalidArgument, TooManyPartitions,
         TopicAlreadyExists."""
         check_name(name, "topic")
         _check_partitions(partitions, 0)
-        settings = _topic_settings(message_expiry, max_topic_size, compression, replication_factor)
+        checked = settings.checked()
         log_settings = _topic_log_settings(segment_bytes, fsync)
         if topic_id is not None:
             check_int(topic_id, "topic id", 0, MAX_ID)
@@ -257,7 +253,7 @@ class Metadata:
             conn.execute(
                 "INSERT INTO topics (stream_id, id, name, created_at, message_expiry, max_topic_size,"
                 " compression, replication_factor, segment_bytes, fsync) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (sid, topic_id, name, created, *settings, *log_settings),
+                (sid, topic_id, name, created, *_setting_values(checked), *log_settings),
             )
             _insert_partitions(conn, sid, topic_id, range(partitions), created)
         info = self._reload_topic(sid, topic_id)
@@ -279,21 +275,14 @@ class Metadata:
         topic: Ident,
         *,
         name: str | None = None,
-        message_expiry: int | None = None,
-        max_topic_size: int | None = None,
-        compression: str | None = None,
-        replication_factor: int | None = None,
+        settings: TopicSettings | None = None,
     ) -> TopicInfo:
-        """Change any of a topic's settings (``None`` keeps one). Raises
+        """Rename a topic and/or replace its settings (``None`` keeps either; to change
+        some settings pass ``dataclasses.replace(topic.settings, ...)``). Raises
         StreamNotFound, TopicNotFound, InvalidName, InvalidArgument, TopicAlreadyExists."""
         old = self.get_topic(stream, topic)
         new_name = old.name if name is None else check_name(name, "topic")
-        settings = _topic_settings(
-            old.message_expiry if message_expiry is None else message_expiry,
-            old.max_topic_size if max_topic_size is None else max_topic_size,
-            old.compression_algorithm if compression is None else compression,
-            old.replication_factor if replication_factor is None else replication_factor,
-        )
+        checked = (old.settings if settings is None else settings).checked()
         taken = self._topic_ids.get((old.stream_id, new_name))
         if taken is not None and taken != old.id:
             raise TopicAlreadyExists(f"topic {new_name!r} already exists in stream {old.stream_id}", field="name")
@@ -301,7 +290,7 @@ class Metadata:
             conn.execute(
                 "UPDATE topics SET name = ?, message_expiry = ?, max_topic_size = ?, compression = ?,"
                 " replication_factor = ? WHERE stream_id = ? AND id = ?",
-                (new_name, *settings, old.stream_id, old.id),
+                (new_name, *_setting_values(checked), old.stream_id, old.id),
             )
         del self._topic_ids[(old.stream_id, old.name)]
         audit("topic.update", stream_id=old.stream_id, topic=new_name, topic_id=old.id)
@@ -563,18 +552,9 @@ def _check_partitions(count: object, lo: int) -> int:
     return count
 
 
-def _topic_settings(message_expiry: int, max_topic_size: int, compression: str,
-                    replication_factor: int) -> tuple[int, int, str, int]:
-    check_int(message_expiry, "message expiry (µs)")
-    check_int(max_topic_size, "max topic size (bytes)")
-    # Iggy's JSON accepts the algorithm name in any case (protocols/iggy.md 3.6).
-    algo = compression.lower() if isinstance(compression, str) else compression
-    if algo not in COMPRESSIONS:
-        raise InvalidArgument(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
-    # 0 means "not given" on Iggy's wire and is stored as 1 there; the adapter
-    # maps it, the core refuses it (Iggy's own validation: 2018 InvalidReplicationFactor).
-    check_int(replication_factor, "replication factor", 1, MAX_REPLICATION_FACTOR)
-    return (message_expiry, max_topic_size, algo, replication_factor)
+def _setting_values(s: TopicSettings) -> tuple[int, int, str, int]:
+    # in the column order of the topics table (message_expiry .. replication_factor)
+    return (s.message_expiry, s.max_topic_size, s.compression, s.replication_factor)
 
 
 def _topic_log_settings(segment_bytes: int, fsync: str) -> tuple[int, str]:

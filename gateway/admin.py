@@ -28,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Iterator, Sequence
 from core.errors import InvalidArgument, NotFound
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers, Message
+from core.model import TopicSettings
 
 from .config import Config
 
@@ -254,7 +255,7 @@ def topic_create(cfg: Config, stream: str, name: str, *, partitions: int, topic_
             out.write(f"topic {found.name!r} exists with id {found.id} and {found.partitions_count} partition(s)\n")
             return
         info = broker.create_topic(ident(stream), name, partitions, topic_id=topic_id,
-                                   message_expiry=expiry, max_topic_size=size)
+                                   settings=TopicSettings(message_expiry=expiry, max_topic_size=size))
     out.write(f"created topic {info.name!r} with id {info.id} and {info.partitions_count} partition(s)\n")
 
 

@@ -30,6 +30,7 @@ from urllib.parse import quote, unquote, urlencode
 
 from core.header_value import HeaderKind, HeaderValue
 from core.message import Headers, Message
+from core.model import TopicSettings
 
 from .config import Config
 from .remote_target import Auth, Target
@@ -284,9 +285,12 @@ class RemoteBroker:
 
     # -- topics ----------------------------------------------------------------------
     def create_topic(self, stream: int | str, name: str, partitions: int = 1, *, topic_id: int | None = None,
-                     message_expiry: int = 0, max_topic_size: int = 0, **_: Any) -> RemoteTopic:
-        body: dict[str, Any] = {"name": name, "partitions_count": partitions, "compression_algorithm": "none",
-                                "message_expiry": message_expiry, "max_topic_size": max_topic_size}
+                     settings: TopicSettings = TopicSettings(), **_: Any) -> RemoteTopic:
+        """``Broker.create_topic`` over HTTP; the replication factor and the log settings
+        (``segment_bytes``, ``fsync``: the ``**_``) are not sent: the server's defaults apply."""
+        body: dict[str, Any] = {"name": name, "partitions_count": partitions,
+                                "compression_algorithm": settings.compression,
+                                "message_expiry": settings.message_expiry, "max_topic_size": settings.max_topic_size}
         if topic_id is not None:
             body["topic_id"] = topic_id + ID_BASE
         sid = self.get_stream(stream).id

@@ -247,8 +247,9 @@ def stream_json(broker, stream: StreamInfo, details: bool) -> dict:
 
 
 def create_topic_args(f: Fields) -> tuple[dict, dict]:
-    """POST /streams/{s}/topics body -> (``Broker.create_topic`` keyword arguments, the
-    catalog keys given). The three named settings are required, as the current
+    """POST /streams/{s}/topics body -> (name, partitions, topic_id, replication_factor;
+    the catalog keys given, which ``options.create_args`` turns into the topic's
+    ``TopicSettings``). The three named settings are required, as the current
     server's ``CreateTopic`` has them; ``options`` carries catalog keys as text
     (:func:`topic_options`), and a named setting other than its default goes over
     the same key there, as the reference's typed fields do. The caller checks the
@@ -273,9 +274,9 @@ def create_topic_args(f: Fields) -> tuple[dict, dict]:
     }, given
 
 
-def update_topic_args(f: Fields) -> tuple[dict, dict]:
-    """PUT /streams/{s}/topics/{t} body -> (``Broker.update_topic`` changes, the catalog
-    keys given): a patch, as the current server's ``UpdateTopic``, whose
+def update_topic_args(f: Fields) -> tuple[str, dict, dict]:
+    """PUT /streams/{s}/topics/{t} body -> (the name, the ``TopicSettings`` fields it
+    changes, the catalog keys given): a patch, as the current server's ``UpdateTopic``, whose
     ``compression_algorithm``, ``message_expiry`` and ``max_topic_size`` are
     ``Option``s: one left out (or null) keeps the topic's value, ``0`` resets it to
     the default; ``options`` may carry the same three keys as text (others are 4041)."""
@@ -288,11 +289,11 @@ def update_topic_args(f: Fields) -> tuple[dict, dict]:
         value = f.int(key, required=False)
         if value is not None:
             given[key] = value or None  # 0: back to the server default
-    changes = {"name": name, **options.update_args(given)}
+    changes = options.update_args(given)
     rf = f.int("replication_factor", 0, 255, required=False)
     if rf:
         changes["replication_factor"] = rf
-    return changes, given
+    return name, changes, given
 
 
 def _compression(text: str, field: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from adapters.iggy import options
 from core.errors import NotFound
 from core.permissions import Action
@@ -95,8 +97,8 @@ def create_topic(app: App, ctx: Ctx):
     args, given = models.create_topic_args(ctx.fields())
     # the catalog's cross-key checks and defaults, as the binary CreateTopic (adapters/iggy/options.py)
     models.check_topic(options.check_create, given, args["partitions"], app.broker)
-    topic = app.broker.create_topic(stream.id, args.pop("name"), args.pop("partitions"), **args,
-                                    **options.create_args(given))
+    topic = app.broker.create_topic(stream.id, args["name"], args["partitions"], topic_id=args["topic_id"],
+                                    **options.create_args(given, args["replication_factor"]))
     options.record_explicit(app.broker, topic, given)
     return json_response(topic_details(app, topic, True))  # iggy.md 10.4: 200 TopicDetails
 
@@ -106,10 +108,10 @@ def update_topic(app: App, ctx: Ctx):
     cap below the topic's segment size is 1019, as on the binary transports."""
     topic = topic_of(app, ctx)
     ctx.require(Action.MANAGE_TOPIC, topic.stream_id, topic.id)
-    changes, given = models.update_topic_args(ctx.fields())
+    name, changes, given = models.update_topic_args(ctx.fields())
     models.check_topic(options.check_size_floor, given.get("max_topic_size"),
                        app.broker.topic_log_config(topic).segment_bytes)
-    topic = app.broker.update_topic(topic.stream_id, topic.id, **changes)
+    topic = app.broker.update_topic(topic.stream_id, topic.id, name=name, settings=replace(topic.settings, **changes))
     if given:
         options.record_explicit(app.broker, topic, given, update=True)
     return empty()

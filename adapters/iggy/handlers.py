@@ -15,9 +15,11 @@ import platform
 import socket
 import struct
 import time
+from dataclasses import replace
 
 
 from core import errors as ce
+from core.model import TopicSettings
 from core.permissions import Action
 from core.procstats import START_US, process_stats
 
@@ -372,17 +374,18 @@ def create_topic(s, v):
     st = s.stream(v.stream_id)
     s.require(A.CREATE_TOPIC, st.id)
     wanted = v.topic_id - 1 if s.one_based and v.topic_id else None
+    rf = max(v.replication_factor or 1, 1)  # 0 = "not given", stored as 1 (iggy.md 3.6)
     if s.dialect == 3:
         given = options.parse_create(v.options)
         options.check_create(given, v.partitions_count, s.broker)
-        settings = options.create_args(given)
+        args = options.create_args(given, rf)
     else:
         given = {}
         options.check_size_floor(v.max_topic_size, s.broker.cfg.log.segment_bytes)
-        settings = {"message_expiry": _expiry_in(v.message_expiry), "max_topic_size": _expiry_in(v.max_topic_size),
-                    "compression": _compression(v.compression)}
-    t = s.broker.create_topic(st.id, v.name, v.partitions_count, topic_id=wanted,
-                              replication_factor=max(v.replication_factor or 1, 1), **settings)
+        args = {"settings": TopicSettings(message_expiry=_expiry_in(v.message_expiry),
+                                          max_topic_size=_expiry_in(v.max_topic_size),
+                                          compression=_compression(v.compression), replication_factor=rf)}
+    t = s.broker.create_topic(st.id, v.name, v.partitions_count, topic_id=wanted, **args)
     options.record_explicit(s.broker, t, given)
     return render.topic_details(s.broker, t, s.dialect)
 
@@ -393,17 +396,16 @@ def update_topic(s, v):
     t = s.topic(v.stream_id, v.topic_id)
     s.require(A.MANAGE_TOPIC, t.stream_id, t.id)
     segment = s.broker.topic_log_config(t).segment_bytes
-    changes = {"name": v.name}
     if s.dialect == 3:
         given = options.parse_update(v.options)
         options.check_size_floor(given.get("max_topic_size"), segment)
-        changes.update(options.update_args(given))
+        changes = options.update_args(given)
     else:
         given = {}
         options.check_size_floor(v.max_topic_size, segment)
-        changes.update(message_expiry=_expiry_in(v.message_expiry), max_topic_size=_expiry_in(v.max_topic_size),
-                       compression=_compression(v.compression))
-    t = s.broker.update_topic(t.stream_id, t.id, **changes)
+        changes = {"message_expiry": _expiry_in(v.message_expiry), "max_topic_size": _expiry_in(v.max_topic_size),
+                   "compression": _compression(v.compression)}
+    t = s.broker.update_topic(t.stream_id, t.id, name=v.name, settings=replace(t.settings, **changes))
     if given:
         options.record_explicit(s.broker, t, given, update=True)
     return b""

@@ -40,9 +40,10 @@ canonical kind (its default and the values reported are encoded in it), whether
 UpdateTopic may carry it, how a value is read (the canonical kind, or a string
 parsed as the reference parses config text) and bounded, its default, and where
 it lands in the core: ``compression_algorithm``, ``message_expiry`` and
-``max_topic_size`` are the topic's settings (``Broker.create_topic`` /
-``update_topic``); ``segment_size`` and ``enforce_fsync`` are the topic's own log
-settings (``TopicInfo.segment_bytes``; ``TopicInfo.fsync`` ``always`` for true,
+``max_topic_size`` are the topic's settings (a ``core.model.TopicSettings`` for
+``Broker.create_topic`` / ``update_topic``); ``segment_size`` and
+``enforce_fsync`` are the topic's own log settings (``TopicInfo.segment_bytes``;
+``TopicInfo.fsync`` ``always`` for true,
 ``never`` for false), fixed at creation, which its partitions roll and
 fdatasync by (``Broker.topic_log_config``, ``core/flusher.py``). The last three
 tune the reference server's journal and have no counterpart in Ferry's log: they
@@ -72,6 +73,7 @@ from typing import Any
 from core import errors as ce
 from core.message import HeaderKind
 from core.metadata import MAX_PARTITIONS
+from core.model import TopicSettings
 
 from .errors import IggyError, IggyStatus
 
@@ -434,18 +436,23 @@ def _core_u64(wire: int | None) -> int:
     return 0 if wire in (None, 0, U64_MAX) else wire
 
 
-def create_args(given: dict[str, Any]) -> dict[str, Any]:
-    """``Broker.create_topic`` keyword arguments for the keys given (the rest: the core's defaults)."""
+def create_args(given: dict[str, Any], replication_factor: int = 1) -> dict[str, Any]:
+    """``Broker.create_topic`` keyword arguments (``settings``, ``segment_bytes``, ``fsync``)
+    for the keys given (the rest: the core's defaults); the replication factor is no
+    catalog key, the caller passes the one its request carries."""
     fsync = given.get("enforce_fsync")
-    return {"message_expiry": _core_u64(given.get("message_expiry")),
-            "max_topic_size": _core_u64(given.get("max_topic_size")),
-            "compression": given.get("compression_algorithm", "none"),
+    settings = TopicSettings(message_expiry=_core_u64(given.get("message_expiry")),
+                             max_topic_size=_core_u64(given.get("max_topic_size")),
+                             compression=given.get("compression_algorithm", "none"),
+                             replication_factor=replication_factor)
+    return {"settings": settings,
             "segment_bytes": given.get("segment_size", 0),
             "fsync": "" if fsync is None else _FSYNC_OF[fsync]}
 
 
 def update_args(given: dict[str, Any]) -> dict[str, Any]:
-    """``Broker.update_topic`` changes for the keys an update sends (others keep their values)."""
+    """The ``TopicSettings`` fields an update's keys change (others keep their values):
+    ``dataclasses.replace(topic.settings, **update_args(given))``."""
     changes: dict[str, Any] = {}
     if "compression_algorithm" in given:
         changes["compression"] = given["compression_algorithm"] or "none"

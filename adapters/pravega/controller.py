@@ -28,6 +28,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import replace
 from typing import Callable
 
 from core.access import denied
@@ -42,6 +43,7 @@ from core.errors import (
 )
 from core.log.partition import AppendInput
 from core.metrics import metrics_for
+from core.model import TopicSettings
 from core.permissions import Action
 
 from . import controller_proto as P
@@ -322,7 +324,8 @@ class ControllerService:
             pass
         segments = max(1, req.scaling_policy.min_num_segments if req.scaling_policy else 1)
         expiry, max_size = _retention(req.retention_policy)
-        self.broker.create_topic(names[0], names[1], segments, message_expiry=expiry, max_topic_size=max_size)
+        self.broker.create_topic(names[0], names[1], segments,
+                                 settings=TopicSettings(message_expiry=expiry, max_topic_size=max_size))
         try:
             self.broker.topic_state.set_topic_attrs(names[0], names[1], _attrs(req))
         except FerryError:  # e.g. tags over the attribute limit: refuse the whole create, leave no stream
@@ -408,7 +411,8 @@ class ControllerService:
             raise _Status(GrpcStatus.INVALID_ARGUMENT, f"changing the segment count ({topic.partitions_count} -> "
                           f"{wanted}) is scaling, which Ferry streams do not do")
         expiry, max_size = _retention(req.retention_policy)
-        self.broker.update_topic(topic.stream_id, topic.id, message_expiry=expiry, max_topic_size=max_size)
+        self.broker.update_topic(topic.stream_id, topic.id,
+                                 settings=replace(topic.settings, message_expiry=expiry, max_topic_size=max_size))
         self.broker.topic_state.set_topic_attrs(topic.stream_id, topic.id, _attrs(req))
         return P.UpdateStreamStatus(status=S.SUCCESS)
 

@@ -3,6 +3,8 @@ purge -- with typed errors, and what a reopen keeps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from broker_helpers import items, offsets, open_broker, payloads
 
@@ -17,6 +19,7 @@ from core.errors import (
     TopicNotFound,
 )
 from core.metadata import MAX_PARTITIONS
+from core.model import TopicSettings
 
 
 @pytest.fixture
@@ -100,14 +103,15 @@ def test_unknown_stream_topic_partition_are_typed_errors(broker):
 
 def test_topic_settings_and_partition_counts(broker):
     broker.create_stream("s")
-    t = broker.create_topic("s", "t", partitions=3, message_expiry=10, max_topic_size=1 << 20, compression="GZIP")
+    t = broker.create_topic("s", "t", partitions=3,
+                            settings=TopicSettings(message_expiry=10, max_topic_size=1 << 20, compression="GZIP"))
     assert (t.partitions_count, t.message_expiry, t.max_topic_size, t.compression_algorithm) == (3, 10, 1 << 20, "gzip")
     assert [p.partition_id for p in broker.partitions()] == [0, 1, 2]
-    u = broker.update_topic("s", "t", message_expiry=0, name="t2")
+    u = broker.update_topic("s", "t", name="t2", settings=replace(t.settings, message_expiry=0))
     assert (u.name, u.message_expiry, u.max_topic_size) == ("t2", 0, 1 << 20)
     assert broker.get_stream("s").topics_count == 1
     with pytest.raises(InvalidArgument):
-        broker.create_topic("s", "bad", compression="zstd")
+        broker.create_topic("s", "bad", settings=TopicSettings(compression="zstd"))
     with pytest.raises(TooManyPartitions):
         broker.create_topic("s", "huge", partitions=MAX_PARTITIONS + 1)
     with pytest.raises(InvalidArgument):
@@ -185,7 +189,7 @@ def test_purge_topic_and_stream_restart_offsets_and_forget_consumer_offsets(brok
 def test_reopen_keeps_streams_topics_partitions_and_messages(tmp_path):
     b = open_broker(tmp_path)
     b.create_stream("s", stream_id=3)
-    b.create_topic("s", "t", partitions=2, message_expiry=99)
+    b.create_topic("s", "t", partitions=2, settings=TopicSettings(message_expiry=99))
     b.append("s", "t", items("p0-a", "p0-b"), partition=0)
     b.append("s", "t", items("p1-a"), partition=1)  # never flushed by hand: close does it
     b.close()

@@ -20,6 +20,7 @@ from core.errors import (
 from core.header_value import HeaderValue
 from core.log import AppendInput
 from core.message import MAX_HEADERS_SIZE, Headers
+from core.model import TopicSettings
 from core.record import MAX_PAYLOAD
 
 ME = Consumer("consumer", 1)
@@ -300,8 +301,8 @@ def test_retention_by_age_and_size_through_the_broker(tmp_path):
     b = open_broker(tmp_path, segment_bytes=600)
     try:
         b.create_stream("s")
-        b.create_topic("s", "old", message_expiry=1_000_000)  # 1 s, in µs
-        b.create_topic("s", "big", partitions=2, max_topic_size=2 * 1400)  # 1400 bytes per partition
+        b.create_topic("s", "old", settings=TopicSettings(message_expiry=1_000_000))  # 1 s, in µs
+        b.create_topic("s", "big", partitions=2, settings=TopicSettings(max_topic_size=2 * 1400))  # 1400 B/partition
         b.create_topic("s", "keep")
         for name in ("old", "big", "keep"):
             for i in range(30):

@@ -21,6 +21,7 @@ from core.errors import (
 from core.log import AppendInput
 from core.log.encoded import block_of
 from core import topicstate
+from core.model import TopicSettings
 
 # Records of 40-byte payloads, two per flush: a batch is 56 + 2 x 104 bytes, so
 # a 550-byte segment holds two batches, four records. In the Pravega byte view
@@ -96,7 +97,7 @@ def test_sealing_waits_for_nothing_accepted_appends_still_become_durable(broker)
 def test_sealed_survives_reopen_and_update_and_purge(tmp_path, broker):
     broker.append("s", "t", items("x"), partition=0)
     broker.topic_state.seal_topic("s", "t")
-    broker.update_topic("s", "t", message_expiry=5)
+    broker.update_topic("s", "t", settings=TopicSettings(message_expiry=5))
     broker.purge_topic("s", "t")  # purging drops records, not the seal
     assert broker.get_topic("s", "t").sealed
     broker.close()

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ from core.errors import (
     TopicNotFound,
 )
 from core.metadata import MAX_PARTITIONS
-from core.model import ConsumerOffsetInfo, PartitionInfo
+from core.model import ConsumerOffsetInfo, PartitionInfo, TopicSettings
 from metadata_helpers import T0, FakeClock, open_meta, raw_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,11 +164,25 @@ def test_create_topic_defaults_and_partitions(meta, clock):
 def test_create_topic_settings(meta):
     meta.create_stream("s")
     t = meta.create_topic(
-        0, "t", 0, topic_id=4, message_expiry=60_000_000, max_topic_size=10**9, compression="GZIP",
-        replication_factor=3,
+        0, "t", 0, topic_id=4,
+        settings=TopicSettings(message_expiry=60_000_000, max_topic_size=10**9, compression="GZIP",
+                               replication_factor=3),
     )
     assert (t.id, t.partitions_count, t.message_expiry, t.max_topic_size) == (4, 0, 60_000_000, 10**9)
     assert (t.compression_algorithm, t.replication_factor) == ("gzip", 3)
+    # the flat fields read back as one (normalized) TopicSettings
+    assert t.settings == TopicSettings(60_000_000, 10**9, "gzip", 3)
+
+
+def test_topic_settings_checked_normalizes_and_refuses():
+    assert TopicSettings(compression="GZip").checked() == TopicSettings(compression="gzip")
+    assert TopicSettings().checked() == TopicSettings(0, 0, "none", 1)
+    with pytest.raises(InvalidArgument, match=r"compression must be one of \('none', 'gzip'\), got 'lz4'"):
+        TopicSettings(compression="lz4").checked()
+    with pytest.raises(InvalidArgument, match=r"replication factor must be within 1\.\.255, got 0"):
+        TopicSettings(replication_factor=0).checked()
+    with pytest.raises(InvalidArgument, match=r"message expiry \(µs\) must be an int, got str"):
+        TopicSettings(message_expiry="1").checked()
 
 
 @pytest.mark.parametrize(
@@ -176,12 +191,12 @@ def test_create_topic_settings(meta):
         ({"partitions": -1}, InvalidArgument),
         ({"partitions": MAX_PARTITIONS + 1}, TooManyPartitions),
         ({"partitions": True}, InvalidArgument),
-        ({"compression": "zstd"}, InvalidArgument),
-        ({"compression": None}, InvalidArgument),
-        ({"replication_factor": 0}, InvalidArgument),
-        ({"replication_factor": 256}, InvalidArgument),
-        ({"message_expiry": -1}, InvalidArgument),
-        ({"max_topic_size": -1}, InvalidArgument),
+        ({"settings": TopicSettings(compression="zstd")}, InvalidArgument),
+        ({"settings": TopicSettings(compression=None)}, InvalidArgument),
+        ({"settings": TopicSettings(replication_factor=0)}, InvalidArgument),
+        ({"settings": TopicSettings(replication_factor=256)}, InvalidArgument),
+        ({"settings": TopicSettings(message_expiry=-1)}, InvalidArgument),
+        ({"settings": TopicSettings(max_topic_size=-1)}, InvalidArgument),
         ({"topic_id": -1}, InvalidArgument),
         ({"name": ""}, InvalidName),
         ({"name": "x" * 256}, InvalidName),
@@ -235,18 +250,23 @@ def test_topic_lookup_errors(meta, topic):
 
 def test_update_topic(meta, topic):
     meta.create_topic("s", "other", 1)
-    new = meta.update_topic("s", "t", name="t2", message_expiry=5, max_topic_size=7, compression="gzip",
-                            replication_factor=2)
+    new = meta.update_topic("s", "t", name="t2", settings=TopicSettings(message_expiry=5, max_topic_size=7,
+                                                                        compression="gzip", replication_factor=2))
     assert (new.name, new.message_expiry, new.max_topic_size, new.compression_algorithm) == ("t2", 5, 7, "gzip")
     assert (new.replication_factor, new.partitions_count, new.created_at) == (2, 3, topic.created_at)
     assert meta.get_topic("s", "t2") == new
     with pytest.raises(TopicNotFound):
         meta.get_topic("s", "t")
-    assert meta.update_topic("s", 0, message_expiry=9).name == "t2"  # other fields kept
+    kept = meta.update_topic("s", 0, settings=replace(new.settings, message_expiry=9))
+    assert (kept.name, kept.message_expiry, kept.max_topic_size, kept.compression_algorithm) == ("t2", 9, 7, "gzip")
+    assert meta.update_topic("s", 0, name="t3").settings == kept.settings  # no settings: all kept
+    meta.update_topic("s", 0, name="t2")
     with pytest.raises(TopicAlreadyExists):
         meta.update_topic("s", "t2", name="other")
     with pytest.raises(InvalidArgument):
-        meta.update_topic("s", "t2", compression="lz4")
+        meta.update_topic("s", "t2", settings=replace(kept.settings, compression="lz4"))
+    with pytest.raises(TypeError):
+        meta.update_topic("s", "t2", message_expiry=1)  # the settings travel as one TopicSettings
     with pytest.raises(TypeError):
         meta.update_topic("s", "t2", partitions=4)  # not a setting: use add/delete_partitions
 
@@ -453,7 +473,7 @@ def test_reopen_restores_everything(db_path, clock):
     with open_meta(db_path, clock) as m:
         m.create_stream("a")
         m.create_stream("b", stream_id=3)
-        t = m.create_topic("b", "t", 2, message_expiry=9, compression="gzip")
+        t = m.create_topic("b", "t", 2, settings=TopicSettings(message_expiry=9, compression="gzip"))
         g = m.create_group("b", "t", "g")
         m.store_offset("group", g.id, 3, 0, 1, 77)
         before = (m.list_streams(), m.list_topics("b"), m.list_groups("b", "t"), m.list_offsets("b", "t"),

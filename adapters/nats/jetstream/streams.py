@@ -28,11 +28,12 @@ from __future__ import annotations
 import base64
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from core.errors import NotFound
 from core.message import Headers
+from core.model import TopicSettings
 from core.subjects import is_literal, subject_matches
 
 from .config import NS_PER_S, check_update, same_config, subjects_overlap
@@ -172,7 +173,7 @@ class JetStreams:
             broker.get_stream(JS_STREAM)
         except NotFound:
             broker.create_stream(JS_STREAM)
-        topic = broker.create_topic(JS_STREAM, name, 1, **_retention(cfg))
+        topic = broker.create_topic(JS_STREAM, name, 1, settings=TopicSettings(**_retention(cfg)))
         st = JsStream(name, cfg, go_time(time.time_ns()), topic.id)
         self._save(st)
         self.streams[name] = st
@@ -184,7 +185,8 @@ class JetStreams:
         st = self.get(cfg["name"])
         check_update(st.config, cfg)
         self._check_overlap(st.name, cfg["subjects"])
-        self.broker.update_topic(JS_STREAM, st.topic_id, **_retention(cfg))
+        topic = self.broker.get_topic(JS_STREAM, st.topic_id)
+        self.broker.update_topic(JS_STREAM, st.topic_id, settings=replace(topic.settings, **_retention(cfg)))
         st.config = cfg
         st.index = None                              # limits may have changed: rebuilt on next need
         self._save(st)
@@ -591,7 +593,7 @@ def _index_headers(tlv) -> tuple[str | None, int]:
 
 
 def _retention(cfg: dict[str, Any]) -> dict[str, int]:
-    """Ferry topic retention for a stream config: max_age ns -> µs, max_bytes
+    """The ``TopicSettings`` retention fields for a stream config: max_age ns -> µs, max_bytes
     (discard new refuses publishes instead of dropping old messages)."""
     return {"message_expiry": cfg["max_age"] // 1000 if cfg["max_age"] > 0 else 0,
             "max_topic_size": cfg["max_bytes"] if cfg["max_bytes"] > 0 and cfg["discard"] == "old" else 0}
