@@ -32,6 +32,26 @@ Version ranges are ``"1"``, ``"2+"``, ``"1-2"``, or such ranges joined by
 commas (``"1,5"``), over the protocol's ``Wire.versions``; ``None`` means
 every version. A protocol with one layout per message has the single version 0.
 
+Versioned layouts (Kafka's message specs) add four things, all off by default:
+
+* :meth:`Struct.resolve` picks a field's concrete wire type per version when
+  the plans are built: a protocol whose strings or lists change form between
+  versions (a compact count, a nullable form) declares a placeholder type and
+  overrides the hook; the default is the declared type;
+* :meth:`Struct.at` makes a struct, in one version, a wire type, so a list of
+  nested structs (each declared with fields and version ranges like a
+  top-level one) is an ordinary :class:`~adapters.wire.types.ListOf`;
+* ``flexible=`` versions end the struct with a *tagged-field section*: an
+  unsigned varint count, then per field its tag, its byte size (both unsigned
+  varints) and its bytes. Fields declared with ``tag=`` (in their ``tagged=``
+  versions, by default all of theirs) travel there instead of in line: a
+  known tag decodes into its dataclass field, an absent one leaves the
+  default, an unknown one is skipped; the encoder writes, in tag order, the
+  tagged fields whose value differs from their default. A nested struct has
+  its own section, in the same versions;
+* ``Field.nullable``: the versions in which the value may be ``None``, for a
+  protocol's ``resolve`` to read (the engine only parses it).
+
 :class:`Struct` and :class:`CommandTable` refuse a bad spec when it loads:
 duplicate codes or names, a code outside ``Wire.codes``, overlapping version
 ranges for one field name, a rest-of-body field that is not last, a required
@@ -47,12 +67,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from .types import Wire, WireType
+from .types import Wire, WireType, read_uvarint, uvarint_bytes
 
 REQUIRED = object()  # a Field default: none; the value must be given
 _FIXED, _VAR = "fixed", "var"  # plan step kinds
@@ -62,6 +83,7 @@ class SpecError(Exception):
     """A declared layout or table is malformed: a bug in its declarations, raised at import."""
 
 
+@functools.lru_cache(maxsize=None)  # a handful of distinct ranges, parsed per field and version at load
 def parse_versions(text: str | None, versions: tuple[int, ...]) -> frozenset[int]:
     """``"1"``, ``"2+"``, ``"1-2"``, ``"1,4-5"`` or ``None`` (all) -> the set of versions."""
     if text is None:
@@ -96,6 +118,9 @@ class Field:
     derive: Callable[[dict], int] | None = None
     optional: bool = False  # may be missing from the end of a body (module docstring)
     spec_name: str = ""
+    tag: int | None = None  # travels in the tagged-field section (module docstring)
+    tagged: str | None = None  # the versions in which it is tagged; None: all of the field's
+    nullable: str | None = None  # the versions in which it may be None, for Struct.resolve
 
 
 class Plan:
@@ -104,12 +129,18 @@ class Plan:
     ``steps`` are ``(kind, how, fields, optional)``: ``("fixed", struct.Struct, fields,
     False)`` for a fused run of required scalars, ``("fixed", struct.Struct, (f,), True)``
     for an optional scalar (decoding may stop before it), ``("var", f, (f,), optional)``
-    for a field its type reads."""
+    for a field its type reads. Fields carry their type resolved for the version.
+    ``flexible``: the body ends with a tagged-field section; ``tagged``: the fields
+    that travel there, in tag order, and ``by_tag`` the same by tag."""
 
-    __slots__ = ("steps", "fields", "fixed_size", "names", "derived", "positional")
+    __slots__ = ("steps", "fields", "fixed_size", "names", "derived", "positional", "flexible", "tagged", "by_tag")
 
-    def __init__(self, fields: list[Field], order: str, class_names: list[str]) -> None:
+    def __init__(self, fields: list[Field], order: str, class_names: list[str], *,
+                 flexible: bool = False, tagged: Iterable[Field] = ()) -> None:
         self.fields = fields
+        self.flexible = flexible
+        self.tagged = tuple(sorted(tagged, key=lambda f: f.tag))
+        self.by_tag = {f.tag: f for f in self.tagged}
         self.steps: list[tuple] = []
         run: list[Field] = []
         for f in fields:
@@ -149,28 +180,61 @@ class Struct:
     kind = "struct"  # in messages
 
     def __init__(self, name: str, fields: Iterable[Field], *, versions: str | None = None,
-                 ignore_tail: bool = False, about: str = "") -> None:
+                 ignore_tail: bool = False, flexible: str | None = None, about: str = "") -> None:
         self.name = name
         self.fields = tuple(fields)
         self.dialects = parse_versions(versions, self.wire.versions)
         self.ignore_tail = ignore_tail  # body bytes after the fields are skipped, not refused
+        # The versions that end with a tagged-field section (None: none, unlike a field's range).
+        self.flexible = (frozenset() if flexible is None
+                         else parse_versions(flexible, self.wire.versions) & self.dialects)
         self.about = about
         self._field_versions = [parse_versions(f.versions, self.wire.versions) for f in self.fields]
+        self._tagged_versions = [
+            (fv if f.tagged is None else parse_versions(f.tagged, self.wire.versions)) if f.tag is not None
+            else frozenset() for f, fv in zip(self.fields, self._field_versions)]
+        self._at: dict[int, StructType] = {}
         self._check()
         self.cls = self._make_class()
         class_names = [f.name for f in dataclasses.fields(self.cls)]
-        self.plans = {d: Plan([f for f, fv in zip(self.fields, self._field_versions) if d in fv],
-                              self.wire.order, class_names) for d in self.dialects}
+        self.plans = {d: self._plan(d, class_names) for d in self.dialects}
+
+    def _plan(self, d: int, class_names: list[str]) -> Plan:
+        inline: list[Field] = []
+        tagged: list[Field] = []
+        for f, fv, tv in zip(self.fields, self._field_versions, self._tagged_versions):
+            if d in fv:
+                (tagged if d in tv else inline).append(self._resolved(f, d))
+        return Plan(inline, self.wire.order, class_names, flexible=d in self.flexible, tagged=tagged)
+
+    def resolve(self, field: Field, version: int) -> WireType:
+        """The concrete wire type of ``field`` in ``version``: its declared type here; a
+        protocol whose types change form by version overrides this (module docstring)."""
+        return field.type
+
+    def _resolved(self, f: Field, version: int) -> Field:
+        t = self.resolve(f, version)
+        return f if t is f.type else dataclasses.replace(f, type=t)
+
+    def at(self, version: int) -> StructType:
+        """This struct in ``version`` as a wire type (a list item, a struct-valued field)."""
+        t = self._at.get(version)
+        if t is None:
+            t = self._at[version] = StructType(self, version)
+        return t
 
     # -- load-time checks -----------------------------------------------------------------
     def _check(self) -> None:
         if not _class_name(self.name).isidentifier():
             raise SpecError(f"{self.kind} name {self.name!r} is not an identifier")
         seen: dict[str, frozenset[int]] = {}
-        for f, fv in zip(self.fields, self._field_versions):
+        for f, fv, tv in zip(self.fields, self._field_versions, self._tagged_versions):
             where = f"{self.name}.{f.spec_name or f.name}"
             if not isinstance(f.type, WireType):
                 raise SpecError(f"{where}: {f.type!r} is not a WireType")
+            if f.nullable is not None:
+                parse_versions(f.nullable, self.wire.versions)  # a bad range is a SpecError
+            self._check_tag(where, f, fv, tv)
             if not f.name.isidentifier():
                 raise SpecError(f"{where}: duplicate or invalid field name: not an identifier")
             if f.name in seen and seen[f.name] & fv:
@@ -178,8 +242,14 @@ class Struct:
             seen[f.name] = seen.get(f.name, frozenset()) | fv
             if f.optional and f.default is REQUIRED:
                 raise SpecError(f"{where}: an optional field needs a default")
-            if f.default is not REQUIRED and not f.type.valid(f.default):
-                raise SpecError(f"{where}: default {f.default!r} does not fit {f.type!r}")
+            if f.optional and self.flexible:
+                raise SpecError(f"{where}: optional trailing fields and a tagged-field section exclude each other")
+            if f.default is not REQUIRED:
+                present = fv & self.dialects
+                types = {id(t): t for t in (self.resolve(f, d) for d in sorted(present))} if present else {0: f.type}
+                for t in types.values():
+                    if not t.valid(f.default):
+                        raise SpecError(f"{where}: default {f.default!r} does not fit {t!r}")
         for d in self.dialects:
             present = [f for f, fv in zip(self.fields, self._field_versions) if d in fv]
             for f in present[:-1]:
@@ -191,6 +261,23 @@ class Struct:
                     optional_seen = True
                 elif optional_seen:
                     raise SpecError(f"{self.name}.{f.name}: a required field cannot follow an optional one")
+            tags = [f.tag for f, tv in zip(self.fields, self._tagged_versions) if d in tv]
+            if len(tags) != len(set(tags)):
+                raise SpecError(f"{self.name}: duplicate tag in version {d}")
+
+    def _check_tag(self, where: str, f: Field, fv: frozenset[int], tv: frozenset[int]) -> None:
+        if f.tag is None:
+            if f.tagged is not None:
+                raise SpecError(f"{where}: tagged versions without a tag")
+            return
+        if isinstance(f.tag, bool) or not isinstance(f.tag, int) or f.tag < 0:
+            raise SpecError(f"{where}: tag {f.tag!r} is not a non-negative int")
+        if not tv <= fv:
+            raise SpecError(f"{where}: tagged in versions the field does not have")
+        if not (tv & self.dialects) <= self.flexible:
+            raise SpecError(f"{where}: tagged in a version without a tagged-field section")
+        if f.default is REQUIRED or f.derive is not None or f.optional:
+            raise SpecError(f"{where}: a tagged field needs a default and cannot be derived or optional")
 
     def _make_class(self):
         specs: list[tuple] = []
@@ -253,12 +340,44 @@ class Struct:
                         raise
                     raise self.wire.at(f"{self.name}.{how.name}", exc) from None
                 values.append(value)
+        tagged = None
+        if plan.flexible:
+            tagged, pos = self._read_tagged(plan, buf, pos, end)
         if exact and pos != end and not self.ignore_tail:
             raise self.wire.error(f"{self.name}: {end - pos} trailing bytes")
         if plan.derived:
             values = self._check_derived(plan, values)
-        obj = self.cls(*values) if plan.positional else self.cls(**dict(zip(plan.names, values)))
+        if tagged:
+            obj = self.cls(**dict(zip(plan.names, values)), **tagged)
+        else:
+            obj = self.cls(*values) if plan.positional else self.cls(**dict(zip(plan.names, values)))
         return obj if exact else (obj, pos)
+
+    def _read_tagged(self, plan: Plan, buf, pos: int, end: int) -> tuple[dict, int]:
+        """The tagged-field section at ``pos``: the values of the known tags, by name."""
+        wire = self.wire
+        count, pos = read_uvarint(wire, buf, pos, end, 32, f"{self.name} tag count")
+        if 2 * count > end - pos:  # a tag and a size take a byte each at least
+            raise wire.error(f"{self.name}: {count} tagged fields cannot fit in {end - pos} bytes")
+        found: dict[str, Any] = {}
+        for _ in range(count):
+            tag, pos = read_uvarint(wire, buf, pos, end, 32, f"{self.name} tag")
+            size, pos = read_uvarint(wire, buf, pos, end, 32, f"{self.name} tag size")
+            if size > end - pos:
+                raise wire.short(f"{self.name} tag {tag}")
+            f = plan.by_tag.get(tag)
+            if f is not None:  # an unknown tag is skipped: a newer peer may send it
+                try:
+                    value, stop = f.type.read(buf, pos, pos + size)
+                except wire.error_type as exc:
+                    if wire.at is None:
+                        raise
+                    raise wire.at(f"{self.name}.{f.name}", exc) from None
+                if stop != pos + size:
+                    raise wire.error(f"{self.name}.{f.name}: tagged size {size}, value of {stop - pos} bytes")
+                found[f.name] = value
+            pos += size
+        return found, pos
 
     def _cut(self, fields: tuple[Field, ...], avail: int) -> Exception:
         """The error for a fused run the body cuts short: for the struct, or (with
@@ -300,6 +419,24 @@ class Struct:
                 out.append(how.pack(*[get(f) for f in fields]))
             else:
                 how.type.write(out, get(how))
+        if plan.flexible:
+            self._write_tagged(plan, out, value)
+
+    @staticmethod
+    def _write_tagged(plan: Plan, out: list, value) -> None:
+        """The tagged-field section: the tagged fields not at their default, in tag order."""
+        items = []
+        for f in plan.tagged:
+            v = getattr(value, f.name)
+            if v != f.default:
+                data: list[bytes] = []
+                f.type.write(data, v)
+                items.append((f.tag, b"".join(data)))
+        out.append(uvarint_bytes(len(items)))
+        for tag, data in items:
+            out.append(uvarint_bytes(tag))
+            out.append(uvarint_bytes(len(data)))
+            out.append(data)
 
     def make(self, **values):
         return self.cls(**values)
@@ -309,7 +446,8 @@ class Struct:
         """Hypothesis strategy of valid values for version ``dialect`` (test-only)."""
         from hypothesis import strategies as st
 
-        kwargs = {f.name: f.type.strategy() for f in self.plans[dialect].fields if f.derive is None}
+        plan = self.plans[dialect]
+        kwargs = {f.name: f.type.strategy() for f in (*plan.fields, *plan.tagged) if f.derive is None}
         return st.builds(self.cls, **kwargs)
 
     def to_json(self, value) -> dict:
@@ -331,15 +469,40 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+class StructType(WireType):
+    """A struct in one version as a field type (:meth:`Struct.at`): its fields, then its own
+    tagged-field section in its flexible versions; the value is its dataclass."""
+
+    def __init__(self, struct: Struct, version: int) -> None:
+        self.struct = struct
+        self.version = version
+        self.wire = struct.wire
+        self.name = struct.name
+        self.py = struct.cls
+        plan = struct.plans[version]
+        self.min_size = sum(f.type.min_size for f in plan.fields) + (1 if plan.flexible else 0)
+
+    def read(self, buf, pos, end):
+        return self.struct.decode(self.version, buf, pos, end, exact=False)
+
+    def write(self, out, value):
+        if not isinstance(value, self.struct.cls):
+            raise TypeError(f"{self.name} expects {self.struct.cls.__name__}, got {value!r}")
+        self.struct.write(self.version, out, value)
+
+    def strategy(self):
+        return self.struct.strategy(self.version)
+
+
 class Command(Struct):
     """A request or reply with a code and a name, listed in a :class:`CommandTable`."""
 
     kind = "command"
 
     def __init__(self, code: int, name: str, fields: Iterable[Field] = (), *, versions: str | None = None,
-                 ignore_tail: bool = False, about: str = "") -> None:
+                 ignore_tail: bool = False, flexible: str | None = None, about: str = "") -> None:
         self.code = code
-        super().__init__(name, fields, versions=versions, ignore_tail=ignore_tail, about=about)
+        super().__init__(name, fields, versions=versions, ignore_tail=ignore_tail, flexible=flexible, about=about)
 
     def _title(self) -> str:
         return f"{self.name} ({self.code})"
@@ -379,4 +542,5 @@ class CommandTable:
         return len(self.commands)
 
 
-__all__ = ["Command", "CommandTable", "Field", "Plan", "REQUIRED", "SpecError", "Struct", "parse_versions"]
+__all__ = ["Command", "CommandTable", "Field", "Plan", "REQUIRED", "SpecError", "Struct", "StructType",
+           "parse_versions"]

@@ -26,6 +26,13 @@ A protocol describes itself once, as a :class:`Wire`, and builds its
 primitive types from it (``U32 = Int(IGGY, "I", "u32")``, ``I32 = Int(PRAVEGA,
 "i", "i32")``); its own composite types (Iggy's identifiers, Pravega's table
 keys) implement the same protocol next to its declarations.
+
+Length-prefixed values (:class:`Bytes`, :class:`Text`, :class:`ListOf`) take
+their count as any integer type: a fixed :class:`Int` or an unsigned
+:class:`UVarInt`. Two options cover the common variants: ``nullable`` (a
+count of -1 after ``offset`` is ``None``, any other negative count is
+malformed) and ``offset`` (the wire carries count + offset: 1 for the
+"compact" forms whose wire 0 means null, 0 otherwise).
 """
 
 from __future__ import annotations
@@ -140,6 +147,98 @@ class Int(WireType):
         return st.integers(self.lo, self.hi)
 
 
+class UVarInt(WireType):
+    """An unsigned integer of at most ``bits`` bits in base-128 groups, low group first, the
+    high bit of each byte saying another follows (protobuf's and Kafka's unsigned varint).
+    Longer than ``bits`` needs, or a value beyond ``bits``, is malformed."""
+
+    min_size = 1
+    py = int
+
+    def __init__(self, wire: Wire, bits: int = 32, name: str = "uvarint") -> None:
+        self.wire = wire
+        self.bits = bits
+        self.max_bytes = (bits + 6) // 7
+        self.lo, self.hi = 0, (1 << bits) - 1
+        self.name = name
+
+    def read(self, buf, pos, end):
+        return read_uvarint(self.wire, buf, pos, end, self.bits, self.name)
+
+    def write(self, out, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{self.name} expects an int, got {value!r}")
+        if not self.lo <= value <= self.hi:
+            raise ValueError(f"{value} does not fit {self.name}")
+        out.append(uvarint_bytes(value))
+
+    def size(self, value):
+        return len(uvarint_bytes(value))
+
+    def strategy(self):
+        from hypothesis import strategies as st
+
+        return st.integers(self.lo, self.hi)
+
+
+class VarInt(UVarInt):
+    """A signed integer of at most ``bits`` bits, zigzag-mapped (0, -1, 1, -2 -> 0, 1, 2, 3)
+    so small magnitudes stay short, then written as a :class:`UVarInt`."""
+
+    def __init__(self, wire: Wire, bits: int = 32, name: str = "varint") -> None:
+        super().__init__(wire, bits, name)
+        self.hi_unsigned = self.hi
+        self.lo, self.hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def read(self, buf, pos, end):
+        u, pos = read_uvarint(self.wire, buf, pos, end, self.bits, self.name)
+        return (u >> 1) ^ -(u & 1), pos
+
+    def write(self, out, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{self.name} expects an int, got {value!r}")
+        if not self.lo <= value <= self.hi:
+            raise ValueError(f"{value} does not fit {self.name}")
+        out.append(uvarint_bytes(self._zigzag(value)))
+
+    def size(self, value):
+        return len(uvarint_bytes(self._zigzag(value)))
+
+    def _zigzag(self, value: int) -> int:
+        return ((value << 1) ^ (value >> (self.bits - 1))) & self.hi_unsigned
+
+
+def uvarint_bytes(value: int) -> bytes:
+    """The base-128 encoding of a non-negative ``value`` (:class:`UVarInt`)."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def read_uvarint(wire: Wire, buf, pos: int, end: int, bits: int = 32, what: str = "uvarint") -> tuple[int, int]:
+    """Decode one :class:`UVarInt` of at most ``bits`` bits at ``pos``: ``(value, next_pos)``."""
+    value = shift = 0
+    limit = pos + (bits + 6) // 7
+    stop = min(end, limit)
+    while pos < stop:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if value >> bits:
+                raise wire.error(f"{what} exceeds {bits} bits")
+            return value, pos
+        shift += 7
+    if pos == limit:
+        raise wire.error(f"{what} longer than {(bits + 6) // 7} bytes")
+    raise wire.short(what)
+
+
 class Float(WireType):
     """IEEE 754 binary32 (``f``) or binary64 (``d``) in the wire's byte order. Read on its
     own, not fused into runs (no ``fmt``): a body cut short inside one names the float."""
@@ -198,32 +297,95 @@ class Bool(WireType):
 
 class Bytes(WireType):
     """Raw bytes after a byte count of type ``count``; a negative count is malformed
-    (no client writes one)."""
+    (no client writes one) unless ``nullable`` makes -1 (after ``offset``) ``None``
+    (module docstring). ``max_bytes``: the longest value a peer accepts (a longer one
+    is malformed when read)."""
 
     py = bytes
 
-    def __init__(self, count: Int, name: str) -> None:
+    def __init__(self, count: WireType, name: str, *, nullable: bool = False, offset: int = 0,
+                 max_bytes: int | None = None) -> None:
         self.count = count
         self.wire = count.wire
-        self.min_size = count.fixed
+        self.min_size = count.min_size
         self.name = name
+        self.nullable = nullable
+        self.offset = offset
+        self.max_bytes = max_bytes
+        # The plain form (fixed count, not nullable) packs its count in one call.
+        self._plain = isinstance(count, Int) and not nullable and offset == 0
 
     def read(self, buf, pos, end):
         n, pos = self.count.read(buf, pos, end)
+        n -= self.offset
         if n < 0:
+            if n == -1 and self.nullable:
+                return None, pos
             raise self.wire.error(f"negative length {n}")
+        if self.max_bytes is not None and n > self.max_bytes:
+            raise self.wire.error(f"{self.name} of {n} bytes exceeds {self.max_bytes}")
         if n > end - pos:
             raise self.wire.short(self.name)
         return bytes(buf[pos : pos + n]), pos + n
 
     def write(self, out, value):
-        out.append(self.count._s.pack(len(value)))
+        if self._plain:
+            out.append(self.count._s.pack(len(value)))
+        elif value is None:
+            if not self.nullable:
+                raise TypeError(f"{self.name} is not nullable")
+            self.count.write(out, self.offset - 1)
+            return
+        else:
+            if isinstance(value, int):  # bytes(5) would silently be five zero bytes
+                raise TypeError(f"bytes expected, got {value!r}")
+            self.count.write(out, len(value) + self.offset)
         out.append(bytes(value))
 
     def strategy(self):
         from hypothesis import strategies as st
 
-        return st.binary(max_size=64)
+        values = st.binary(max_size=64)
+        return st.none() | values if self.nullable else values
+
+
+class Text(Bytes):
+    """UTF-8 text, laid out as :class:`Bytes` (count, ``nullable``, ``offset``,
+    ``max_bytes``; a longer value is also refused when written). Invalid UTF-8 is
+    malformed."""
+
+    py = str
+
+    def __init__(self, count: WireType, name: str, *, nullable: bool = False, offset: int = 0,
+                 max_bytes: int | None = None) -> None:
+        super().__init__(count, name, nullable=nullable, offset=offset, max_bytes=max_bytes)
+        self._plain = False  # values are encoded first (write)
+
+    def read(self, buf, pos, end):
+        raw, pos = super().read(buf, pos, end)
+        if raw is None:
+            return None, pos
+        try:
+            return raw.decode("utf-8"), pos
+        except UnicodeDecodeError:
+            raise self.wire.error(f"{self.name}: invalid UTF-8") from None
+
+    def write(self, out, value):
+        if value is None:
+            super().write(out, None)
+            return
+        if not isinstance(value, str):
+            raise TypeError(f"str expected, got {value!r}")
+        data = value.encode("utf-8")
+        if self.max_bytes is not None and len(data) > self.max_bytes:
+            raise ValueError(f"{self.name} of {len(data)} bytes exceeds {self.max_bytes}")
+        super().write(out, data)
+
+    def strategy(self):
+        from hypothesis import strategies as st
+
+        values = st.text(max_size=20)  # no lone surrogates by default: every value encodes
+        return st.none() | values if self.nullable else values
 
 
 class _Rest(WireType):
@@ -280,26 +442,33 @@ class ListOf(WireType):
     """A count of type ``count``, then that many ``item`` values; decodes to a tuple.
 
     With ``max_items`` a larger count is refused; without, a count whose items cannot
-    fit in the bytes left (``item.min_size`` each) is refused before the loop, so a
-    4-byte body cannot make us iterate 2**31 times. A negative count is malformed."""
+    fit in the bytes left (``item.min_size`` each, at least one byte) is refused before
+    the loop, so a 4-byte body cannot make us iterate 2**31 times. A negative count is
+    malformed, unless ``nullable`` makes -1 (after ``offset``) ``None`` (module docstring)."""
 
-    def __init__(self, count: Int, item: WireType, max_items: int | None = None) -> None:
+    def __init__(self, count: WireType, item: WireType, max_items: int | None = None, *,
+                 nullable: bool = False, offset: int = 0) -> None:
         self.count = count
         self.item = item
         self.max_items = max_items
+        self.nullable = nullable
+        self.offset = offset
         self.wire = count.wire
-        self.min_size = count.fixed
+        self.min_size = count.min_size
         self.py = tuple
         self.name = f"list<{item.name}>"
 
     def read(self, buf, pos, end):
         n, pos = self.count.read(buf, pos, end)
+        n -= self.offset
         if n < 0:
+            if n == -1 and self.nullable:
+                return None, pos
             raise self.wire.error(f"negative count {n}")
         if self.max_items is not None:
             if n > self.max_items:
                 raise self.wire.error(f"{self.name}: {n} items")
-        elif n * self.item.min_size > end - pos:
+        elif n * max(1, self.item.min_size) > end - pos:
             raise self.wire.error(f"{n} items cannot fit in {end - pos} bytes")
         read = self.item.read
         items = []
@@ -309,9 +478,14 @@ class ListOf(WireType):
         return tuple(items), pos
 
     def write(self, out, value):
+        if value is None:
+            if not self.nullable:
+                raise TypeError(f"{self.name} is not nullable")
+            self.count.write(out, self.offset - 1)
+            return
         if self.max_items is not None and len(value) > self.max_items:
             raise ValueError("too many items")
-        self.count.write(out, len(value))
+        self.count.write(out, len(value) + self.offset)
         for v in value:
             self.item.write(out, v)
 
@@ -319,7 +493,8 @@ class ListOf(WireType):
         from hypothesis import strategies as st
 
         most = 4 if self.max_items is None else min(self.max_items, 8)
-        return st.lists(self.item.strategy(), max_size=most).map(tuple)
+        values = st.lists(self.item.strategy(), max_size=most).map(tuple)
+        return st.none() | values if self.nullable else values
 
 
 class Record(WireType):
@@ -351,5 +526,5 @@ class Record(WireType):
         return st.builds(self.cls, *(t.strategy() for t in self.types))
 
 
-__all__ = ["Bool", "Bytes", "ENCODE_ERRORS", "Float", "Int", "ListOf", "Record", "Rest", "Uuid", "Wire",
-           "WireType", "snake"]
+__all__ = ["Bool", "Bytes", "ENCODE_ERRORS", "Float", "Int", "ListOf", "Record", "Rest", "Text", "UVarInt", "Uuid",
+           "VarInt", "Wire", "WireType", "read_uvarint", "snake", "uvarint_bytes"]
