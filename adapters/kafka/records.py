@@ -68,20 +68,22 @@ from typing import NamedTuple, Sequence
 
 from crc32c import crc32c
 
-# -- error codes (Kafka's Errors.java numbers; standalone so this codec imports nothing of ours)
+from adapters.wire.types import ONE_BYTE, uvarint_bytes
 
-CORRUPT_MESSAGE = 2
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_RECORD = 87
-ERROR_NAMES = {CORRUPT_MESSAGE: "CORRUPT_MESSAGE", UNSUPPORTED_COMPRESSION_TYPE: "UNSUPPORTED_COMPRESSION_TYPE",
-               INVALID_RECORD: "INVALID_RECORD"}
+from .errors import ErrorCode
+
+# -- the error codes a batch can get (the one table: errors.py)
+
+CORRUPT_MESSAGE = ErrorCode.CORRUPT_MESSAGE
+UNSUPPORTED_COMPRESSION_TYPE = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+INVALID_RECORD = ErrorCode.INVALID_RECORD
 
 
 class RecordBatchError(ValueError):
     """A record batch Ferry refuses; ``error_code`` is the Kafka error code to answer with."""
 
     def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(f"{ERROR_NAMES.get(error_code, error_code)}: {message}")
+        super().__init__(f"{ErrorCode(error_code).name}: {message}")
         self.error_code = error_code
         self.reason = message
 
@@ -241,20 +243,9 @@ def _read_uvarint(data: bytes, pos: int, max_bits: int) -> tuple[int, int]:
             raise _invalid(f"varint longer than {(max_bits + 6) // 7} bytes")
 
 
-_ONE_BYTE = [bytes((u,)) for u in range(0x80)]
-
-
 def _zigzag(n: int) -> bytes:
     """``n`` (an int64) as a zigzag varint."""
-    u = (n << 1) ^ (n >> 63)
-    if u < 0x80:
-        return _ONE_BYTE[u]
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
+    return uvarint_bytes((n << 1) ^ (n >> 63))
 
 
 # -- records
@@ -395,7 +386,7 @@ def _encode_record(record: Record) -> bytes:
         raise ValueError(f"timestamp delta {ts} does not fit an int64")
     if not _INT32_MIN <= od <= _INT32_MAX:
         raise ValueError(f"offset delta {od} does not fit an int32")
-    parts = [_ONE_BYTE[attributes] if attributes < 0x80 else bytes((attributes,)), _zigzag(ts), _zigzag(od)]
+    parts = [ONE_BYTE[attributes] if attributes < 0x80 else bytes((attributes,)), _zigzag(ts), _zigzag(od)]
     for blob in (key, value):
         if blob is None:
             parts.append(b"\x01")  # zigzag(-1)
@@ -691,7 +682,7 @@ def encode_batch(records: Sequence[Record], *, base_offset: int = 0, base_timest
 
 __all__ = [
     "COMPRESSION_GZIP", "COMPRESSION_LZ4", "COMPRESSION_NAMES", "COMPRESSION_NONE", "COMPRESSION_SNAPPY",
-    "COMPRESSION_ZSTD", "CORRUPT_MESSAGE", "ERROR_NAMES", "HEADER_SIZE", "INVALID_RECORD", "MAGIC",
+    "COMPRESSION_ZSTD", "CORRUPT_MESSAGE", "HEADER_SIZE", "INVALID_RECORD", "MAGIC",
     "MAX_DECOMPRESSED_BYTES", "NO_PARTITION_LEADER_EPOCH", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID",
     "NO_SEQUENCE", "NO_TIMESTAMP", "Record", "RecordBatch", "RecordBatchError", "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME", "UNSUPPORTED_COMPRESSION_TYPE", "decode_batches", "decode_produce_batch",

@@ -208,10 +208,13 @@ class VarInt(UVarInt):
         return ((value << 1) ^ (value >> (self.bits - 1))) & self.hi_unsigned
 
 
+ONE_BYTE = tuple(bytes((u,)) for u in range(0x80))  # the one-byte encodings, made once (hot in record loops)
+
+
 def uvarint_bytes(value: int) -> bytes:
     """The base-128 encoding of a non-negative ``value`` (:class:`UVarInt`)."""
     if value < 0x80:
-        return bytes((value,))
+        return ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
