@@ -258,11 +258,10 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-    from spark_session import build_session
+    from spark_session import shared_session
 
-    s = build_session(tmp_path_factory.mktemp("spark"), "ferry-js-cross")
-    yield s
-    s.stop()
+    # not stopped here: the Spark tests on this worker share it (tests/support/spark_session.py)
+    yield shared_session(tmp_path_factory.mktemp("spark"), "ferry-js-cross")
 
 
 @pytest.mark.spark

@@ -61,9 +61,9 @@ def spark(tmp_path_factory):
     pytest.importorskip("pyarrow")
     if shutil.which("java") is None:
         pytest.skip("no Java on PATH")
-    from spark_session import build_session
+    from spark_session import shared_session
 
-    s = build_session(tmp_path_factory.mktemp("spark"), "ferry-tests")
+    s = shared_session(tmp_path_factory.mktemp("spark"), "ferry-tests")
     yield s
     for q in s.streams.active:
         q.stop()
