@@ -30,8 +30,10 @@ PYTEST_ARGS ?= -q
 # this process. loadfile keeps a file's tests on one worker, in order, so a module-scoped
 # server starts once per file. (loadgroup's xdist_group marks were not honoured by
 # pytest-xdist 3.8 under pytest 9: tests of one group ran on two workers.)
+# --no-loadscope-reorder keeps tests/conftest.py's longest-files-first order (xdist
+# would otherwise hand out files by number of tests, leaving the long ones for last).
 TEST_WORKERS ?= 4
-XDIST = -n $(TEST_WORKERS) --dist loadfile
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # pip's output goes here, not to the terminal; shown (its path, its exit code
 # and its last lines) only when an install fails.
 INSTALL_LOG := $(VENV)/install.log
@@ -108,7 +110,7 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 # Each worker starts its own cluster (3 nats-server processes), so fewer workers: on the
 # 2-core machine 75 tests took 2m10s with 2 workers and 5m04s with 4 (docs/testing.md).
 STORE_WORKERS ?= 2
-STORE_PASS = FERRY_TEST_STORE=jetstream $(BIN)/pytest -n $(STORE_WORKERS) --dist loadfile $(PYTEST_ARGS) \
+STORE_PASS = FERRY_TEST_STORE=jetstream $(BIN)/pytest -n $(STORE_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) \
 	-m "store and not embedded_only"
 
 # The whole suite prints its ten slowest tests: the figures issue 24 (a faster test tier)

@@ -22,6 +22,15 @@ or Ferry's listeners and drivers (:data:`INTEGRATION_ORIGINS`) is
 Parallel runs: the Makefile runs pytest-xdist with ``--dist loadfile``, so a file's
 tests stay on one worker, in order: a module-scoped gateway starts once and
 documentation blocks keep their order (docs/testing.md).
+
+**Longest first.** xdist hands out files one at a time, to the worker that is about
+to run dry, in collection order, unless it reorders them by *number of tests*
+(its default, which put the few-but-long files last: a clean-clone run spent its
+last minutes on one worker finishing the Spark documentation blocks). The Makefile
+turns that off (``--no-loadscope-reorder``) and :func:`pytest_collection_modifyitems`
+orders collection instead: the files of :data:`LONGEST_FILES` first (longest
+first), then real-client files, then integration, then unit ones, so the many short
+unit files fill the gaps at the end (longest-processing-time-first scheduling).
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ REALCLIENT_ORIGINS = (
     "pravega_clients",
     "spark_session",
     "console_cdp",  # Chromium
+    "confluent_kafka",  # librdkafka
+    "aiokafka",
 )
 # ... and whose use makes one an integration test (sockets on loopback, in-process).
 INTEGRATION_ORIGINS = (
@@ -75,8 +86,28 @@ INTEGRATION_ORIGINS = (
     "adapters.http.driver",
     "adapters.nats.driver",
     "adapters.pravega.driver",
+    "adapters.kafka.driver",
 )
 TIERS = ("unit", "integration", "realclient")
+
+# The longest files of the suite by the sum of their tests' durations (clean-clone run
+# of 2026-11-28, 4 workers, `--durations=60`), longest first: scheduled before the rest.
+LONGEST_FILES = (
+    "tests/docs/test_doc_blocks.py",  # 271 s: Spark quick starts, each block twice
+    "tests/gateway/test_gw_kill.py",  # 195 s: 20 kill -9 cycles per fsync policy
+    "tests/spark/test_spark_processes.py",  # 190 s: spark-submit jobs and their kills
+    "tests/spark/test_spark_stream.py",  # 115 s
+    "tests/iggy/test_iggy_credential_changes.py",  # 83 s: five client generations
+    "tests/http/test_http_schemathesis.py",  # 64 s
+    "tests/spark/test_spark_write.py",  # 61 s
+    "tests/gateway/test_authz_matrix.py",  # 52 s
+    "tests/gateway/test_gw_cli_admin.py",  # 50 s
+    "tests/spark/test_spark_read.py",  # 47 s
+    "tests/http/test_http_login_guard.py",  # 46 s
+    "tests/gateway/test_gw_admin_remote.py",  # 44 s
+    "tests/pravega/test_pravega_scaleout.py",  # 43 s
+)
+_TIER_RANK = {"realclient": 0, "integration": 1, "unit": 2}
 
 
 def _origin(value: object) -> str | None:
@@ -196,6 +227,25 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_itemcollected(item: pytest.Item) -> None:
     if not any(item.get_closest_marker(t) for t in TIERS):
         item.add_marker(getattr(pytest.mark, tier_of_item(item)))
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest files first, then by tier (module docstring); a stable sort, so each
+    file's tests keep their order."""
+    rank: dict[str, tuple[int, int]] = {}
+    for item in items:
+        path = _file_of(item.nodeid)
+        if path in LONGEST_FILES:
+            key = (0, LONGEST_FILES.index(path))
+        else:
+            tier = next((t for t in TIERS if item.get_closest_marker(t)), "unit")
+            key = (1 + _TIER_RANK[tier], 0)
+        rank[path] = min(rank.get(path, key), key)
+    items.sort(key=lambda item: rank[_file_of(item.nodeid)])
 
 
 class TierViolation(AssertionError):
