@@ -10,6 +10,8 @@ Iggy        stream ``stream``, topic ``topic`` (by name or id)
 HTTP        ``/streams/{stream}/topics/{topic}`` (percent-encoded)
 Pravega     scope ``stream``, stream ``topic``
 NATS        captures ``stream.topic`` and ``stream.topic.>``
+Kafka       topic ``stream.topic``; a name without a dot is topic
+            ``name`` of the listener's default stream (``kafka``)
 ==========  ======================================================
 
 A name that cannot be a NATS token (empty, a dot, whitespace or another
@@ -44,6 +46,13 @@ from .message import Headers
 from .subjects import SEP, is_valid_subject
 
 ExistsFn = Callable[[str, str], bool]
+
+# Kafka's topic names: [a-zA-Z0-9._-], at most 249 characters, not "." or ".."
+# (org.apache.kafka.common.internals.Topic.validate; 249 leaves room for the
+# ".index"-style suffixes of Kafka's own files).
+MAX_KAFKA_NAME = 249
+_KAFKA_CHARS = frozenset(string.ascii_letters + string.digits + "._-")
+DEFAULT_KAFKA_STREAM = "kafka"
 
 # -- reserved headers ----------------------------------------------------------
 # Canonical (stored) header, string key / string value: the exact subject a
@@ -99,6 +108,36 @@ def is_pravega_name(name: str) -> bool:
 
 
 # -- bindings ------------------------------------------------------------------
+def is_kafka_name(name: str) -> bool:
+    """True for a legal Kafka topic name (``Topic.validate``)."""
+    return (0 < len(name) <= MAX_KAFKA_NAME and name not in (".", "..")
+            and all(c in _KAFKA_CHARS for c in name))
+
+
+def topic_for_kafka(name: str, default_stream: str = DEFAULT_KAFKA_STREAM) -> tuple[str, str] | None:
+    """Ferry ``(stream, topic)`` a Kafka topic name means, or ``None`` for an illegal name.
+
+    ``S.T`` (split at the first dot, both sides non-empty) is topic ``T`` of stream
+    ``S``, the same pair NATS reaches as subject ``S.T``; any other legal name is
+    topic ``name`` of ``default_stream``."""
+    if not is_kafka_name(name):
+        return None
+    stream, dot, topic = name.partition(".")
+    if dot and stream and topic:
+        return (stream, topic)
+    return (default_stream, name)
+
+
+def kafka_name_for(stream: str, topic: str, default_stream: str = DEFAULT_KAFKA_STREAM) -> str | None:
+    """The Kafka name of topic ``(stream, topic)``, or ``None`` when no legal Kafka name
+    means it: the bare topic name inside ``default_stream`` when it reads back to the
+    same pair, else ``stream.topic``. Exactly inverse to :func:`topic_for_kafka`."""
+    if stream == default_stream and topic_for_kafka(topic, default_stream) == (stream, topic):
+        return topic
+    name = f"{stream}.{topic}"
+    return name if topic_for_kafka(name, default_stream) == (stream, topic) else None
+
+
 def _field_error(field: str, reason: str) -> InvalidArgument:
     return InvalidArgument(f"binding.{field}: {reason}", field=field, reason=reason)
 
@@ -396,7 +435,9 @@ _STORED_SUBJECTS: dict[bytes, str | None] = {}
 __all__ = [
     "Addressing",
     "Binding",
+    "DEFAULT_KAFKA_STREAM",
     "KINDS_HEADER",
+    "MAX_KAFKA_NAME",
     "MAX_BINDING_PARTITIONS",
     "MAX_NAME_BYTES",
     "MAX_PRAVEGA_NAME",
@@ -404,7 +445,10 @@ __all__ = [
     "RESERVED_NATS_HEADERS",
     "SUBJECT_HEADER",
     "stored_subject",
+    "is_kafka_name",
     "is_nats_token",
+    "kafka_name_for",
     "is_pravega_name",
     "parse_bindings",
+    "topic_for_kafka",
 ]

@@ -321,3 +321,43 @@ def test_reserved_header_names():
     for name in (SUBJECT_HEADER, KINDS_HEADER, PARTITION_KEY_HEADER):
         assert all(c.isalnum() or c == "-" for c in name)
         assert is_valid_subject(name)  # no whitespace either
+
+
+# -- Kafka names --------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from core.addressing import is_kafka_name, kafka_name_for, topic_for_kafka  # noqa: E402
+
+_KAFKA_TEXT = st.text(alphabet="ab._-Z9 /", min_size=0, max_size=12)
+
+
+@pytest.mark.parametrize("name, pair", [
+    ("orders", ("kafka", "orders")), ("orders.eu", ("orders", "eu")), ("a.b.c", ("a", "b.c")),
+    (".x", ("kafka", ".x")), ("x.", ("kafka", "x.")), ("kafka.a.b", ("kafka", "a.b")),
+    ("..", None), (".", None), ("", None), ("has space", None), ("x" * 250, None),
+])
+def test_kafka_names_to_topics(name, pair):
+    assert topic_for_kafka(name) == pair
+
+
+@pytest.mark.parametrize("pair, name", [
+    (("kafka", "orders"), "orders"), (("kafka", "a.b"), "kafka.a.b"), (("orders", "eu"), "orders.eu"),
+    (("a.b", "c"), None), (("s", "t t"), None), (("s", ""), None), (("other", "x"), "other.x"),
+])
+def test_topics_to_kafka_names(pair, name):
+    assert kafka_name_for(*pair) == name
+
+
+@settings(max_examples=200)
+@given(_KAFKA_TEXT, _KAFKA_TEXT)
+def test_kafka_name_reads_back_to_its_topic(stream, topic):
+    name = kafka_name_for(stream, topic)
+    if name is not None:
+        assert is_kafka_name(name) and topic_for_kafka(name) == (stream, topic)
+
+
+def test_another_default_stream():
+    assert topic_for_kafka("x", "events") == ("events", "x")
+    assert kafka_name_for("events", "x", "events") == "x"
+    assert kafka_name_for("kafka", "x", "events") == "kafka.x"
