@@ -105,6 +105,16 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json
 		cd $(NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
 	else echo "npm not found: the nats.js test will be skipped"; fi
 
+# kafkajs for tests/kafka/test_kafka_clients.py, the same way.
+KAFKA_NODE_TESTS := tests/kafka/node
+KAFKA_NODE_STAMP := $(KAFKA_NODE_TESTS)/node_modules/.stamp
+
+$(KAFKA_NODE_STAMP): $(KAFKA_NODE_TESTS)/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "installing kafkajs for the tests into $(KAFKA_NODE_TESTS)/node_modules..."; \
+		cd $(KAFKA_NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
+	else echo "npm not found: the kafkajs test will be skipped"; fi
+
 # The second run: the real-client tests marked `store` again, with every gateway they
 # start keeping its state in a 3-node nats-server JetStream cluster (docs/scale-out.md).
 # Each worker starts its own cluster (3 nats-server processes), so fewer workers: on the
@@ -115,7 +125,7 @@ STORE_PASS = FERRY_TEST_STORE=jetstream $(BIN)/pytest -n $(STORE_WORKERS) --dist
 
 # The whole suite prints its ten slowest tests: the figures issue 24 (a faster test tier)
 # is measured by, from every CI run. The store pass is its own step.
-test: $(TEST_STAMP) $(NODE_STAMP)
+test: $(TEST_STAMP) $(NODE_STAMP) $(KAFKA_NODE_STAMP)
 	@$(BIN)/pytest $(XDIST) --durations=10 $(PYTEST_ARGS)
 	@$(STORE_PASS)
 
@@ -125,7 +135,7 @@ test-fast: $(TEST_STAMP)
 
 # The same suite on the Python twins of every compiled loop (docs/internals.md
 # "Compiled loops"): what runs where no C compiler was found.
-test-pure: $(TEST_STAMP) $(NODE_STAMP)
+test-pure: $(TEST_STAMP) $(NODE_STAMP) $(KAFKA_NODE_STAMP)
 	@FERRY_PURE_PYTHON=1 $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 clean-venv:

@@ -231,6 +231,18 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "anonymous_user": "a Ferry user that segment-store requests without a delegation token act as "
                           "(empty: a token is required); the banner says so",
     },
+    "kafka": {
+        "advertised_host": "host Metadata names for this broker (empty: the bind address, 127.0.0.1 for a "
+                           "wildcard; never 0.0.0.0)",
+        "advertised_port": "port Metadata names (0: the bound port); set it behind a port mapping",
+        "anonymous_user": "a Ferry user that connections without SASL act as (empty: SASL/PLAIN required); "
+                          "the banner says so",
+        "default_stream": "Ferry stream of a Kafka topic name without a dot (S.T is topic T of stream S)",
+        "auto_create_topics": "Metadata creates a missing topic when the user may (auto.create.topics.enable)",
+        "default_partitions": "partitions of an auto-created topic (num.partitions), 1..1000",
+        "initial_rebalance_delay_ms": "how long a new consumer group waits for more members "
+                                      "(group.initial.rebalance.delay.ms)",
+    },
     "pravega_controller": {
         "auth": "always true: Basic credentials of a Ferry user on every RPC, delegation tokens at the "
                 "segment store; false is refused at start (set anonymous_user instead)",

@@ -45,6 +45,7 @@ DEFAULT_LISTENERS: Mapping[str, tuple[int, str]] = MappingProxyType(
         "nats_ws": (8443, TCP),
         "pravega": (12345, TCP),
         "pravega_controller": (9090, TCP),
+        "kafka": (9092, TCP),
     }
 )
 

@@ -199,13 +199,15 @@ API = ApiTable((API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, *GROUP_API
 _API_VERSION = API_VERSIONS.response.structs["ApiVersion"].cls
 
 
-def api_versions(*, error_code: int = 0, throttle_time_ms: int = 0):
+def api_versions(*, error_code: int = 0, throttle_time_ms: int = 0, keys=None):
     """The ApiVersions response body (a dataclass value, for any version): every API in
     :data:`API` with its served range, by key. With ``error_code`` 35 (UNSUPPORTED_VERSION),
     encoded as v0, it answers an ApiVersions request of a version Ferry does not serve, so
-    the client can retry with one it does (adapters/kafka/frames.py)."""
-    keys = tuple(_API_VERSION(api_key=key, min_version=lo, max_version=hi) for key, lo, hi in API.ranges())
-    return API_VERSIONS.response.make(error_code=error_code, api_keys=keys, throttle_time_ms=throttle_time_ms)
+    the client can retry with one it does (adapters/kafka/frames.py). ``keys``: only these
+    API keys (a listener advertises the APIs it handles)."""
+    ranges = tuple(_API_VERSION(api_key=key, min_version=lo, max_version=hi) for key, lo, hi in API.ranges()
+                   if keys is None or key in keys)
+    return API_VERSIONS.response.make(error_code=error_code, api_keys=ranges, throttle_time_ms=throttle_time_ms)
 
 
 __all__ = ["API", "API_VERSIONS", "FETCH", "LIST_OFFSETS", "METADATA", "PRODUCE", "api_versions"]

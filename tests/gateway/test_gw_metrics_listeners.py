@@ -44,8 +44,8 @@ GAPS: dict[tuple[str, str], str] = {}
 # Families each listener's traffic below makes move (errors only where it made one).
 MOVES = {name: ("connections_total", "messages_in", "messages_out", "bytes_in", "bytes_out")
          for name in ("iggy_tcp", "iggy_quic", "iggy_ws", "http", "nats", "nats_ws", "nats_monitor",
-                      "pravega", "pravega_controller")}
-ERRORS_MADE = ("iggy_tcp", "iggy_quic", "iggy_ws", "http", "nats_monitor")
+                      "pravega", "pravega_controller", "kafka")}
+ERRORS_MADE = ("iggy_tcp", "iggy_quic", "iggy_ws", "http", "nats_monitor", "kafka")
 
 _LINE = re.compile(r'^(ferry_[a-z_]+)\{listener="([a-z_]+)"\} (\S+)$')
 
@@ -90,6 +90,32 @@ def http_traffic(base: str) -> None:
         assert http.get("/streams/no_such_stream", headers=auth).status_code == 404
 
 
+def kafka_traffic(gw) -> None:
+    """N records produced and fetched with confluent-kafka (librdkafka), then a connection
+    that breaks the protocol (a request before its SASL login: closed, one error)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    conf = {"bootstrap.servers": f"127.0.0.1:{gw.ports['kafka']}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "iggy", "sasl.password": "iggy"}
+    p = Producer(conf)
+    for i in range(N):
+        p.produce("m_kafka", b"kafka-%03d" % i)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition("m_kafka", 0, OFFSET_BEGINNING)])
+    got = []
+    for _ in range(300):
+        m = c.poll(0.1)
+        if m is not None and m.error() is None:
+            got.append(m)
+        if len(got) == N:
+            break
+    c.close()
+    assert len(got) == N
+    with socket.create_connection(("127.0.0.1", gw.ports["kafka"]), timeout=10) as s:
+        s.sendall(bytes.fromhex("0000000f" "0003" "0001" "00000001" "0001" "41" "ffffffff"))  # Metadata v1
+        assert s.recv(64) == b""  # closed: no request before SASL
+
+
 def test_every_listener_reports_the_shared_families(tmp_path):
     names = set(default_registry().specs)
     assert names == set(MOVES), "a listener was added: say here what its traffic is"
@@ -112,6 +138,7 @@ def test_every_listener_reports_the_shared_families(tmp_path):
         controller = str(gw.ports["pravega_controller"])
         assert run_pravega("cross.py", controller, "write")["written"] == {"value": 20}
         assert len(run_pravega("cross.py", controller, "read", "20")["read"]["got"]) == 20
+        kafka_traffic(gw)
 
         after = scrape(base)
 
@@ -148,6 +175,8 @@ def test_every_listener_reports_the_shared_families(tmp_path):
     assert delta("nats_monitor", "messages_in") == 2 and delta("nats_monitor", "errors") == 1
     assert delta("pravega", "messages_in") == 20
     assert delta("pravega", "messages_out") == 20  # the events whose frames the reads delivered
+    assert delta("kafka", "messages_in") == N and delta("kafka", "messages_out") == N
+    assert delta("kafka", "bytes_in") == len(b"kafka-000") * N and delta("kafka", "errors") >= 1
     # The scrape's own connection is open while /metrics renders.
     assert after[(FAMILIES["connections_open"], "http")] >= 1
 

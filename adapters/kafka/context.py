@@ -1,0 +1,158 @@
+"""What every Kafka connection of one listener shares, and who a connection acts as.
+
+Theory of operation
+-------------------
+:class:`KafkaContext` is made once per listener: the broker, this gateway as
+Kafka's one node (node id, advertised host and port, cluster id), the
+listener's options (:class:`KafkaOptions`), the group coordinator's request
+handlers (``groups``, :mod:`adapters.kafka.group_api`) and the producer-id
+allocator. Topic names go through the one addressing rule
+(``core.addressing.topic_for_kafka`` / ``kafka_name_for``): ``S.T`` is topic
+``T`` of stream ``S``, a name without a dot is a topic of the default stream.
+
+:class:`Access` is one connection's identity: the Ferry user it logged in as
+over SASL (or the configured anonymous user), kept as id and ``created_at``
+and read afresh on every check (``UserStore.live_user``), so a permission
+change applies to the next request and a deleted user's connection is refused
+from then on (core/credentials.py). Kafka's ACL operations map onto Ferry's
+actions (docs/kafka.md "Security"): Describe -> read_topic, Write ->
+send_messages, Read -> poll_messages, Create -> create_topic (and
+create_stream for a new stream), Delete and Alter -> manage_topic.
+
+Producer ids (InitProducerId) come from a counter in the broker's key-value
+tables (durable, core/kvtables.py), taken in blocks of
+:data:`PRODUCER_ID_BLOCK` so one SQLite write serves many producers; ids of a
+block not handed out before a restart are skipped, never reused (Kafka's
+ProducerIdManager does the same with its blocks).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+from core.addressing import DEFAULT_KAFKA_STREAM, kafka_name_for, topic_for_kafka
+from core.errors import FerryError
+from core.kvtables import NO_VERSION
+from core.permissions import Action
+
+NODE_ID = 1  # this gateway is Kafka's one broker; any non-negative id works for clients
+PRODUCER_ID_TABLE = "_kafka/producer-ids"
+PRODUCER_ID_KEY = b"next"
+PRODUCER_ID_BLOCK = 1000  # ids taken per durable write (Kafka's ProducerIdManager blocks are 1000 too)
+MAX_DEFAULT_PARTITIONS = 1000  # Iggy's per-topic partition limit, which the core enforces
+_I64 = struct.Struct(">q")
+
+
+class AccessDenied(FerryError):
+    """The connection's user no longer exists (or the anonymous user is inactive)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaOptions:
+    """The ``[listeners.kafka]`` options the connections use (gateway/listeners/kafka.py)."""
+
+    default_stream: str = DEFAULT_KAFKA_STREAM
+    auto_create_topics: bool = True  # Kafka's auto.create.topics.enable default
+    default_partitions: int = 1  # Kafka's num.partitions default
+    fetch_wait_max_ms: int = 30_000  # a client's max_wait_ms above this is cut to it
+
+
+class Access:
+    """Who one connection acts as (module docstring); ``None`` user until SASL succeeds."""
+
+    def __init__(self, users, user=None, *, anonymous: bool = False) -> None:
+        self.users = users
+        self.user_id = None if user is None else user.id
+        self.created_at = None if user is None else user.created_at
+        self.username = "" if user is None else user.username
+        self.anonymous = anonymous
+
+    @property
+    def known(self) -> bool:
+        return self.user_id is not None
+
+    def login(self, user) -> None:
+        self.user_id, self.created_at, self.username = user.id, user.created_at, user.username
+        self.anonymous = False
+
+    def live(self):
+        """The user now; AccessDenied when it is gone (or, anonymous, inactive)."""
+        user = self.users.live_user(self.user_id) if self.user_id is not None else None
+        if user is None or user.created_at != self.created_at:
+            raise AccessDenied(f"the user of this connection (id {self.user_id}) no longer exists")
+        if self.anonymous and not user.active:
+            raise AccessDenied(f"the anonymous user {user.username!r} is inactive")
+        return user
+
+    def can(self, action: Action, stream_id: int | None = None, topic_id: int | None = None) -> bool:
+        # A logged-in session keeps acting while its user is inactive, as on Iggy
+        # (core/credentials.py); the anonymous door closes with its user's status.
+        return self.users.can(self.live(), action, stream_id, topic_id, ignore_status=not self.anonymous)
+
+
+class KafkaContext:
+    """One listener's shared state (module docstring)."""
+
+    def __init__(self, broker, *, host: str, port: int, options: KafkaOptions = KafkaOptions(),
+                 groups=None, anonymous=None) -> None:
+        self.broker = broker
+        self.node_id = NODE_ID
+        self.host, self.port = host, port
+        self.options = options
+        self.groups = groups
+        self.anonymous = anonymous  # UserInfo the `anonymous_user` option names, or None
+        self.cluster_id = cluster_id_of(str(broker.data_dir))
+        self._pid_next = 0
+        self._pid_end = 0
+
+    # -- names -------------------------------------------------------------------------
+    def resolve(self, name: str) -> tuple[str, str] | None:
+        return topic_for_kafka(name, self.options.default_stream)
+
+    def name_of(self, stream: str, topic: str) -> str | None:
+        return kafka_name_for(stream, topic, self.options.default_stream)
+
+    def topic(self, name: str):
+        """The TopicInfo a Kafka name means, or None (illegal name, no such topic)."""
+        pair = self.resolve(name)
+        if pair is None:
+            return None
+        try:
+            return self.broker.get_topic(*pair)
+        except FerryError:
+            return None
+
+    def topics(self) -> Iterator[tuple[str, object]]:
+        """Every Kafka-visible topic as ``(kafka name, TopicInfo)``."""
+        for stream in self.broker.list_streams():
+            for info in self.broker.list_topics(stream.id):
+                name = self.name_of(stream.name, info.name)
+                if name is not None:
+                    yield name, info
+
+    # -- producer ids --------------------------------------------------------------------
+    def next_producer_id(self) -> int:
+        """A producer id never handed out before (module docstring)."""
+        if self._pid_next >= self._pid_end:
+            tables = self.broker.tables
+            tables.create(PRODUCER_ID_TABLE)  # no-op when it exists
+            (entry,) = tables.get(PRODUCER_ID_TABLE, [PRODUCER_ID_KEY])
+            start = _I64.unpack(entry[1])[0] if entry is not None else 0
+            end = start + PRODUCER_ID_BLOCK
+            tables.update(PRODUCER_ID_TABLE, [(PRODUCER_ID_KEY, _I64.pack(end), NO_VERSION)])
+            self._pid_next, self._pid_end = start, end
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+
+def cluster_id_of(seed: str) -> str:
+    """A stable cluster id (Kafka's form: a UUID in URL-safe base64, 22 characters) derived
+    from the data directory, so clients see the same id across restarts."""
+    raw = uuid.UUID(bytes=hashlib.sha256(seed.encode()).digest()[:16]).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")

@@ -1,0 +1,330 @@
+"""Produce, Fetch and ListOffsets on Ferry's log, sans-I/O.
+
+Theory of operation
+-------------------
+Kafka's offsets are Ferry's: a partition's records are numbered from 0
+without gaps, so a Kafka offset names the stored record of the same offset
+and the high watermark is the partition's next offset.
+
+**Produce.** Each partition's one record batch is checked as Kafka's broker
+checks a client batch (:func:`adapters.kafka.records.decode_produce_batch`),
+translated to canonical messages (:mod:`adapters.kafka.translate`) and
+appended with ``broker.append``. ``acks=0`` answers nothing; ``acks`` 1 and
+-1 answer when every partition's append is durable under the fsync policy
+(``on_durable``): Ferry has one copy, so "all in-sync replicas" and "the
+leader" are the same disk, and an acknowledged record survives ``kill -9``
+(docs/kafka.md). An idempotent producer's batch (producer id >= 0) is checked
+against the partition's last stored sequence of that producer and epoch
+(``Partition.producer_sequence``, kept through restarts by the log): the next
+sequence is appended, an already stored one answers
+DUPLICATE_SEQUENCE_NUMBER (the Java client and librdkafka treat it as
+success), a gap OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's
+``ProducerStateManager`` rules for a producer whose state the broker holds).
+
+**Fetch.** Per partition, stored records from the fetch offset are turned
+into record batches up to the partition's and the response's byte limits,
+the first batch whole even past them so a consumer always progresses
+(KIP-74). An offset outside ``[log start, high watermark]`` answers
+OFFSET_OUT_OF_RANGE. When fewer than ``min_bytes`` are found and
+``max_wait_ms`` is above 0, the request waits (:class:`FetchWait`): the
+driver wakes it on the next append to any of its partitions or at its
+deadline and calls :meth:`DataPlane.fetch` again with the same request.
+Fetch sessions (KIP-227) are not kept: every response is a full one with
+session id 0, which every client accepts.
+
+**ListOffsets.** -2 is the log start, -1 the high watermark, -3 (v7) the
+last record; a timestamp is the first record appended at or after it
+(``Partition.offset_for_timestamp``: Ferry indexes append times, so this is
+Kafka's answer for a topic with ``message.timestamp.type=LogAppendTime``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import (FerryError, NotFound, PartitionNotFound, PayloadTooLarge, ShuttingDown, StorageError,
+                         TopicSealed)
+from core.metrics import listener_metrics, metrics_for
+from core.permissions import Action
+
+from . import translate
+from .errors import ErrorCode as E
+from .messages import FETCH, LIST_OFFSETS, PRODUCE
+from .records import RecordBatchError, decode_produce_batch
+
+# Records read from the log per partition per fetch: bounds the work of one
+# response beside the byte limits (Kafka's own fetch is bounded by bytes only).
+MAX_FETCH_RECORDS = 10_000
+# The largest answer a Fetch request may ask for. Kafka's fetch.max.bytes
+# default is 50 MiB (ReplicaManager); clients ask for at most that.
+MAX_FETCH_RESPONSE_BYTES = 50 * 1024 * 1024
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LISTENER = "kafka"  # the metrics' listener label
+_BATCH_LENGTH_AT, _BATCH_COUNT_AT = 8, 57  # int32 fields of a v2 batch header (adapters/kafka/records.py)
+
+_PRODUCE_TOPIC = PRODUCE.response.structs["TopicProduceResponse"]
+_PRODUCE_PART = PRODUCE.response.structs["PartitionProduceResponse"]
+_FETCH_TOPIC = FETCH.response.structs["FetchableTopicResponse"]
+_FETCH_PART = FETCH.response.structs["PartitionData"]
+_LO_TOPIC = LIST_OFFSETS.response.structs["ListOffsetsTopicResponse"]
+_LO_PART = LIST_OFFSETS.response.structs["ListOffsetsPartitionResponse"]
+
+
+@dataclass(eq=False)
+class ProduceWait:
+    """A Produce answer waiting for its appends to be durable; ``wake`` is the driver's.
+    ``topics`` holds ``(name, [partition fields])``: the response is built by :meth:`finish`
+    (the message values are frozen)."""
+
+    topics: list = field(default_factory=list)
+    pending: int = 0
+    wake: object = None
+    pending_request: object = None  # the session's (api key, version, correlation id)
+
+    def callback(self, fields: dict):
+        self.pending += 1
+
+        def on_durable(outcome) -> None:
+            if isinstance(outcome, BaseException):
+                fields.update(error_code=int(E.KAFKA_STORAGE_ERROR), base_offset=-1,
+                              error_message=f"the append did not become durable: {outcome}")
+            self.pending -= 1
+            if self.pending == 0 and self.wake is not None:
+                self.wake()
+        return on_durable
+
+    @property
+    def done(self) -> bool:
+        return self.pending == 0
+
+    def finish(self):
+        return PRODUCE.response.make(responses=tuple(
+            _PRODUCE_TOPIC.make(name=name, partition_responses=tuple(_PRODUCE_PART.make(**f) for f in parts))
+            for name, parts in self.topics))
+
+
+@dataclass(eq=False)
+class FetchWait:
+    """A Fetch with too few bytes, waiting until ``deadline_ms`` for an append to ``keys``."""
+
+    version: int
+    request: object
+    deadline_ms: int
+    keys: list  # (stream_id, topic_id, partition_id) for broker.wait_for_append
+    pending: object = None  # the session's (api key, version, correlation id)
+
+
+def append_error(exc: BaseException) -> tuple[int, str]:
+    """The Kafka error code (and message) of a failed append."""
+    if isinstance(exc, RecordBatchError):
+        return exc.error_code, str(exc)
+    if isinstance(exc, PayloadTooLarge):
+        return int(E.MESSAGE_TOO_LARGE), str(exc)
+    if isinstance(exc, ShuttingDown):
+        return int(E.NOT_LEADER_OR_FOLLOWER), str(exc)  # retriable: the client retries after a restart
+    if isinstance(exc, StorageError):
+        return int(E.KAFKA_STORAGE_ERROR), str(exc)
+    if isinstance(exc, TopicSealed):
+        return int(E.POLICY_VIOLATION), str(exc)
+    if isinstance(exc, (PartitionNotFound, NotFound)):
+        return int(E.UNKNOWN_TOPIC_OR_PARTITION), str(exc)
+    return int(E.UNKNOWN_SERVER_ERROR), str(exc)
+
+
+def record_count(data: bytes) -> int:
+    """Records in back-to-back v2 batches, read from their headers."""
+    n, pos = 0, 0
+    while pos + _BATCH_COUNT_AT + 4 <= len(data):
+        n += int.from_bytes(data[pos + _BATCH_COUNT_AT:pos + _BATCH_COUNT_AT + 4], "big", signed=True)
+        pos += 12 + int.from_bytes(data[pos + _BATCH_LENGTH_AT:pos + _BATCH_LENGTH_AT + 4], "big", signed=True)
+    return n
+
+
+class DataPlane:
+    """Produce, Fetch and ListOffsets for one connection (module docstring)."""
+
+    def __init__(self, ctx, access) -> None:
+        self.ctx = ctx
+        self.broker = ctx.broker
+        self.access = access
+        self.counters = listener_metrics(metrics_for(ctx.broker))
+
+    # -- lookups ------------------------------------------------------------------------
+    def _topic(self, name: str, action) -> tuple[object | None, int]:
+        """(TopicInfo, 0) or (None, Kafka error code)."""
+        info = self.ctx.topic(name)
+        if info is None:
+            return None, int(E.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.access.can(action, info.stream_id, info.id):
+            return None, int(E.TOPIC_AUTHORIZATION_FAILED)
+        return info, 0
+
+    # -- Produce --------------------------------------------------------------------------
+    def produce(self, version: int, body) -> ProduceWait | None:
+        """The Produce answer (``finish()`` once ``done``: it waits for durability), or None
+        for acks=0 (no answer is sent)."""
+        acks = body.acks
+        wait = ProduceWait()
+        for t in body.topic_data:
+            parts: list[dict] = []
+            info, err = self._topic(t.name, Action.SEND_MESSAGES)
+            for p in t.partition_data:
+                resp = {"index": p.index, "error_code": err, "base_offset": -1}
+                parts.append(resp)
+                if err:
+                    continue
+                if acks not in (0, 1, -1):
+                    resp["error_code"] = int(E.INVALID_REQUIRED_ACKS)
+                elif body.transactional_id is not None:
+                    resp["error_code"] = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    resp["error_message"] = "transactions are not served by this listener yet"
+                else:
+                    self._produce_partition(version, info, p, resp, wait if acks else None)
+            wait.topics.append((t.name, parts))
+        return wait if acks else None
+
+    def _produce_partition(self, version: int, info, p, resp: dict, wait: ProduceWait | None) -> None:
+        if not 0 <= p.index < info.partitions_count:
+            resp["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+            return
+        try:
+            if p.records is None:
+                raise RecordBatchError(int(E.INVALID_RECORD), "a Produce partition needs one record batch")
+            batch = decode_produce_batch(p.records, version)
+            inputs = translate.to_inputs(batch)
+            producer = None
+            part = self.broker.partition(info.stream_id, info.id, p.index)
+            if batch.producer_id >= 0:
+                producer = self._sequence(part, batch, resp)
+                if producer is None:
+                    return
+            on_durable = wait.callback(resp) if wait is not None else None
+            try:
+                result = self.broker.append(info.stream_id, info.id, inputs, partition=p.index, producer=producer,
+                                            on_durable=on_durable, origin="kafka")
+            except BaseException:
+                if wait is not None:
+                    wait.pending -= 1  # this append will never call back
+                raise
+        except (RecordBatchError, FerryError) as exc:
+            resp["error_code"], resp["error_message"] = append_error(exc)
+            return
+        if result.duplicate:  # a sequence stored since our check (another connection of the producer)
+            resp["error_code"] = int(E.DUPLICATE_SEQUENCE_NUMBER)
+            return
+        resp["base_offset"] = result.base_offset
+        resp["log_start_offset"] = part.first_offset
+        self.counters["messages_in"].inc(LISTENER, amount=len(inputs))
+        self.counters["bytes_in"].inc(LISTENER, amount=sum(len(i.payload) for i in inputs))
+
+    @staticmethod
+    def _sequence(part, batch, resp) -> tuple[str, int] | None:
+        """The ``producer=(id, last sequence)`` of an idempotent batch, or None after
+        setting the error (module docstring)."""
+        pid = f"kafka:{batch.producer_id}:{batch.producer_epoch}"
+        last_seq = batch.base_sequence + len(batch.records) - 1
+        stored = part.producer_sequence(pid)
+        if stored is not None:
+            if last_seq <= stored:
+                resp["error_code"] = int(E.DUPLICATE_SEQUENCE_NUMBER)
+                return None
+            if batch.base_sequence != stored + 1:
+                resp["error_code"] = int(E.OUT_OF_ORDER_SEQUENCE_NUMBER)
+                resp["error_message"] = f"expected sequence {stored + 1}, got {batch.base_sequence}"
+                return None
+        return pid, last_seq
+
+    # -- Fetch ----------------------------------------------------------------------------
+    def fetch(self, version: int, body, now_ms: int, deadline_ms: int | None = None):
+        """The Fetch response value, or a :class:`FetchWait` when it should wait."""
+        budget = max(0, min(body.max_bytes, MAX_FETCH_RESPONSE_BYTES))
+        total = 0
+        keys = []
+        topics = []
+        for t in body.topics:
+            info, err = self._topic(t.topic, Action.POLL_MESSAGES)
+            parts = []
+            for p in t.partitions:
+                resp = {"partition_index": p.partition, "error_code": err, "high_watermark": -1, "records": None}
+                parts.append(resp)
+                if err:
+                    continue
+                if not 0 <= p.partition < info.partitions_count:
+                    resp["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                keys.append((info.stream_id, info.id, p.partition))
+                limit = min(p.partition_max_bytes, budget - total)
+                total += self._fetch_partition(info, p, resp, limit, first=(total == 0))
+            topics.append((t.topic, parts))
+        if deadline_ms is None:
+            deadline_ms = now_ms + max(0, min(body.max_wait_ms, self.ctx.options.fetch_wait_max_ms))
+        if total < body.min_bytes and now_ms < deadline_ms and keys:
+            return FetchWait(version, body, deadline_ms, keys)
+        return FETCH.response.make(responses=tuple(
+            _FETCH_TOPIC.make(topic=name, partitions=tuple(_FETCH_PART.make(**f) for f in parts))
+            for name, parts in topics))
+
+    def _fetch_partition(self, info, p, resp: dict, limit: int, first: bool) -> int:
+        """Fill ``resp`` for one partition; the record bytes it holds."""
+        try:
+            part = self.broker.partition(info.stream_id, info.id, p.partition)
+            hwm, start = part.next_offset, part.first_offset
+            resp.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
+            if not start <= p.fetch_offset <= hwm:
+                resp["error_code"] = int(E.OFFSET_OUT_OF_RANGE)
+                return 0
+            if p.fetch_offset == hwm or (limit <= 0 and not first):
+                resp["records"] = b""
+                return 0
+            batch = part.read(p.fetch_offset, MAX_FETCH_RECORDS, max(limit, 1))
+            data = translate.to_batches(batch.records(), max_bytes=limit, first=first)
+        except FerryError as exc:
+            resp["error_code"] = append_error(exc)[0]
+            return 0
+        resp["records"] = data
+        self.counters["messages_out"].inc(LISTENER, amount=record_count(data))
+        self.counters["bytes_out"].inc(LISTENER, amount=len(data))
+        return len(data)
+
+    # -- ListOffsets ------------------------------------------------------------------------
+    def list_offsets(self, version: int, body):
+        topics = []
+        for t in body.topics:
+            info, err = self._topic(t.name, Action.READ_TOPIC)
+            parts = []
+            for p in t.partitions:
+                resp = {"partition_index": p.partition_index, "error_code": err}
+                parts.append(resp)
+                if err:
+                    continue
+                if not 0 <= p.partition_index < info.partitions_count:
+                    resp["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                part = self.broker.partition(info.stream_id, info.id, p.partition_index)
+                offset, ts = self._offset_for(part, p.timestamp)
+                resp.update(timestamp=ts, offset=offset, leader_epoch=0 if offset >= 0 else -1)
+                if version == 0:
+                    resp["old_style_offsets"] = (offset,) if offset >= 0 else ()
+            topics.append(_LO_TOPIC.make(name=t.name, partitions=tuple(_LO_PART.make(**f) for f in parts)))
+        return LIST_OFFSETS.response.make(topics=tuple(topics))
+
+    @staticmethod
+    def _offset_for(part, timestamp: int) -> tuple[int, int]:
+        """(offset, timestamp ms) Kafka answers for a ListOffsets timestamp (module docstring)."""
+        if timestamp == LATEST:
+            return part.next_offset, -1
+        if timestamp == EARLIEST:
+            return part.first_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            last = part.last_offset
+            if last is None:
+                return -1, -1
+            (view,) = list(part.read(last, 1).records())
+            return last, view.timestamp // 1000
+        if timestamp < 0:
+            return -1, -1
+        offset = part.offset_for_timestamp(timestamp * 1000)
+        if offset >= part.next_offset:
+            return -1, -1  # no record at or after it: Kafka answers offset -1
+        (view,) = list(part.read(offset, 1).records())
+        return offset, view.timestamp // 1000

@@ -1,0 +1,216 @@
+"""The trio driver of the Kafka listener: sockets, waits and the group coordinator's clock.
+
+Theory of operation
+-------------------
+One task per connection. Like Kafka's broker, it reads one request, acts on
+the session's outcome (adapters/kafka/session.py) and only then takes the
+next, so answers leave in request order; frames that arrived meanwhile wait
+in the frame splitter (at most one receive's worth, :data:`RECV_CHUNK`, plus
+one partial frame below ``frames.MAX_FRAME_SIZE``).
+
+Waiting outcomes:
+
+* a login runs the password check in a worker thread (argon2 is slow), the
+  connection's actor bound so the login guard and audit log see its address;
+* a Produce waits for the flusher's durability callbacks of its appends;
+* a Fetch waits for the next append to any of its partitions
+  (``broker.wait_for_append``) or its deadline, then reads again;
+* a group request waits until the coordinator answers it, from this or
+  another connection's request or from the coordinator's clock:
+  :class:`GroupClock` runs ``tick`` at the coordinator's next deadline and is
+  poked after every group request, since a request can move that deadline.
+
+A closed socket ends the connection quietly; anything else is our bug,
+logged, and the listener keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from functools import partial
+
+import trio
+
+from adapters.peer import peer_of
+from core.access import bind_actor, current_actor
+from core.connections import address, directory_for
+from core.metrics import listener_metrics, metrics_for
+
+from .context import Access
+from .frames import FrameSplitter
+from .session import GroupWait, KafkaSession, deliver
+from .dataplane import FetchWait, ProduceWait
+from .types import KafkaDecodeError
+
+log = logging.getLogger("ferry.kafka")
+LISTENER = "kafka"
+RECV_CHUNK = 256 * 1024  # bytes per receive
+# A connection that has not logged in this long after it opened is closed, as the
+# Iggy listeners do (docs/security.md "Unauthenticated connections are closed"):
+# an idle unauthenticated socket costs memory and a file descriptor for nothing.
+AUTH_TIMEOUT_S = 30.0
+
+
+def now_ms() -> int:
+    """The session's clock: trio's (monotonic) time in milliseconds."""
+    return int(trio.current_time() * 1000)
+
+
+class GroupClock:
+    """Runs the coordinator's ``tick`` at its next deadline (module docstring)."""
+
+    def __init__(self, groups) -> None:
+        self.groups = groups
+        self._poke = trio.Event()
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    async def run(self) -> None:
+        while True:
+            deadline = self.groups.next_deadline()
+            with trio.move_on_at(math.inf if deadline is None else deadline / 1000):
+                await self._poke.wait()
+            self._poke = trio.Event()
+            deliver(self.groups.tick(now_ms()))
+
+
+async def serve_kafka(ctx, host: str, port: int, conn_nursery, *, make_groups,
+                      task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind ``host:port`` and serve Kafka connections until cancelled; ``started()``
+    gets the bound port. ``ctx.port`` is the advertised port, or 0 to advertise the
+    bound one; ``make_groups(node)`` builds the group API once the node's address
+    (id, host, port) is known."""
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()[1]
+    if not ctx.port:
+        ctx.port = bound
+    ctx.groups = make_groups((ctx.node_id, ctx.host, ctx.port))
+    clock = GroupClock(ctx.groups)
+    async with trio.open_nursery() as nursery:
+        if ctx.groups is not None:
+            nursery.start_soon(clock.run)
+        task_status.started(bound)
+        handler = partial(kafka_connection, ctx, clock)
+        await trio.serve_listeners(handler, listeners, handler_nursery=conn_nursery)
+
+
+async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream) -> None:
+    peer = peer_of(stream) or "local"
+    bind_actor("kafka", peer)
+    counters = listener_metrics(metrics_for(ctx.broker))
+    counters["connections_total"].inc(LISTENER)
+    counters["connections_open"].inc(LISTENER)
+    users = ctx.broker.meta.users
+    access = Access(users, ctx.anonymous, anonymous=ctx.anonymous is not None)
+    session = KafkaSession(ctx, access)
+    scope = trio.CancelScope()
+    directory = directory_for(ctx.broker)
+    entry = directory.open(LISTENER, address(peer), close=scope.cancel,
+                           refresh=partial(_refresh, session, current_actor()))
+    parked: list = []
+    try:
+        with scope:
+            await _serve(ctx, clock, stream, session, counters, parked)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the peer vanished
+    except Exception:  # noqa: BLE001 - our bug: log it, close this connection, keep the listener
+        log.exception("kafka connection failed")
+    finally:
+        for token in parked:
+            ctx.groups.cancel(token)  # parked implies groups
+        counters["connections_open"].dec(LISTENER)
+        directory.closed(entry)
+        await trio.aclose_forcefully(stream)
+
+
+def _refresh(session: KafkaSession, actor, entry) -> None:
+    entry.user = session.access.username or actor.user
+    entry.client = session.client_id
+
+
+async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters, parked: list) -> None:
+    splitter = FrameSplitter()
+    queue: deque[bytes] = deque()
+    auth_deadline = trio.current_time() + AUTH_TIMEOUT_S
+    while True:
+        while not queue:
+            data = None
+            with trio.move_on_at(math.inf if session.authenticated else auth_deadline):
+                data = await stream.receive_some(RECV_CHUNK)
+            if data is None:
+                log.info("kafka connection closed: no SASL login within %s s", AUTH_TIMEOUT_S)
+                return
+            if not data:
+                return
+            try:
+                queue.extend(splitter.feed(data))
+            except KafkaDecodeError as exc:
+                counters["errors"].inc(LISTENER)
+                log.info("kafka connection closed: %s", exc)
+                return
+        outcome = session.handle(queue.popleft(), now_ms())
+        while outcome.kind in ("login", "wait"):
+            if outcome.kind == "login":
+                outcome = session.login_done(await _login(ctx, *outcome.wait))
+            else:
+                wait = outcome.wait
+                if isinstance(wait, GroupWait):
+                    clock.poke()
+                    parked.append(wait)
+                    try:
+                        await _wait_group(wait)
+                    finally:
+                        parked.remove(wait)
+                elif isinstance(wait, ProduceWait):
+                    await _wait_produce(wait)
+                elif isinstance(wait, FetchWait):
+                    await _wait_fetch(ctx.broker, wait)
+                outcome = session.resume(wait, now_ms())
+        if outcome.kind == "silent":
+            continue
+        if outcome.frame:
+            await stream.send_all(outcome.frame)
+        if outcome.kind == "close":
+            counters["errors"].inc(LISTENER)
+            log.info("kafka connection closed: %s", outcome.reason)
+            return
+        if session.take_group_touch():
+            clock.poke()  # a group request may have moved the coordinator's next deadline
+
+
+async def _login(ctx, username: str, password: str):
+    users = ctx.broker.meta.users
+    try:
+        return await trio.to_thread.run_sync(users.authenticate, username, password)
+    except Exception as exc:  # noqa: BLE001 - every refusal is the same SASL failure to the client
+        return exc
+
+
+async def _wait_group(wait: GroupWait) -> None:
+    if wait.answer is not None:
+        return
+    done = trio.Event()
+    wait.wake = done.set
+    await done.wait()
+
+
+async def _wait_produce(wait: ProduceWait) -> None:
+    if wait.done:
+        return
+    done = trio.Event()
+    wait.wake = done.set
+    await done.wait()
+
+
+async def _wait_fetch(broker, wait: FetchWait) -> None:
+    woken = trio.Event()
+    cancels = [broker.wait_for_append(*key, woken.set) for key in wait.keys]
+    try:
+        with trio.move_on_at(wait.deadline_ms / 1000):
+            await woken.wait()
+    finally:
+        for cancel in cancels:
+            cancel()

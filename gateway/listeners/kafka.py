@@ -1,0 +1,89 @@
+"""The Kafka listener (default port 9092, Kafka's own): unmodified Kafka clients
+(librdkafka/confluent-kafka, kafka-python, aiokafka, kafkajs, kcat) produce to and
+consume from Ferry's log; docs/kafka.md.
+
+Options of ``[listeners.kafka]`` (also ``FERRY_KAFKA_<KEY>``):
+
+=========================  =======  ==============================================
+key                        default  meaning
+=========================  =======  ==============================================
+advertised_host            ""       the host Metadata tells clients to connect to;
+                                    empty: the bind address, or 127.0.0.1 when that
+                                    is a wildcard (never 0.0.0.0). Set it in
+                                    containers (``ferry``, the service name).
+advertised_port            0        the port Metadata names (0: the bound port);
+                                    set it behind a port mapping
+anonymous_user             ""       a Ferry user that connections which do not
+                                    authenticate act as, with that user's
+                                    permissions (empty: SASL/PLAIN is required)
+default_stream             "kafka"  the Ferry stream of a Kafka topic name without
+                                    a dot (``S.T`` is topic T of stream S)
+auto_create_topics         true     Metadata creates a missing topic (Kafka's
+                                    auto.create.topics.enable), if the user may
+default_partitions         1        partitions of an auto-created topic, and of
+                                    CreateTopics with -1 (Kafka's num.partitions)
+initial_rebalance_delay_ms 3000     how long a new group waits for more members
+                                    (Kafka's group.initial.rebalance.delay.ms)
+=========================  =======  ==============================================
+"""
+
+from __future__ import annotations
+
+from adapters.kafka.context import MAX_DEFAULT_PARTITIONS, KafkaContext, KafkaOptions
+from adapters.kafka.driver import serve_kafka
+from core.addressing import is_kafka_name
+from core.errors import InvalidArgument, NotFound
+
+from ..registry import ListenerSpec
+
+OPTIONS = {"advertised_host": "", "advertised_port": 0, "anonymous_user": "", "default_stream": "kafka",
+           "auto_create_topics": True, "default_partitions": 1, "initial_rebalance_delay_ms": 3000}
+WILDCARDS = ("0.0.0.0", "::", "")
+MAX_REBALANCE_DELAY_MS = 300_000  # Kafka's own bound on group.initial.rebalance.delay.ms is none; 5 min is plenty
+
+
+def advertised(host: str, configured: str) -> str:
+    """What Metadata names: the configured host, else the bind address (never a wildcard)."""
+    if configured:
+        return configured
+    return "127.0.0.1" if host in WILDCARDS else host
+
+
+def _options(opts: dict) -> KafkaOptions:
+    parts = int(opts["default_partitions"])
+    if not 1 <= parts <= MAX_DEFAULT_PARTITIONS:
+        raise InvalidArgument(f"listeners.kafka.default_partitions must be 1..{MAX_DEFAULT_PARTITIONS}, got {parts}")
+    stream = str(opts["default_stream"])
+    if not stream or "." in stream or not is_kafka_name(stream):
+        raise InvalidArgument(f"listeners.kafka.default_stream must be a Kafka name without a dot, got {stream!r}")
+    return KafkaOptions(default_stream=stream, auto_create_topics=bool(opts["auto_create_topics"]),
+                        default_partitions=parts)
+
+
+async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
+    opts = {**OPTIONS, **dict(cfg.options)}
+    options = _options(opts)
+    delay = int(opts["initial_rebalance_delay_ms"])
+    if not 0 <= delay <= MAX_REBALANCE_DELAY_MS:
+        raise InvalidArgument(f"listeners.kafka.initial_rebalance_delay_ms must be 0..{MAX_REBALANCE_DELAY_MS}")
+    port = int(opts["advertised_port"])
+    if not 0 <= port <= 65535:
+        raise InvalidArgument(f"listeners.kafka.advertised_port must be 0..65535, got {port}")
+    anonymous = None
+    name = str(opts["anonymous_user"]).strip()
+    if name:
+        try:
+            anonymous = broker.meta.users.get_user(name)
+        except (NotFound, InvalidArgument):
+            raise InvalidArgument(f"listeners.kafka.anonymous_user: no Ferry user {name!r}") from None
+    host = advertised(cfg.host, str(opts["advertised_host"]))
+    ctx = KafkaContext(broker, host=host, port=port, options=options, anonymous=anonymous)
+
+    def make_groups(node):
+        return None  # consumer groups: not served yet (the group APIs are not advertised)
+
+    await serve_kafka(ctx, cfg.host, cfg.port, conn_nursery, make_groups=make_groups, task_status=task_status)
+
+
+LISTENER = ListenerSpec(name="kafka", default_port=9092, transport="tcp", serve=serve, options=OPTIONS,
+                        description="Kafka (librdkafka, kafka-python, aiokafka, kafkajs): produce, fetch, groups")
