@@ -94,26 +94,18 @@ install-test: $(TEST_STAMP)
 run: $(RUN_STAMP)
 	@$(BIN)/ferry serve $(FERRY_ARGS)
 
-# Real JavaScript clients (nats.js) for tests/nats/test_nats_node.py, installed
-# into their own folder when node and npm are on the machine (skipped otherwise).
-NODE_TESTS := tests/nats/node
-NODE_STAMP := $(NODE_TESTS)/node_modules/.stamp
+# Real JavaScript clients, each installed into its own folder when node and npm are on
+# the machine (their tests skip otherwise): nats.js for tests/nats/test_nats_node.py,
+# kafkajs for tests/kafka/test_kafka_clients.py. One rule for both: a folder's stamp
+# is remade when its package.json changes.
+NODE_STAMP := tests/nats/node/node_modules/.stamp
+KAFKA_NODE_STAMP := tests/kafka/node/node_modules/.stamp
 
-$(NODE_STAMP): $(NODE_TESTS)/package.json
+%/node_modules/.stamp: %/package.json
 	@if command -v npm >/dev/null 2>&1; then \
-		echo "installing nats.js for the tests into $(NODE_TESTS)/node_modules..."; \
-		cd $(NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
-	else echo "npm not found: the nats.js test will be skipped"; fi
-
-# kafkajs for tests/kafka/test_kafka_clients.py, the same way.
-KAFKA_NODE_TESTS := tests/kafka/node
-KAFKA_NODE_STAMP := $(KAFKA_NODE_TESTS)/node_modules/.stamp
-
-$(KAFKA_NODE_STAMP): $(KAFKA_NODE_TESTS)/package.json
-	@if command -v npm >/dev/null 2>&1; then \
-		echo "installing kafkajs for the tests into $(KAFKA_NODE_TESTS)/node_modules..."; \
-		cd $(KAFKA_NODE_TESTS) && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
-	else echo "npm not found: the kafkajs test will be skipped"; fi
+		echo "installing the JavaScript clients of $* into $*/node_modules..."; \
+		cd $* && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.stamp; \
+	else echo "npm not found: the tests using $* will be skipped"; fi
 
 # The second run: the real-client tests marked `store` again, with every gateway they
 # start keeping its state in a 3-node nats-server JetStream cluster (docs/scale-out.md).

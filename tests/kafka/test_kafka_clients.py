@@ -45,43 +45,28 @@ def topic_name(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def drain(c, n: int) -> list:
+    """Poll ``c`` until ``n`` records came and one more poll found nothing (or WAIT_S)."""
+    got = []
+    for _ in range(WAIT_S * 10):
+        m = c.poll(0.1)
+        if m is None:
+            if len(got) >= n:
+                break
+            continue
+        assert m.error() is None, m.error()
+        got.append(m)
+    return got
+
+
 def read_all(conf: dict, topic: str, n: int, partitions: int = 1) -> list:
     """The first ``n`` records of a topic's partitions, assigned (no group), in order per partition."""
     c = Consumer({**conf, "group.id": "unused", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    got = []
     try:
-        for _ in range(WAIT_S * 10):
-            m = c.poll(0.1)
-            if m is None:
-                if len(got) >= n:
-                    break
-                continue
-            assert m.error() is None, m.error()
-            got.append(m)
+        return drain(c, n)
     finally:
         c.close()
-    return got
-
-
-def consume_all(conf: dict, topic: str, n: int) -> list:
-    c = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
-    c.subscribe([topic])
-    got = []
-    try:
-        for _ in range(WAIT_S * 10):
-            m = c.poll(0.1)
-            if m is None:
-                if len(got) >= n:
-                    break
-                continue
-            assert m.error() is None, m.error()
-            got.append(m)
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-    return got
 
 
 def test_confluent_produce_consume_keys_headers_and_acks(gw):
