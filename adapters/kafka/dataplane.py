@@ -60,7 +60,6 @@ MAX_FETCH_RECORDS = 10_000
 MAX_FETCH_RESPONSE_BYTES = 50 * 1024 * 1024
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 LISTENER = "kafka"  # the metrics' listener label
-_BATCH_LENGTH_AT, _BATCH_COUNT_AT = 8, 57  # int32 fields of a v2 batch header (adapters/kafka/records.py)
 
 _PRODUCE_TOPIC = PRODUCE.response.structs["TopicProduceResponse"]
 _PRODUCE_PART = PRODUCE.response.structs["PartitionProduceResponse"]
@@ -129,15 +128,6 @@ def append_error(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, (PartitionNotFound, NotFound)):
         return int(E.UNKNOWN_TOPIC_OR_PARTITION), str(exc)
     return int(E.UNKNOWN_SERVER_ERROR), str(exc)
-
-
-def record_count(data: bytes) -> int:
-    """Records in back-to-back v2 batches, read from their headers."""
-    n, pos = 0, 0
-    while pos + _BATCH_COUNT_AT + 4 <= len(data):
-        n += int.from_bytes(data[pos + _BATCH_COUNT_AT:pos + _BATCH_COUNT_AT + 4], "big", signed=True)
-        pos += 12 + int.from_bytes(data[pos + _BATCH_LENGTH_AT:pos + _BATCH_LENGTH_AT + 4], "big", signed=True)
-    return n
 
 
 class DataPlane:
@@ -277,14 +267,14 @@ class DataPlane:
                 resp["records"] = b""
                 return 0
             batch = part.read(p.fetch_offset, MAX_FETCH_RECORDS, max(limit, 1))
-            data = translate.to_batches(batch.records(), max_bytes=limit, first=first)
+            fetched = translate.encode_fetch(batch.records(), max_bytes=limit, whole_first=first)
         except FerryError as exc:
             resp["error_code"] = append_error(exc)[0]
             return 0
-        resp["records"] = data
-        self.counters["messages_out"].inc(LISTENER, amount=record_count(data))
-        self.counters["bytes_out"].inc(LISTENER, amount=len(data))
-        return len(data)
+        resp["records"] = fetched.data
+        self.counters["messages_out"].inc(LISTENER, amount=fetched.count)
+        self.counters["bytes_out"].inc(LISTENER, amount=len(fetched.data))
+        return len(fetched.data)
 
     # -- ListOffsets ------------------------------------------------------------------------
     def list_offsets(self, version: int, body):

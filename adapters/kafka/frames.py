@@ -17,7 +17,8 @@ A request payload is a request header, then the body:
 * an API's flexible versions use header v2, the others v1
   (:func:`request_header_version`);
 * the body is the API's request message in that version
-  (:mod:`adapters.kafka.messages`), and must end exactly at the frame's end.
+  (:mod:`adapters.kafka.messages`); bytes after it are ignored, as Kafka's
+  broker ignores them (a response, the client side, must end exactly).
 
 A response payload is ``correlation_id int32`` (header v0), plus a
 tagged-field section in header v1 (flexible versions), then the body. The
@@ -157,7 +158,10 @@ def decode_request(frame) -> tuple:
     api_key, api_version, correlation_id = _PEEK.unpack_from(frame)
     api = _served(api_key, api_version, correlation_id)
     header, pos = REQUEST_HEADER.decode(request_header_version(api, api_version), frame, 0, exact=False)
-    return header, api.request.decode(api_version, frame, pos)
+    # Bytes after the body are ignored, as Kafka's broker ignores them
+    # (AbstractRequest.parseRequest reads the body and never checks what remains):
+    # librdkafka 2.16's Metadata v12 carries three more bytes than the spec's layout.
+    return header, api.request.decode(api_version, frame, pos, exact=False)[0]
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, value) -> bytes:

@@ -31,6 +31,9 @@ from __future__ import annotations
 
 from adapters.kafka.context import MAX_DEFAULT_PARTITIONS, KafkaContext, KafkaOptions
 from adapters.kafka.driver import serve_kafka
+from adapters.kafka.group_api import GroupApi
+from adapters.kafka.groups import Coordinator
+from adapters.kafka.offsets import GroupOffsets
 from core.addressing import is_kafka_name
 from core.errors import InvalidArgument, NotFound
 
@@ -80,7 +83,7 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     ctx = KafkaContext(broker, host=host, port=port, options=options, anonymous=anonymous)
 
     def make_groups(node):
-        return None  # consumer groups: not served yet (the group APIs are not advertised)
+        return GroupApi(Coordinator(initial_rebalance_delay_ms=delay), GroupOffsets(broker.tables), node)
 
     await serve_kafka(ctx, cfg.host, cfg.port, conn_nursery, make_groups=make_groups, task_status=task_status)
 

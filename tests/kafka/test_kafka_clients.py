@@ -69,6 +69,19 @@ def read_all(conf: dict, topic: str, n: int, partitions: int = 1) -> list:
         c.close()
 
 
+def consume_all(conf: dict, topic: str, n: int) -> list:
+    """The first ``n`` records through a consumer group (subscribe), committed at the end."""
+    c = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    try:
+        got = drain(c, n)
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    return got
+
+
 def test_confluent_produce_consume_keys_headers_and_acks(gw):
     topic = topic_name()
     p = Producer({**sasl(gw), "acks": "all", "enable.idempotence": True, "linger.ms": 5})
@@ -87,6 +100,36 @@ def test_confluent_produce_consume_keys_headers_and_acks(gw):
     assert got[0].headers() == [("trace", b"t0"), ("bin", b"\xff\x00")]
     assert got[50].value() is None and got[50].key() == b"gone"
     assert [m.offset() for m in got] == list(range(51))
+
+
+def test_confluent_admin_create_describe_and_committed_offsets(gw):
+    topic = topic_name("adm")
+    admin = AdminClient(sasl(gw))
+    fs = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1,
+                                       config={"retention.ms": "3600000"})])
+    fs[topic].result(WAIT_S)
+    md = admin.list_topics(timeout=WAIT_S)
+    assert len(md.topics[topic].partitions) == 3
+    again = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    with pytest.raises(KafkaException) as err:
+        again[topic].result(WAIT_S)
+    assert err.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
+    bad = admin.create_topics([NewTopic(topic_name(), num_partitions=1, replication_factor=3)])
+    with pytest.raises(KafkaException) as err:
+        list(bad.values())[0].result(WAIT_S)
+    assert err.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+    p = Producer(sasl(gw))
+    for i in range(30):
+        p.produce(topic, value=b"x", partition=i % 3)
+    p.flush(WAIT_S)
+    got = consume_all(sasl(gw), topic, 30)
+    assert len(got) == 30
+    c = Consumer({**sasl(gw), "group.id": f"g-{topic}"})
+    committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=WAIT_S)
+    c.close()
+    assert sorted(tp.offset for tp in committed) == [10, 10, 10]
+    lo, hi = Consumer({**sasl(gw), "group.id": "wm"}).get_watermark_offsets(TopicPartition(topic, 0), WAIT_S)
+    assert (lo, hi) == (0, 10)
 
 
 def test_wrong_password_and_no_sasl_are_refused(tmp_path):
@@ -112,6 +155,64 @@ def _refused(gw):
                       max_block_ms=3000, bootstrap_timeout_ms=3000).send(topic_name(), b"x").get(5)
 
 
+def test_kafka_python_idempotent_producer_and_group_of_two(gw):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    topic = topic_name("kp")
+    KafkaAdminClient(**kp_sasl(gw)).create_topics([KNewTopic(topic, 4, 1)])
+    prod = KafkaProducer(**kp_sasl(gw), acks="all", enable_idempotence=True)
+    futures = [prod.send(topic, value=f"m{i}".encode(), key=str(i).encode(), partition=i % 4,
+                         headers=[("h", b"1")]) for i in range(40)]
+    offsets = [f.get(WAIT_S) for f in futures]
+    prod.close()
+    assert sorted((m.partition, m.offset) for m in offsets) == sorted((p, o) for p in range(4) for o in range(10))
+    group = f"grp-{topic}"
+    consumers = [KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                               consumer_timeout_ms=500, **kp_sasl(gw)) for _ in range(2)]
+    seen: set = set()  # (partition, offset, value): a rebalance may hand a partition over mid-read
+    for _ in range(WAIT_S * 2):
+        for c in consumers:
+            for records in c.poll(timeout_ms=200).values():
+                seen |= {(r.partition, r.offset, r.value) for r in records}
+        assignments = [c.assignment() for c in consumers]
+        if len(seen) >= 40 and all(len(a) == 2 for a in assignments):
+            break
+    for c in consumers:
+        c.close()
+    assert sorted(v for _p, _o, v in seen) == sorted(f"m{i}".encode() for i in range(40))
+    assert all(len(a) == 2 for a in assignments), assignments  # the range assignor split 4 partitions
+    assert not (assignments[0] & assignments[1])
+
+
+def test_aiokafka_gzip_round_trip(gw):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    topic = topic_name("aio")
+    conf = kp_sasl(gw)
+
+    async def scenario():
+        prod = AIOKafkaProducer(**conf, compression_type="gzip")
+        await prod.start()
+        try:
+            for i in range(20):
+                await prod.send_and_wait(topic, f"a{i}".encode(), key=b"k")
+        finally:
+            await prod.stop()
+        cons = AIOKafkaConsumer(topic, **conf, group_id=f"g-{topic}", auto_offset_reset="earliest")
+        await cons.start()
+        out = []
+        try:
+            async with asyncio.timeout(WAIT_S):
+                async for msg in cons:
+                    out.append(msg.value)
+                    if len(out) == 20:
+                        break
+        finally:
+            await cons.stop()
+        return out
+
+    assert asyncio.run(scenario()) == [f"a{i}".encode() for i in range(20)]
+
+
 def test_kafka_records_are_nats_messages_and_back(gw):
     import nats
     topic = "bridge.orders"  # stream "bridge", topic "orders": NATS subject bridge.orders
@@ -134,6 +235,23 @@ def test_kafka_records_are_nats_messages_and_back(gw):
     assert got[1].key() is None
     assert ("x-origin", b"nats") in got[1].headers()
     assert ("ferry-nats-subject", b"bridge.orders") in got[1].headers()
+
+
+@pytest.mark.skipif(NODE is None or not (NODE_DIR / "node_modules" / "kafkajs").is_dir(),
+                    reason="node or kafkajs missing: run `make test` (npm install in tests/kafka/node)")
+def test_kafkajs_admin_produce_gzip_and_group_consume(gw):
+    topic = topic_name("js")
+    done = subprocess.run([NODE, str(NODE_DIR / "scenario.js"), f"127.0.0.1:{gw.ports['kafka']}", topic],
+                          cwd=NODE_DIR, capture_output=True, timeout=90,
+                          env={**os.environ, "KAFKA_USER": gw.cfg.auth.root_username,
+                               "KAFKA_PASS": gw.cfg.auth.root_password})
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    out = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert out["created"] is True and out["partitions"] == 2
+    assert sorted(out["sent"]) == [[0, "0"], [1, "0"]] and out["zipped"] == [[0, "1"]]
+    assert [(m["partition"], m["offset"], m["key"], m["value"]) for m in out["got"]] == [
+        (0, "0", "a", "one"), (0, "1", "c", "three"), (1, "0", "b", "two")]
+    assert out["got"][0]["headers"] == {"trace": "t1"}
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it with apt)")
