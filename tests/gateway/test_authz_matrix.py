@@ -194,6 +194,10 @@ def nats_row(gw, tag: str, creds) -> dict:
         await root.flush()
         assert await asyncio.wait_for(root_got.get(), 10) == live   # delivered to those who may read
         await nc.flush()                                           # ours, if any, came before this PONG
+        for _ in range(20):  # ... but nats-py runs the callback in a task of its own, maybe later
+            if live in got:
+                break
+            await asyncio.sleep(0.05)
         read = (live in got, errors[-1] if errors else got)
         before = len(errors)
         await nc.publish("secret.payroll", f"from-{tag}".encode())
