@@ -34,6 +34,7 @@ from core.errors import FerryError, NotFound
 from core.model import TopicSettings
 from core.permissions import Action
 
+from .context import can_describe
 from .errors import ErrorCode as E
 from .messages import METADATA
 from .messages_admin import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS
@@ -80,7 +81,7 @@ class Admin:
         topics = []
         if body.topics is None or (version == 0 and not body.topics):
             for name, info in sorted(ctx.topics(), key=lambda item: item[0]):
-                if self.access.can(Action.READ_TOPIC, info.stream_id, info.id):
+                if can_describe(self.access, info.stream_id, info.id):
                     topics.append(self._topic_metadata(name, info))
         else:
             by_id = None
@@ -114,7 +115,7 @@ class Admin:
                 if err == int(E.TOPIC_AUTHORIZATION_FAILED):
                     err = int(E.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka hides what the user may not create
                 return _M_TOPIC.make(error_code=err, name=name)
-        if not self.access.can(Action.READ_TOPIC, info.stream_id, info.id):
+        if not can_describe(self.access, info.stream_id, info.id):
             return _M_TOPIC.make(error_code=int(E.TOPIC_AUTHORIZATION_FAILED), name=name)
         return self._topic_metadata(name, info)
 
@@ -296,7 +297,7 @@ class Admin:
                 info = self.ctx.topic(r.resource_name)
                 if info is None:
                     err, msg = int(E.UNKNOWN_TOPIC_OR_PARTITION), "This server does not host this topic."
-                elif not self.access.can(Action.READ_TOPIC, info.stream_id, info.id):
+                elif not can_describe(self.access, info.stream_id, info.id):
                     err, msg = int(E.TOPIC_AUTHORIZATION_FAILED), None
                 else:
                     configs = self._config_values(self._configs(info), r.configuration_keys, version)

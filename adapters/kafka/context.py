@@ -95,6 +95,16 @@ class Access:
         return self.users.can(self.live(), action, stream_id, topic_id, ignore_status=not self.anonymous)
 
 
+DESCRIBE_IMPLIED_BY = (Action.READ_TOPIC, Action.POLL_MESSAGES, Action.SEND_MESSAGES, Action.MANAGE_TOPIC)
+
+
+def can_describe(access: Access, stream_id: int, topic_id: int) -> bool:
+    """Kafka's Describe on a topic, which its ACLs imply from Read, Write, Alter and
+    Delete (``AclEntry.supportedOperations`` implications): a user who may consume or
+    produce may also see the topic in Metadata and ListOffsets."""
+    return any(access.can(action, stream_id, topic_id) for action in DESCRIBE_IMPLIED_BY)
+
+
 class KafkaContext:
     """One listener's shared state (module docstring)."""
 

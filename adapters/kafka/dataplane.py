@@ -48,6 +48,7 @@ from core.metrics import listener_metrics, metrics_for
 from core.permissions import Action
 
 from . import translate
+from .context import can_describe
 from .errors import ErrorCode as E
 from .messages import FETCH, LIST_OFFSETS, PRODUCE
 from .records import RecordBatchError, decode_produce_batch
@@ -141,11 +142,12 @@ class DataPlane:
 
     # -- lookups ------------------------------------------------------------------------
     def _topic(self, name: str, action) -> tuple[object | None, int]:
-        """(TopicInfo, 0) or (None, Kafka error code)."""
+        """(TopicInfo, 0) or (None, Kafka error code); ``action`` None is Kafka's Describe."""
         info = self.ctx.topic(name)
         if info is None:
             return None, int(E.UNKNOWN_TOPIC_OR_PARTITION)
-        if not self.access.can(action, info.stream_id, info.id):
+        if not (can_describe(self.access, info.stream_id, info.id) if action is None
+                else self.access.can(action, info.stream_id, info.id)):
             return None, int(E.TOPIC_AUTHORIZATION_FAILED)
         return info, 0
 
@@ -280,7 +282,7 @@ class DataPlane:
     def list_offsets(self, version: int, body):
         topics = []
         for t in body.topics:
-            info, err = self._topic(t.name, Action.READ_TOPIC)
+            info, err = self._topic(t.name, None)
             parts = []
             for p in t.partitions:
                 resp = {"partition_index": p.partition_index, "error_code": err}

@@ -17,6 +17,7 @@ http       GET .../messages        POST .../messages      POST /streams/secret/t
 nats,      SUB secret.payroll,     PUB secret.payroll     $JS.API.STREAM.CREATE.M_<tag>
 natsjs     a live message
 pravega    reader group read       event writer           create stream in scope secret
+kafka      Fetch (assigned)        Produce                CreateTopics secret.m-<tag>
 =========  ======================  =====================  ==============================
 """
 
@@ -247,6 +248,52 @@ def pravega_row(gw, tag: str, creds) -> dict:
             "manage": (manage.get("create_stream", {}).get("value") is True, manage.get("create_stream"))}
 
 
+def kafka_row(gw, tag: str, creds) -> dict:
+    """confluent-kafka (librdkafka) with SASL/PLAIN: fetch the seed from secret.payroll,
+    produce to it, create topic secret.m-<tag>. A refusal is TOPIC_AUTHORIZATION_FAILED,
+    or a failed (or missing) SASL login."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    conf = {"bootstrap.servers": f"127.0.0.1:{gw.ports['kafka']}", "socket.timeout.ms": 5000,
+            # one login attempt per handle: retries would meet the login guard (IDENTITIES)
+            "reconnect.backoff.ms": 10000, "reconnect.backoff.max.ms": 10000}
+    if creds:
+        conf.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                     "sasl.username": creds[0], "sasl.password": creds[1]})
+    c = Consumer({**conf, "group.id": f"g-{tag}", "enable.auto.commit": False})
+    c.assign([TopicPartition("secret.payroll", 0, OFFSET_BEGINNING)])
+    got, error = [], None
+    for _ in range(30):
+        m = c.poll(0.1)
+        if m is not None and m.error() is None:
+            got.append(m.value().decode())
+            break
+        if m is not None:
+            error = m.error().name()
+            break
+    c.close()
+    p = Producer({**conf, "message.timeout.ms": 3000})
+    delivered = []
+    p.produce("secret.payroll", f"from-{tag}".encode(), partition=0,
+              on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(6)
+    del p
+    admin = AdminClient({**conf})
+    try:
+        admin.create_topics([NewTopic(f"secret.m-{tag}", 1, 1)], request_timeout=3)[f"secret.m-{tag}"].result(6)
+        manage = (True, None)
+    except KafkaException as exc:
+        manage = (False, exc.args[0].name())
+    except Exception as exc:  # noqa: BLE001 - no connection at all: the future times out
+        manage = (False, type(exc).__name__)
+    del admin
+    # (a KafkaError cannot be compared with None: its __eq__ takes an error code)
+    return {"read": (SEED in got, error), "write": (len(delivered) == 1 and delivered[0] is None,
+                                                    [e if e is None else e.name() for e in delivered]),
+            "manage": manage}
+
+
 def _check_denials(name: str, row: dict, identity: str) -> None:
     """Each denial is the protocol's own answer, not a crash."""
     for op, (allowed, detail) in row.items():
@@ -256,6 +303,8 @@ def _check_denials(name: str, row: dict, identity: str) -> None:
             assert detail in (400, 401, 403), (identity, op, detail)
         elif name in ("nats", "natsjs") and op in ("read", "write") and identity not in ("anonymous", "wrong_password"):
             assert "permissions violation" in str(detail).lower().replace("_", " ") or detail == [], (identity, op, detail)
+        elif name == "kafka" and identity not in ("anonymous", "wrong_password") and op != "read":
+            assert "AUTHORIZATION_FAILED" in str(detail), (identity, op, detail)
         elif name == "iggy":
             assert detail is None or "nauthori" in str(detail) or "nauthenticated" in str(detail) \
                 or "nvalid credentials" in str(detail), (identity, op, detail)
@@ -264,7 +313,7 @@ def _check_denials(name: str, row: dict, identity: str) -> None:
 # nats.js runs where node and the test's npm install are (`make test` installs it; without
 # node its row is left out, as tests/nats/test_nats_node.py skips).
 PROTOCOLS = {"iggy": iggy_row, "http": http_row, "nats": nats_row,
-             **({"natsjs": natsjs_row} if HAVE_NATS_JS else {}), "pravega": pravega_row}
+             **({"natsjs": natsjs_row} if HAVE_NATS_JS else {}), "pravega": pravega_row, "kafka": kafka_row}
 
 
 def test_every_protocol_every_identity_every_operation(tmp_path):
