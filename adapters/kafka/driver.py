@@ -105,6 +105,8 @@ async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream) -> N
     counters["connections_open"].inc(LISTENER)
     users = ctx.broker.meta.users
     access = Access(users, ctx.anonymous, anonymous=ctx.anonymous is not None)
+    if ctx.anonymous is not None:
+        current_actor().logged_in(ctx.anonymous.username, ctx.anonymous.id)
     session = KafkaSession(ctx, access)
     scope = trio.CancelScope()
     directory = directory_for(ctx.broker)
@@ -154,7 +156,10 @@ async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters
         outcome = session.handle(queue.popleft(), now_ms())
         while outcome.kind in ("login", "wait"):
             if outcome.kind == "login":
-                outcome = session.login_done(await _login(ctx, *outcome.wait))
+                user = await _login(ctx, *outcome.wait)
+                outcome = session.login_done(user)
+                if not isinstance(user, BaseException):
+                    current_actor().logged_in(user.username, user.id)  # audit lines name the user
             else:
                 wait = outcome.wait
                 if isinstance(wait, GroupWait):
