@@ -255,9 +255,8 @@ class Admin:
                 err, msg = 0, None
                 try:
                     self.broker.delete_topic(info.stream_id, info.id)
-                    groups = self.ctx.groups
-                    if groups is not None and hasattr(groups, "topic_deleted"):
-                        groups.topic_deleted(name)
+                    if self.ctx.groups is not None:  # its committed offsets go with it
+                        self.ctx.groups.topic_deleted(name)
                 except FerryError as exc:
                     err, msg = int(E.UNKNOWN_SERVER_ERROR), str(exc)
             results.append(_DT_RESULT.make(name=name, topic_id=topic_uuid(info) if info else (tid or uuid.UUID(int=0)),

@@ -151,34 +151,47 @@ class DataPlane:
             return None, int(E.TOPIC_AUTHORIZATION_FAILED)
         return info, 0
 
+    @staticmethod
+    def _partitions(info, err: int, items, index_key: str, index_of, out: list, **defaults):
+        """Each requested partition's response fields (appended to ``out``), yielding
+        ``(item, fields)`` for those to serve: none when the topic check failed (``err``),
+        and UNKNOWN_TOPIC_OR_PARTITION for an index the topic does not have."""
+        for item in items:
+            index = index_of(item)
+            fields = {index_key: index, "error_code": err, **defaults}
+            out.append(fields)
+            if err:
+                continue
+            if not 0 <= index < info.partitions_count:
+                fields["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            yield item, fields
+
     # -- Produce --------------------------------------------------------------------------
     def produce(self, version: int, body) -> ProduceWait | None:
         """The Produce answer (``finish()`` once ``done``: it waits for durability), or None
         for acks=0 (no answer is sent)."""
         acks = body.acks
+        # Refusals of the whole request come before the partition checks, as in Kafka's
+        # ReplicaManager.appendRecords (acks) and KafkaApis (a transactional id).
+        refusal, reason = 0, None
+        if acks not in (0, 1, -1):
+            refusal = int(E.INVALID_REQUIRED_ACKS)
+        elif body.transactional_id is not None:
+            refusal = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            reason = "transactions are not served by this listener yet"
         wait = ProduceWait()
         for t in body.topic_data:
             parts: list[dict] = []
             info, err = self._topic(t.name, Action.SEND_MESSAGES)
-            for p in t.partition_data:
-                resp = {"index": p.index, "error_code": err, "base_offset": -1}
-                parts.append(resp)
-                if err:
-                    continue
-                if acks not in (0, 1, -1):
-                    resp["error_code"] = int(E.INVALID_REQUIRED_ACKS)
-                elif body.transactional_id is not None:
-                    resp["error_code"] = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                    resp["error_message"] = "transactions are not served by this listener yet"
-                else:
-                    self._produce_partition(version, info, p, resp, wait if acks else None)
+            extra = {"error_message": reason} if reason and not err else {}
+            for p, resp in self._partitions(info, err or refusal, t.partition_data, "index", lambda p: p.index,
+                                            parts, base_offset=-1, **extra):
+                self._produce_partition(version, info, p, resp, wait if acks else None)
             wait.topics.append((t.name, parts))
         return wait if acks else None
 
     def _produce_partition(self, version: int, info, p, resp: dict, wait: ProduceWait | None) -> None:
-        if not 0 <= p.index < info.partitions_count:
-            resp["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
-            return
         try:
             if p.records is None:
                 raise RecordBatchError(int(E.INVALID_RECORD), "a Produce partition needs one record batch")
@@ -235,15 +248,9 @@ class DataPlane:
         topics = []
         for t in body.topics:
             info, err = self._topic(t.topic, Action.POLL_MESSAGES)
-            parts = []
-            for p in t.partitions:
-                resp = {"partition_index": p.partition, "error_code": err, "high_watermark": -1, "records": None}
-                parts.append(resp)
-                if err:
-                    continue
-                if not 0 <= p.partition < info.partitions_count:
-                    resp["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
-                    continue
+            parts: list[dict] = []
+            for p, resp in self._partitions(info, err, t.partitions, "partition_index", lambda p: p.partition, parts,
+                                            high_watermark=-1, records=None):
                 keys.append((info.stream_id, info.id, p.partition))
                 limit = min(p.partition_max_bytes, budget - total)
                 total += self._fetch_partition(info, p, resp, limit, first=(total == 0))
@@ -283,15 +290,9 @@ class DataPlane:
         topics = []
         for t in body.topics:
             info, err = self._topic(t.name, None)
-            parts = []
-            for p in t.partitions:
-                resp = {"partition_index": p.partition_index, "error_code": err}
-                parts.append(resp)
-                if err:
-                    continue
-                if not 0 <= p.partition_index < info.partitions_count:
-                    resp["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
-                    continue
+            parts: list[dict] = []
+            for p, resp in self._partitions(info, err, t.partitions, "partition_index",
+                                            lambda p: p.partition_index, parts):
                 part = self.broker.partition(info.stream_id, info.id, p.partition_index)
                 offset, ts = self._offset_for(part, p.timestamp)
                 resp.update(timestamp=ts, offset=offset, leader_epoch=0 if offset >= 0 else -1)
@@ -308,15 +309,14 @@ class DataPlane:
         if timestamp == EARLIEST:
             return part.first_offset, -1
         if timestamp == MAX_TIMESTAMP:
-            last = part.last_offset
-            if last is None:
+            offset = part.last_offset
+            if offset is None:
                 return -1, -1
-            (view,) = list(part.read(last, 1).records())
-            return last, view.timestamp // 1000
-        if timestamp < 0:
+        elif timestamp < 0:
             return -1, -1
-        offset = part.offset_for_timestamp(timestamp * 1000)
-        if offset >= part.next_offset:
-            return -1, -1  # no record at or after it: Kafka answers offset -1
-        (view,) = list(part.read(offset, 1).records())
-        return offset, view.timestamp // 1000
+        else:
+            offset = part.offset_for_timestamp(timestamp * 1000)
+            if offset >= part.next_offset:
+                return -1, -1  # no record at or after it: Kafka answers offset -1
+        (view,) = part.read(offset, 1).records()
+        return offset, view.timestamp // 1000  # the record's append time, in ms

@@ -166,11 +166,11 @@ async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters
                     clock.poke()
                     parked.append(wait)
                     try:
-                        await _wait_group(wait)
+                        await _wait_woken(wait)
                     finally:
                         parked.remove(wait)
                 elif isinstance(wait, ProduceWait):
-                    await _wait_produce(wait)
+                    await _wait_woken(wait)
                 elif isinstance(wait, FetchWait):
                     await _wait_fetch(ctx.broker, wait)
                 outcome = session.resume(wait, now_ms())
@@ -194,15 +194,8 @@ async def _login(ctx, username: str, password: str):
         return exc
 
 
-async def _wait_group(wait: GroupWait) -> None:
-    if wait.answer is not None:
-        return
-    done = trio.Event()
-    wait.wake = done.set
-    await done.wait()
-
-
-async def _wait_produce(wait: ProduceWait) -> None:
+async def _wait_woken(wait) -> None:
+    """Until ``wait`` (a GroupWait or ProduceWait) is done: it calls its ``wake`` then."""
     if wait.done:
         return
     done = trio.Event()

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import FerryError
+from core.permissions import Action
 
 from . import frames
 from .admin import Admin
@@ -79,6 +80,10 @@ class GroupWait:
     correlation_id: int
     answer: object = None
     wake: object = None
+
+    @property
+    def done(self) -> bool:
+        return self.answer is not None
 
     def deliver(self, value) -> None:
         self.answer = value
@@ -215,7 +220,6 @@ class KafkaSession:
 
     # TopicAccess for the group API (adapters/kafka/group_api.py)
     def readable(self, topic: str) -> int:
-        from core.permissions import Action
         info = self.ctx.topic(topic)
         if info is None:
             return int(E.UNKNOWN_TOPIC_OR_PARTITION)
