@@ -374,6 +374,11 @@ class UserStore:
         if expiry_us is not None:
             check_int(expiry_us, "token expiry (µs)", 1, MAX_INT64)
         raw = secrets.token_urlsafe(TOKEN_RANDOM_BYTES)
+        while raw.startswith("-"):
+            # A token is typed after an option (`ferry ... --token T`, `nats --user T`),
+            # where a leading '-' reads as another option (argparse's rule): one in 64
+            # tokens would fail there. Drawing again keeps the tokens uniform otherwise.
+            raw = secrets.token_urlsafe(TOKEN_RANDOM_BYTES)
         now = self._clock()
         expiry_at = None if expiry_us is None else min(now + expiry_us, MAX_INT64)
         with self._db.transaction() as conn:

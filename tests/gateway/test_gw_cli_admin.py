@@ -1,21 +1,37 @@
 """``ferry user|perm|pat|group`` and the admin commands' server discovery, end to end.
 
 A gateway runs in-process (tests/support/ferry_harness.py); the CLI runs as a
-real ``python -m gateway`` process against its HTTP port, as a user would.
+real ``python -m gateway`` process against its HTTP port, as a user would. A
+test's preparations (the streams, topics, users and messages the commands under
+test act on) run the same CLI in this process (:func:`given`): an interpreter
+start-up per step proved nothing more and was most of the file's CPU time.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ferry_harness import free_port, running_gateway
+from ferry_harness import fast_password_hashing, free_port, running_gateway
+from gateway import cli
 from gw_helpers import clean_env, ferry_cmd, run_ferry
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cheap_password_hashing():
+    """The test gateway hashes with the cheapest argon2 parameters: every CLI command
+    logs in (root's password, or a user's), and these tests check what the commands
+    do, not what a password check costs."""
+    with fast_password_hashing():
+        yield
 
 
 @pytest.fixture
@@ -45,6 +61,25 @@ def ferry(*args: str, cwd: Path, env: dict[str, str] | None = None, ok: bool = T
     if ok:
         assert done.returncode == 0, err
     return done.returncode, out, err
+
+
+@pytest.fixture
+def given(tmp_path, capsys, monkeypatch):
+    """``given(*ARGS, stdin=b"")``: ``ferry ARGS`` in this process (the environment
+    without FERRY_* variables, in ``tmp_path``, as :func:`ferry` runs it), for a
+    preparation step; it must succeed. Returns its stdout."""
+    for name in [n for n in os.environ if n.startswith("FERRY_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str, stdin: bytes = b"") -> str:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        code = cli.main(list(args))
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        return out.out
+
+    return run
 
 
 def login(gw, username: str, password: str) -> httpx.Response:
@@ -87,11 +122,11 @@ def test_user_lifecycle_with_real_logins(gw, tmp_path):
 
 
 # -- permissions ----------------------------------------------------------------------------
-def test_perm_set_decides_what_the_user_may_do(gw, tmp_path):
+def test_perm_set_decides_what_the_user_may_do(gw, tmp_path, given):
     s = ["--server", _url(gw)]
-    ferry("stream", "create", "orders", *s, cwd=tmp_path)
-    ferry("topic", "create", "orders", "eu", *s, cwd=tmp_path)
-    ferry("user", "create", "ann", "--password", "ann-pw-1", *s, cwd=tmp_path)
+    given("stream", "create", "orders", *s)
+    given("topic", "create", "orders", "eu", *s)
+    given("user", "create", "ann", "--password", "ann-pw-1", *s)
     as_ann = [*s, "--user", "ann", "--password", "ann-pw-1"]
 
     code, _, err = ferry("stream", "create", "audit", *as_ann, cwd=tmp_path, ok=False)
@@ -123,9 +158,9 @@ def test_perm_set_decides_what_the_user_may_do(gw, tmp_path):
 
 
 # -- personal access tokens -------------------------------------------------------------------
-def test_pat_create_then_use_it_as_token(gw, tmp_path):
+def test_pat_create_then_use_it_as_token(gw, tmp_path, given):
     s = ["--server", _url(gw)]
-    ferry("stream", "create", "orders", *s, cwd=tmp_path)
+    given("stream", "create", "orders", *s)
     _, token, err = ferry("pat", "create", "ci-token", "--expiry", "7d", *s, cwd=tmp_path)
     token = token.strip()
     assert token and " " not in token and "shown only this once" in err
@@ -169,16 +204,16 @@ def _lags(out: str) -> dict[int, tuple]:
     return {p["partition"]: (p["current_offset"], p["stored_offset"], p["lag"]) for p in group["partitions"]}
 
 
-def test_group_list_shows_lag_that_moves(gw, tmp_path):
+def test_group_list_shows_lag_that_moves(gw, tmp_path, given):
     from iggy_clients import client_python
 
     conf = client_config(tmp_path / "conf", gw)
     c = ["--config", str(conf)]
-    ferry("stream", "create", "orders", *c, cwd=tmp_path)
-    ferry("topic", "create", "orders", "eu", "--partitions", "2", *c, cwd=tmp_path)
+    given("stream", "create", "orders", *c)
+    given("topic", "create", "orders", "eu", "--partitions", "2", *c)
     assert ferry("group", "create", "orders/eu", "workers", *c, cwd=tmp_path)[1] == \
         "created consumer group 'workers' with id 0 on orders/eu\n"
-    ferry("produce", "orders/eu", "-", "--lines", "--partition", "0", *c, cwd=tmp_path, stdin=b"a\nb\nc\nd\n")
+    given("produce", "orders/eu", "-", "--lines", "--partition", "0", *c, stdin=b"a\nb\nc\nd\n")
     assert _lags(ferry("group", "list", "orders/eu", "--json", *c, cwd=tmp_path)[1]) == \
         {0: (3, None, 4), 1: (None, None, 0)}
 
@@ -189,7 +224,7 @@ def test_group_list_shows_lag_that_moves(gw, tmp_path):
     assert done.stdout.strip() == "stored", done.stderr
     assert _lags(ferry("group", "list", "orders/eu", "--json", *c, cwd=tmp_path)[1])[0] == (3, 1, 2)
 
-    ferry("produce", "orders/eu", "-", "--lines", "--partition", "0", *c, cwd=tmp_path, stdin=b"e\nf\ng\n")
+    given("produce", "orders/eu", "-", "--lines", "--partition", "0", *c, stdin=b"e\nf\ng\n")
     _, out, _ = ferry("group", "list", "orders/eu", *c, cwd=tmp_path)
     rows = [line.split() for line in out.splitlines()]
     assert rows[0] == ["ID", "GROUP", "MEMBERS", "PARTITION", "CURRENT", "STORED", "LAG", "MEMBER"]
@@ -269,12 +304,12 @@ def test_local_uses_the_configs_data_dir_relative_to_the_config(tmp_path):
 
 
 # -- pipes and progress -----------------------------------------------------------------------
-def test_tail_into_a_closed_pipe_ends_quietly(gw, tmp_path):
+def test_tail_into_a_closed_pipe_ends_quietly(gw, tmp_path, given):
     s = ["--server", _url(gw)]
-    ferry("stream", "create", "s", *s, cwd=tmp_path)
-    ferry("topic", "create", "s", "t", *s, cwd=tmp_path)
+    given("stream", "create", "s", *s)
+    given("topic", "create", "s", "t", *s)
     lines = b"".join(b"line-%d\n" % i for i in range(5000))
-    assert ferry("produce", "s/t", "--lines", *s, cwd=tmp_path, stdin=lines)[1] == "partition=0 offsets=0..4999\n"
+    assert given("produce", "s/t", "--lines", *s, stdin=lines) == "partition=0 offsets=0..4999\n"
     for extra in ([], ["--follow"]):
         proc = subprocess.Popen(ferry_cmd("tail", "s/t", *extra, *s), cwd=tmp_path, env=clean_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -283,17 +318,17 @@ def test_tail_into_a_closed_pipe_ends_quietly(gw, tmp_path):
         proc.stdout.close()  # the reader goes away, as `head -3` does
         if extra:
             # a follow only notices at its next write: append one more message
-            ferry("produce", "s/t", "more", *s, cwd=tmp_path)
+            given("produce", "s/t", "more", *s)
         assert proc.wait(timeout=60) == 0
         err = proc.stderr.read().decode()
         proc.stderr.close()
         assert err == "", err
 
 
-def test_tail_count_and_large_produce_batches(gw, tmp_path):
+def test_tail_count_and_large_produce_batches(gw, tmp_path, given):
     s = ["--server", _url(gw)]
-    ferry("stream", "create", "s", *s, cwd=tmp_path)
-    ferry("topic", "create", "s", "t", "--partitions", "2", *s, cwd=tmp_path)
+    given("stream", "create", "s", *s)
+    given("topic", "create", "s", "t", "--partitions", "2", *s)
     # 3 MB of lines: more than one HTTP body may hold (max_body_bytes 2 MB), so several sends
     payload = b"".join(b"%06d" % i + b"x" * 293 + b"\n" for i in range(10_000))
     _, out, _ = ferry("produce", "s/t", "--lines", "--partition", "1", *s, cwd=tmp_path, stdin=payload)
@@ -304,19 +339,16 @@ def test_tail_count_and_large_produce_batches(gw, tmp_path):
     assert len(out.splitlines()) == 1500 and out.splitlines()[-1].split()[1] == "offset=1499"
 
 
-def test_progress_bar_only_on_a_terminal(gw, tmp_path, monkeypatch):
+def test_progress_bar_only_on_a_terminal(gw, tmp_path, monkeypatch, given):
     """The bar goes to stderr when it is a TTY (a fake one here) and never into stdout."""
-    import io
-    import sys
-
     from gateway import admin
     from gateway.config import load_config
     from gateway.remote_target import Auth, Target
 
     s = ["--server", _url(gw)]
-    ferry("stream", "create", "s", *s, cwd=tmp_path)
-    ferry("topic", "create", "s", "t", *s, cwd=tmp_path)
-    ferry("produce", "s/t", "--lines", *s, cwd=tmp_path, stdin=b"".join(b"m%d\n" % i for i in range(2500)))
+    given("stream", "create", "s", *s)
+    given("topic", "create", "s", "t", *s)
+    given("produce", "s/t", "--lines", *s, stdin=b"".join(b"m%d\n" % i for i in range(2500)))
 
     class FakeTTY(io.StringIO):
         def isatty(self) -> bool:
@@ -338,7 +370,7 @@ def test_progress_bar_only_on_a_terminal(gw, tmp_path, monkeypatch):
 
 
 # -- snapshot ----------------------------------------------------------------------------------
-def test_snapshot_downloads_the_servers_zip(gw, tmp_path):
+def test_snapshot_downloads_the_servers_zip(gw, tmp_path, given):
     """`ferry snapshot` writes the ZIP of POST /snapshot: the parts asked for, whole;
     an existing file is kept unless --force; a user without read_servers is refused."""
     import zipfile
@@ -362,7 +394,7 @@ def test_snapshot_downloads_the_servers_zip(gw, tmp_path):
     ferry("snapshot", *s, cwd=tmp_path)   # the server's own name: iggy_snapshot_<time>.zip
     assert len(list(tmp_path.glob("iggy_snapshot_*.zip"))) == 1
 
-    ferry("user", "create", "bob", "--password", "bobsecret", *s, cwd=tmp_path)
+    given("user", "create", "bob", "--password", "bobsecret", *s)
     code, _, err = ferry("snapshot", "--out", "x.zip", "--server", _url(gw), "--login-user", "bob",
                          "--login-password", "bobsecret", cwd=tmp_path, ok=False)
     assert code == 1 and "server refused POST /snapshot: not allowed to read_servers" in err, err

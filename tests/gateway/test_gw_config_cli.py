@@ -1,23 +1,34 @@
 """``ferry config sample`` and ``ferry config check``: the sample is generated
 from the key table and loads to exactly the defaults; check reports every
-value's source and fails like ``ferry serve`` on a bad config."""
+value's source and fails like ``ferry serve`` on a bad config.
+
+The CLI runs as a real ``python -m gateway`` process, except for the table of bad
+configurations: every case of it runs ``config check`` through ``gateway.cli.main``
+in-process (the whole CLI path: arguments, loading, reporting, the exit code), and
+the three cases that compare check with serve run both as real processes, started
+together in one module fixture (as tests/gateway/test_gw_cli_errors.py does for
+serve). An interpreter start-up per case (about 1.3 s of CPU) proved nothing more.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from core.addressing import Binding
 from ferry_harness import free_port, kill_process, serve_process
+from gateway import cli
 from gateway.config import SECTIONS, env_name, load_config, resolve_config, schema_for
 from gateway.confkeys import BINDING_FIELDS
 from gateway.registry import default_registry
-from gw_helpers import CONFIG_ERRORS, run_ferry
+from gw_helpers import CONFIG_ERRORS, clean_env, ferry_cmd, run_ferry
 
 ASSIGNMENT = re.compile(r"#([a-z_]+ = .*)")  # a commented-out key of the sample
 
@@ -167,13 +178,27 @@ def test_check_reports_each_values_source(sample, tmp_path):
     assert rows["log.fsync_interval_ms"] == ["0.0", "default"]
 
 
-@pytest.mark.parametrize("name", sorted(CONFIG_ERRORS))
-def test_check_fails_on_a_bad_config_with_one_line_and_exit_2(tmp_path, name):
-    args, env, toml, fragments = CONFIG_ERRORS[name]
-    if toml is not None:
-        (tmp_path / "ferry.toml").write_text(toml)
-        args = [*args, "ferry.toml"]
-    proc = run_ferry("config", "check", *args, cwd=tmp_path, env=env)
+@pytest.fixture
+def ferry_main(capsys, monkeypatch):
+    """``run_ferry`` in this process: ``gateway.cli.main(ARGS)`` in ``cwd`` with the
+    environment ``run_ferry`` gives (no FERRY_* variables but ``env``'s); its exit
+    code and output as a CompletedProcess."""
+
+    def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as mp:
+            mp.chdir(cwd)
+            for name in [n for n in os.environ if n.startswith("FERRY_")]:
+                mp.delenv(name)
+            for name, value in (env or {}).items():
+                mp.setenv(name, value)
+            code = cli.main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(["ferry", *args], code, out.out.encode(), out.err.encode())
+
+    return run
+
+
+def _check_error(proc: subprocess.CompletedProcess, fragments: list[str]) -> None:
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
     assert proc.stdout == b""
@@ -182,15 +207,45 @@ def test_check_fails_on_a_bad_config_with_one_line_and_exit_2(tmp_path, name):
         assert fragment in err
 
 
-@pytest.mark.parametrize("name", ["interval_negative", "unknown_env", "port_range_flag"])
-def test_check_and_serve_print_the_same_error(tmp_path, name):
-    args, env, toml, _ = CONFIG_ERRORS[name]
+@pytest.mark.parametrize("name", sorted(CONFIG_ERRORS))
+def test_check_fails_on_a_bad_config_with_one_line_and_exit_2(tmp_path, name, ferry_main):
+    args, env, toml, fragments = CONFIG_ERRORS[name]
     if toml is not None:
         (tmp_path / "ferry.toml").write_text(toml)
-        args = [*args, "--config", "ferry.toml"]
-    check = run_ferry("config", "check", *args, cwd=tmp_path, env=env)
-    serve = run_ferry("serve", *args, cwd=tmp_path, env=env)
+        args = [*args, "ferry.toml"]
+    _check_error(ferry_main("config", "check", *args, cwd=tmp_path, env=env), fragments)
+
+
+# One bad value from each source (a file, a variable, a flag): `config check` and `serve`
+# as real processes, all six started at once.
+SAME_ERROR_CASES = ["interval_negative", "unknown_env", "port_range_flag"]
+
+
+@pytest.fixture(scope="module")
+def check_and_serve(tmp_path_factory) -> dict[tuple[str, str], subprocess.CompletedProcess]:
+    """(case, "check" | "serve") -> the finished real process."""
+    procs = {}
+    for name in SAME_ERROR_CASES:
+        args, env, toml, _ = CONFIG_ERRORS[name]
+        cwd = tmp_path_factory.mktemp(name)
+        if toml is not None:
+            (cwd / "ferry.toml").write_text(toml)
+            args = [*args, "--config", "ferry.toml"]
+        for command, words in (("check", ["config", "check"]), ("serve", ["serve"])):
+            procs[name, command] = subprocess.Popen(ferry_cmd(*words, *args), cwd=cwd, env=clean_env(env),
+                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    done = {}
+    for key, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=60)
+        done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return done
+
+
+@pytest.mark.parametrize("name", SAME_ERROR_CASES)
+def test_check_and_serve_print_the_same_error(check_and_serve, name):
+    check, serve = check_and_serve[name, "check"], check_and_serve[name, "serve"]
     assert (check.returncode, check.stderr) == (serve.returncode, serve.stderr) == (2, serve.stderr)
+    _check_error(check, CONFIG_ERRORS[name][3])  # as the in-process table, from a real process
 
 
 def test_check_of_a_missing_file_names_it(tmp_path):
