@@ -33,12 +33,12 @@ from typing import IO, Mapping
 import trio
 
 from core.broker import Broker
-from core.errors import StorageError, StreamAlreadyExists, StreamNotFound, TopicAlreadyExists, TopicNotFound
+from core.errors import InvalidArgument, StorageError, StreamAlreadyExists, StreamNotFound, TopicAlreadyExists, TopicNotFound
 from core.flusher import run_broker_tasks
 
 from . import diagnostics, version
 from .banner import credential_warning, format_banner, open_doors
-from .config import Config
+from .config import Config, ConfigError
 from .lock import DataDirLock
 from .registry import ListenerStartError, Registry, default_registry
 
@@ -182,6 +182,11 @@ async def _start_listeners(broker, cfg: Config, registry: Registry, accept, conn
             ports[lc.name] = await accept.start(spec.serve, broker, lc, conns)
         except OSError as exc:
             raise ListenerStartError(lc.name, f"{lc.host}:{lc.port}/{lc.transport}", exc) from exc
+        except InvalidArgument as exc:
+            # A listener refuses its options when it starts (an anonymous_user that is no
+            # Ferry user, a bound out of range): a bad configuration, so one line and
+            # exit code 2 like any other (gateway/cli/exits.py), not a failed command.
+            raise ConfigError(exc.message, key=f"listeners.{lc.name}") from None
         log.info("listener started", extra={"listener": lc.name, "host": lc.host, "port": ports[lc.name]})
     return ports
 

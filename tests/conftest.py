@@ -166,9 +166,23 @@ def tier_of(module: types.ModuleType) -> str:
     return cached
 
 
-def _code_origins(code, namespace: dict) -> set[str]:
+# (code, id of its globals) -> _code_origins: a parametrized test or a shared fixture is
+# one code object for hundreds of items, and disassembling it again for each was a
+# third of the collection's CPU (every xdist worker collects the whole suite).
+_code_origins_cache: dict[tuple[types.CodeType, int], frozenset[str]] = {}
+
+
+def _code_origins(code, namespace: dict) -> frozenset[str]:
     """The modules a function imports, and those the globals its code names come from
     (nested code included); ``namespace`` is the function's own ``__globals__``."""
+    key = (code, id(namespace))
+    cached = _code_origins_cache.get(key)
+    if cached is None:
+        cached = _code_origins_cache[key] = frozenset(_code_origins_uncached(code, namespace))
+    return cached
+
+
+def _code_origins_uncached(code, namespace: dict) -> set[str]:
     found: set[str] = set()
     for imported in {i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"}:
         found.add(imported)

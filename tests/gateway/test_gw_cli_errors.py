@@ -76,3 +76,18 @@ def results(tmp_path_factory):
 @pytest.mark.parametrize("case", SUBPROCESS_CASES)
 def test_config_error_exits_2_in_a_real_process(results, case):
     _check(*results[case])
+
+
+@pytest.mark.parametrize("listener", ["kafka", "nats", "pravega"])
+def test_a_listener_refusing_its_options_is_a_config_error(tmp_path, monkeypatch, capsys, listener):
+    """Options a listener checks as it starts (an anonymous_user that is no Ferry user)
+    stop ``ferry serve`` like any bad config: exit code 2 and a config error naming
+    the listener, though the data directory was opened first."""
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("FERRY_")]:
+        monkeypatch.delenv(name)
+    (tmp_path / "ferry.toml").write_text(f'[listeners.{listener}]\nanonymous_user = "ghost"\n')
+    code = cli.main(["serve", "--config", "ferry.toml", "--only", listener])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == f"ferry: config error: listeners.{listener}.anonymous_user: no Ferry user 'ghost'"
