@@ -45,6 +45,9 @@ import types
 from pathlib import Path
 
 import pytest
+from argon2 import PasswordHasher
+
+import core.auth
 
 TESTS = Path(__file__).resolve().parent
 
@@ -228,6 +231,22 @@ def tier_of_item(item: pytest.Item) -> str:
     if tier == "unit" and any(_matches(o, INTEGRATION_ORIGINS) for o in origins):
         return "integration"
     return tier
+
+
+# Every user store made in a test process hashes and checks passwords with argon2's
+# cheapest parameters: tests check what a login, a user creation or a password change
+# does, never what it costs, and the defaults cost about 0.25 s of CPU each by design
+# (every Broker.open hashes the root password: hypothesis tests that open a broker per
+# example paid it hundreds of times). `ferry serve` and the CLI as real processes keep
+# the defaults; tests/core/test_metadata_auth.py checks the rehash to stronger ones.
+CHEAP_ARGON2 = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cheap_password_hashing():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(core.auth, "PasswordHasher", lambda: CHEAP_ARGON2)
+        yield
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ferry_harness import fast_password_hashing, running_gateway
+from ferry_harness import running_gateway
 from iggy_clients import run_scenario
 
 pytestmark = pytest.mark.slow
@@ -317,9 +317,7 @@ PROTOCOLS = {"iggy": iggy_row, "http": http_row, "nats": nats_row,
 
 
 def test_every_protocol_every_identity_every_operation(tmp_path):
-    # Every row logs in (a real client may retry a refused login): the gateway checks
-    # passwords with the cheapest argon2 parameters, as the decisions do not depend on them.
-    with fast_password_hashing(), running_gateway(tmp_path) as gw:
+    with running_gateway(tmp_path) as gw:
         root = Root(gw.ports["http"])
         root.setup()
         results, allowed_writes, allowed_manages = {}, [], []

@@ -20,18 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ferry_harness import fast_password_hashing, free_port, running_gateway
+from ferry_harness import free_port, running_gateway
 from gateway import cli
 from gw_helpers import clean_env, ferry_cmd, run_ferry
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cheap_password_hashing():
-    """The test gateway hashes with the cheapest argon2 parameters: every CLI command
-    logs in (root's password, or a user's), and these tests check what the commands
-    do, not what a password check costs."""
-    with fast_password_hashing():
-        yield
 
 
 @pytest.fixture

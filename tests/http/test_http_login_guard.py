@@ -10,22 +10,12 @@ import tracemalloc
 from collections import Counter
 
 import httpx
-import pytest
 import trio
 
 from core.access import FIRST_DELAY_S, FREE_FAILURES, MAX_DELAY_S
-from ferry_harness import fast_password_hashing
 from http_helpers import ROOT, gateway
 
 ATTEMPTS = 1000
-
-
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing():
-    """The passwords the guard lets through are checked with the cheapest argon2
-    parameters: the guard is seen in the audit lines, not in what a check costs."""
-    with fast_password_hashing():
-        yield
 
 
 def _windows_within(seconds: float) -> int:

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from ferry_harness import fast_password_hashing
 from http_helpers import client, gateway, login, make_topic
 
 ST = shutil.which("schemathesis") or str(Path(sys.executable).with_name("schemathesis"))
@@ -25,14 +24,6 @@ RUN_LIMIT_S = 600  # guards a hang only
 # scenarios); the coverage phase's deterministic boundary and negative cases for every
 # operation do not depend on it. 25 cost a third more CPU.
 MAX_EXAMPLES = 15
-
-
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing():
-    """Generated logins and new users are checked and hashed with the cheapest argon2
-    parameters: what is checked is the answers, not what a password check costs."""
-    with fast_password_hashing():
-        yield
 
 
 @pytest.mark.skipif(not Path(ST).exists(), reason="schemathesis is not installed (pip install '.[test]')")

@@ -31,22 +31,13 @@ from adapters.iggy.spec import COMMANDS
 from core.broker import Broker
 from core.errors import CannotDeleteUser
 from core.permissions import GlobalPermissions, Permissions, StreamPermissions
-from ferry_harness import fast_password_hashing, running_gateway
+from ferry_harness import running_gateway
 from iggy_clients import SCENARIO_TIMEOUT_S, SCRIPTS, client_python, run_scenario
 from iggy_pair import Client
 
 E = IggyError
 DIALECTS = (1, 2, 3, 4, 5)
 READ_ALL = Permissions(GlobalPermissions(read_users=True, read_streams=True))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cheap_password_hashing():
-    """What a credential change does to sessions does not depend on what a password
-    check costs: every broker and gateway here (``broker``, ``running_gateway``,
-    ``iggy_gateway``) hashes with the cheapest argon2 parameters."""
-    with fast_password_hashing():
-        yield
 
 
 @pytest.fixture

@@ -22,15 +22,11 @@ from urllib.parse import quote
 
 import pytest
 import trio
-from argon2 import PasswordHasher
 
 from gateway.config import load_config
 from gateway.server import run_gateway
 
 START_LIMIT_S = 30  # a gateway that has not bound its ports by then is a failure
-# The cheapest parameters argon2 accepts (as tests/core/metadata_helpers.py): for tests
-# that check what a login or a password change does, not what it costs.
-FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
 def free_port() -> int:
@@ -138,20 +134,6 @@ def kill_process(proc: subprocess.Popen) -> None:
     proc.kill()
     proc.wait()
     proc.stdout.close()
-
-
-@contextmanager
-def fast_password_hashing() -> Iterator[None]:
-    """While open, every user store made in this process (a :class:`GatewayThread`'s, a
-    ``Broker.open``'s) hashes and checks passwords with :data:`FAST_HASHER` instead of
-    argon2's defaults, which cost about 0.25 s of CPU per login, user creation or
-    password change by design. Processes (``ferry serve``, the CLI) keep the defaults.
-    A module opts in with an autouse fixture that enters it."""
-    import core.auth
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(core.auth, "PasswordHasher", lambda: FAST_HASHER)
-        yield
 
 
 class GatewayThread:
