@@ -17,6 +17,13 @@ transactions and :meth:`UserStore.invalidate` when the file changed under it.
   Iggy checks it first (``login_user_with_credentials`` in apache/iggy
   ``core/server/src/shard/system/users.rs``), which tells anyone without the
   password that the account exists.
+* SCRAM credentials (core/scram.py, :class:`ScramStore`, ``self.scram``) are
+  written beside the hash whenever the plaintext is at hand: in the same
+  transaction as a new user or a new password, and after the first successful
+  password login of a user that has none (one made before they existed).
+  :meth:`scram_credential` answers a mock credential for an unknown user, and
+  :meth:`scram_login` puts the outcome of a SCRAM exchange through the login
+  guard and the audit log, as :meth:`authenticate` does.
 * Personal access tokens (PATs) are 50 random bytes, URL-safe base64 (67
   characters; Iggy's are base64 of 50 random bytes too, protocols/iggy.md
   section 5.9). The raw token is returned once; the store keeps its SHA-256,
@@ -69,6 +76,7 @@ from .errors import (
 )
 from .metadb import MAX_ID, MAX_INT64, Ident, check_ident, check_int, check_name, lowest_free_id
 from .permissions import ROOT_USER_ID, Action, Permissions, allowed
+from .scram import ScramCredential, ScramStore, derive_all, hash_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metadb import MetaDb
@@ -140,6 +148,8 @@ class UserStore:
         self._watchers = Watchers()
         # Failed logins per source address, on every protocol together (core/access.py).
         self.login_guard = LoginGuard()
+        # SCRAM credentials beside the hashes (core/scram.py).
+        self.scram = ScramStore(db)
         # Bumped by every write to `users`: a session that caches a decision
         # (adapters/nats/ferryauth.py) compares it instead of re-reading.
         self.version = 0
@@ -171,6 +181,7 @@ class UserStore:
         if user_id is not None:
             check_int(user_id, "user id", 0, MAX_ID)
         pw_hash = self._hasher.hash(password)  # outside the lock: slow on purpose
+        scram = derive_all(password)
         with self._db.transaction() as conn:
             if conn.execute("SELECT 1 FROM users WHERE username = ?", (username,)).fetchone():
                 raise UserAlreadyExists(f"user {username!r} already exists", field="name")
@@ -183,6 +194,7 @@ class UserStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (user_id, username, pw_hash, status, self._clock(), perms_json),
             )
+            self.scram.write(conn, user_id, scram)
             self.invalidate()
         audit("user.create", target=username, target_id=user_id, status=status)
         return self.get_user(user_id)
@@ -257,6 +269,7 @@ class UserStore:
         if not self._verify(old_hash, current_password):
             raise InvalidCredentials("invalid credentials")
         new_hash = self._hasher.hash(new_password)
+        scram = derive_all(new_password)
         with self._db.transaction() as conn:
             # Compare-and-set: a change that raced ours wins, and we report it.
             cur = conn.execute(
@@ -264,6 +277,7 @@ class UserStore:
             )
             if cur.rowcount != 1:
                 raise InvalidCredentials("the password changed meanwhile")
+            self.scram.write(conn, uid, scram)
         self.version += 1   # remembered verifications of the old password are void
         audit("user.password", target_id=uid)
 
@@ -315,7 +329,46 @@ class UserStore:
         if not info.active:
             raise UserInactive(f"user {info.username!r} is inactive")
         if self._hasher.check_needs_rehash(pw_hash):
-            self._rehash(info.id, pw_hash, password)
+            pw_hash = self._rehash(info.id, pw_hash, password)
+        self.scram.backfill(info.id, password, pw_hash)  # a user from before SCRAM credentials
+        return info
+
+    # -- SCRAM (core/scram.py) ---------------------------------------------------------
+    def scram_credential(self, username: str, mechanism: str) -> ScramCredential:
+        """The user's stored credential for ``mechanism`` (a name of
+        ``core.scram.MECHANISMS``, else InvalidArgument), or the mock credential of
+        ``username`` when there is no such user or it has none yet: a SCRAM server's
+        first answer then looks the same whether or not the user exists."""
+        hash_name(mechanism)
+        row = None
+        if isinstance(username, str):
+            row = self._db.one("SELECT id FROM users WHERE username = ?", (username,))
+        found = self.scram.get(row[0], mechanism) if row is not None else None
+        return found if found is not None else self.scram.mock(str(username), mechanism)
+
+    def scram_login(self, username: str, ok: bool, *, credential: ScramCredential | None = None) -> UserInfo:
+        """The user a SCRAM exchange authenticated, for the current actor's address:
+        ``ok`` says whether the client's proof verified against ``credential`` (what
+        :meth:`scram_credential` gave). Through the same guard and audit lines as
+        :meth:`authenticate`. Raises InvalidCredentials (not ok, unknown user, or the
+        credential is no longer the user's: a password change or a re-created user
+        between the exchange's two messages), LoginThrottled, UserInactive."""
+        return self._guarded(self._check_scram, username, ok, credential,
+                             target=str(username)[:MAX_USERNAME_BYTES])
+
+    def _check_scram(self, username: str, ok: bool, credential: ScramCredential | None) -> UserInfo:
+        try:
+            info = self.get_user(username) if ok and isinstance(username, str) else None
+        except (UserNotFound, InvalidArgument):
+            info = None
+        if info is None:
+            raise InvalidCredentials("invalid credentials")
+        if credential is not None:
+            current = self.scram.get(info.id, credential.mechanism)
+            if current is None or current.stored_key != credential.stored_key:
+                raise InvalidCredentials("invalid credentials")
+        if not info.active:
+            raise UserInactive(f"user {info.username!r} is inactive")
         return info
 
     def live_user(self, user_id: int) -> UserInfo | None:
@@ -466,12 +519,15 @@ class UserStore:
             self._dummy_hash = self._hasher.hash(secrets.token_hex(16))
         return self._dummy_hash
 
-    def _rehash(self, uid: int, old_hash: str, password: str) -> None:
+    def _rehash(self, uid: int, old_hash: str, password: str) -> str:
+        """Store a fresh hash of ``password`` unless the hash changed meanwhile; returns
+        the hash now stored, as far as this call knows."""
         new_hash = self._hasher.hash(password)
         with self._db.transaction() as conn:
-            conn.execute(
+            cur = conn.execute(
                 "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, uid, old_hash)
             )
+        return new_hash if cur.rowcount == 1 else old_hash
 
     def forget_grants(self, conn, stream_id: int, topic_id: int | None = None) -> None:
         """Inside a delete transaction: drop grants on a stream (or one topic).

@@ -271,12 +271,28 @@ ALTER TABLE topics ADD COLUMN segment_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE topics ADD COLUMN fsync TEXT NOT NULL DEFAULT '';
 """
 
+# Step 4: SCRAM credentials (core/scram.py; docs/kafka.md "Security"): per user and
+# mechanism the salt, iteration count, StoredKey and ServerKey (RFC 5802 section 3),
+# the values Kafka keeps per user (ScramCredential). They go with their user.
+_SCHEMA_V4 = """
+CREATE TABLE scram_credentials (
+    user_id    INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    mechanism  TEXT NOT NULL,
+    salt       BLOB NOT NULL,
+    iterations INTEGER NOT NULL,
+    stored_key BLOB NOT NULL,
+    server_key BLOB NOT NULL,
+    PRIMARY KEY (user_id, mechanism)
+) WITHOUT ROWID;
+"""
+
 # Every schema step from an empty file, in order. Add a step; never edit one
 # that has shipped.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _SCHEMA_V1),
     Migration(2, "sealed topics, logical partition starts, topic attributes, key-value tables", _SCHEMA_V2),
     Migration(3, "per-topic segment size and fsync policy", _SCHEMA_V3),
+    Migration(4, "SCRAM credentials", _SCHEMA_V4),
 )
 
 

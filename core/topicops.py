@@ -16,6 +16,15 @@ and 12); any adapter may use them.
   that lie entirely below it (never the active one). Pravega reads see the
   exact position (:meth:`TopicState.partition_byte_start`); other protocols'
   offset reads only notice the deleted segments, as after retention.
+* **Start offsets**: the same recorded start, seen by offset. An offset-based
+  protocol that honours truncation (Kafka's log start offset, which its
+  DeleteRecords moves) reads :meth:`TopicState.partition_start_offset`, the
+  first record that begins at or after the start, and moves it with
+  :meth:`TopicState.truncate_partition_to_offset`, a truncation at the byte
+  position where that record begins. Both conversions are exact: a record's
+  byte position is in the offset index (``Partition.byte_pos_of``) and a byte
+  position's record is found by bisection (``Partition.offset_for_byte_pos``),
+  so no offset is stored beside the byte start.
 * **Attributes**: a small string key/value store per topic
   (``core.topicstate``), for what Pravega echoes back (tags, policies).
 """
@@ -103,6 +112,38 @@ class TopicState:
         _drop_segments_below(part, byte_pos)
         return byte_pos
 
+    # -- start offsets ------------------------------------------------------------------
+    def partition_start_offset(self, stream: "Ident", topic: "Ident", partition_id: int) -> int:
+        """The first offset at or after the partition's start (:meth:`partition_byte_start`):
+        the log's ``first_offset`` unless a truncation recorded a start past the log's
+        ``byte_start``, else the first record that begins at or after that position
+        (``next_offset`` when none does yet). Kafka's log start offset. Raises
+        StreamNotFound, TopicNotFound, PartitionNotFound."""
+        info = self.meta.get_topic(stream, topic)
+        part = self._partition(info, partition_id)
+        return _offset_at_or_after(part, self.meta.topic_state.logical_start(info.stream_id, info.id, partition_id))
+
+    def truncate_partition_to_offset(self, stream: "Ident", topic: "Ident", partition_id: int, offset: int) -> int:
+        """Move the partition's start to record ``offset`` (``next_offset``: past every
+        record), as :meth:`truncate_partition` at the byte position where that record
+        begins, and return the new :meth:`partition_start_offset`. An offset at or below
+        the current start offset changes nothing and answers it (Kafka's DeleteRecords,
+        ``UnifiedLog.maybeIncrementLogStartOffset``). Raises StreamNotFound, TopicNotFound,
+        PartitionNotFound, InvalidArgument (not an int), InvalidOffset (negative, or past
+        ``next_offset``), StorageError."""
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidArgument(f"an offset is an int, got {type(offset).__name__}")
+        info = self.meta.get_topic(stream, topic)
+        part = self._partition(info, partition_id)
+        if not 0 <= offset <= part.next_offset:
+            raise InvalidOffset(f"offset {offset} is outside 0..{part.next_offset}", offset=offset)
+        states = self.meta.topic_state
+        start = _offset_at_or_after(part, states.logical_start(info.stream_id, info.id, partition_id))
+        if offset <= start:
+            return start
+        self.truncate_partition(info.stream_id, info.id, partition_id, _byte_pos_at_or_after(part, offset))
+        return _offset_at_or_after(part, states.logical_start(info.stream_id, info.id, partition_id))
+
     def apply_logical_starts(self, partitions: Mapping[tuple[int, int, int], "Partition"]) -> None:
         """At open, over the broker's recovered ``partitions`` (by stream, topic and
         partition id): finish truncations a crash cut short (segments not yet
@@ -140,6 +181,30 @@ def _drop_segments_below(part: "Partition", byte_pos: int) -> int:
         return 0
     keep_from = part.offset_for_byte_pos(byte_pos)
     return part.delete_oldest_segments(sys.maxsize, keep_from - 1)
+
+
+def _offset_at_or_after(part: "Partition", byte_pos: int) -> int:
+    """The first offset whose record begins at or after ``byte_pos`` (``next_offset``
+    when none does). ``offset_for_byte_pos`` names the record covering the position;
+    a Pravega truncation may fall inside it, and then that record is below the start."""
+    if byte_pos <= part.byte_start:
+        return part.first_offset
+    pos = min(byte_pos, part.byte_end)  # recovery pulls a start back to the end; never past it
+    offset = part.offset_for_byte_pos(pos)
+    if offset < part.next_offset and part.byte_pos_of(offset) < pos:
+        offset += 1
+    return offset
+
+
+def _byte_pos_at_or_after(part: "Partition", offset: int) -> int:
+    """Where record ``offset`` begins in the byte view, or, for an offset inside a
+    quarantined gap (core/log/salvage.py: offsets jump between salvaged segments),
+    where the next record held begins (``byte_end`` when none follows)."""
+    try:
+        return part.byte_pos_of(offset)
+    except InvalidOffset:
+        held = part.read(offset, 1)
+        return part.byte_pos_of(held.first_offset) if held.count else part.byte_end
 
 
 __all__ = ["TopicState", "topic_sealed"]

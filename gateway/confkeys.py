@@ -235,13 +235,16 @@ LISTENER_OPTION_DOCS: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "advertised_host": "host Metadata names for this broker (empty: the bind address, 127.0.0.1 for a "
                            "wildcard; never 0.0.0.0)",
         "advertised_port": "port Metadata names (0: the bound port); set it behind a port mapping",
-        "anonymous_user": "a Ferry user that connections without SASL act as (empty: SASL/PLAIN required); "
+        "anonymous_user": "a Ferry user that connections without SASL act as (empty: SASL PLAIN or SCRAM required); "
                           "the banner says so",
         "default_stream": "Ferry stream of a Kafka topic name without a dot (S.T is topic T of stream S)",
         "auto_create_topics": "Metadata creates a missing topic when the user may (auto.create.topics.enable)",
         "default_partitions": "partitions of an auto-created topic (num.partitions), 1..1000",
         "initial_rebalance_delay_ms": "how long a new consumer group waits for more members "
                                       "(group.initial.rebalance.delay.ms)",
+        "tls_cert": "PEM certificate chain; set it (with tls_key) and every connection is TLS: clients use "
+                    "security.protocol SASL_SSL (SSL with anonymous_user); no client certificates",
+        "tls_key": _TLS["tls_key"],
     },
     "pravega_controller": {
         "auth": "always true: Basic credentials of a Ferry user on every RPC, delegation tokens at the "

@@ -18,26 +18,55 @@ needs create_topic (and create_stream) for that, else the topic is
 UNKNOWN_TOPIC_OR_PARTITION. Ferry creates the topic at once, so the answer
 already lists its partitions (Kafka first answers LEADER_NOT_AVAILABLE).
 
-CreateTopics takes the topic configs Ferry can honour (:data:`TOPIC_CONFIGS`)
-and refuses others with INVALID_CONFIG, naming the key: a topic whose
-``cleanup.policy=compact`` was silently ignored would lose data its users
-expect to keep. Replication factors above 1 are INVALID_REPLICATION_FACTOR
-with Kafka's message, since there is one broker.
+Topic configs are one table, :data:`TOPIC_CONFIGS`, which CreateTopics,
+IncrementalAlterConfigs and DescribeConfigs all read: each Kafka key Ferry
+holds names the core field it lands in (retention.ms and retention.bytes are
+the topic's settings, segment.bytes its segment size, fixed at creation) and
+how its value crosses; a key with one fixed value (``cleanup.policy=delete``)
+accepts that value as a no-op. Any other key is INVALID_CONFIG, naming it: a
+topic whose ``cleanup.policy=compact`` was silently ignored would lose data its
+users expect to keep. DescribeConfigs reports a key set on the topic as
+DYNAMIC_TOPIC_CONFIG, else its default as DEFAULT_CONFIG, so an alter shows
+in the next describe. Replication factors above 1 are
+INVALID_REPLICATION_FACTOR with Kafka's message, since there is one broker.
+
+IncrementalAlterConfigs (KIP-339) checks a request as Kafka's
+``ConfigAdminManager.preprocess`` does before anything else (a resource named
+twice, a key named twice in one resource, a null value for anything but
+DELETE: INVALID_REQUEST), then the topic (UNKNOWN_TOPIC_OR_PARTITION), the
+permission (manage_topic: Kafka's ALTER_CONFIGS) and the operations: APPEND
+and SUBTRACT apply only to list keys (INVALID_CONFIG otherwise, as Kafka's
+``ConfigurationControlManager`` answers). A resource's changes are all made or
+none. Broker configs come from Ferry's configuration file and none can be
+changed at run time: Kafka's answer for a broker config it cannot update
+dynamically is INVALID_REQUEST (``DynamicBrokerConfig.validateConfigs``; the
+code is kept for compatibility, KAFKA-13609).
+
+DeleteRecords moves a partition's log start offset up to the given offset
+(-1: the high watermark) by a logical truncation at the byte position of that
+record (core/topicops.py ``truncate_partition_to_offset``), which Fetch and
+ListOffsets then honour (adapters/kafka/dataplane.py); it needs manage_topic,
+as purging a topic does (Kafka's DELETE on the topic).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
 
-from core.errors import FerryError, NotFound
+from core.errors import FerryError, InvalidArgument, InvalidOffset, NotFound, StorageError
+from core.metadb import MAX_INT64
 from core.model import TopicSettings
 from core.permissions import Action
 
 from .context import can_describe
 from .errors import ErrorCode as E
 from .messages import METADATA
-from .messages_admin import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS
+from .messages_admin import (CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER,
+                             DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
 
 MAX_PARTITIONS = 1000  # Iggy's per-topic limit, which the core enforces
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # ConfigResource.Type ids
@@ -54,12 +83,123 @@ _CP_RESULT = CREATE_PARTITIONS.response.structs["CreatePartitionsTopicResult"]
 _DC_RESULT = DESCRIBE_CONFIGS.response.structs["DescribeConfigsResult"]
 _DC_CONFIG = DESCRIBE_CONFIGS.response.structs["DescribeConfigsResourceResult"]
 _CLUSTER_BROKER = DESCRIBE_CLUSTER.response.structs["DescribeClusterBroker"]
+_IAC_RESULT = INCREMENTAL_ALTER_CONFIGS.response.structs["AlterConfigsResourceResponse"]
+_DR_TOPIC = DELETE_RECORDS.response.structs["DeleteRecordsTopicResult"]
+_DR_PART = DELETE_RECORDS.response.structs["DeleteRecordsPartitionResult"]
 
-# Topic configs CreateTopics accepts: Kafka name -> how it sets TopicSettings.
-# retention.ms is Ferry's message expiry; retention.bytes is per partition in
-# Kafka and Ferry's max_topic_size is per topic, so it is multiplied by the
-# partition count; cleanup.policy may only be "delete" (no compaction here).
-TOPIC_CONFIGS = ("retention.ms", "retention.bytes", "cleanup.policy")
+# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType ids)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+HIGH_WATERMARK = -1  # DeleteRecords' offset for "everything" (DeleteRecordsRequest.HIGH_WATERMARK)
+NO_LOW_WATERMARK = -1  # a failed DeleteRecords partition's low watermark (DeleteRecordsResponse.INVALID_LOW_WATERMARK)
+# retention.ms is a Java long of ms; the core keeps µs in an int64, so longer retentions cannot be held.
+MAX_RETENTION_MS = MAX_INT64 // MS_PER_US
+# segment.bytes is a Java int in Kafka, at least the 14 bytes of a v0 record's
+# overhead (LogConfig: LegacyRecord.RECORD_OVERHEAD_V0); both lie inside the
+# core's 1..MAX_SEGMENT_BYTES.
+MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES = 14, 2**31 - 1
+_SETTINGS_FIELDS = frozenset(f.name for f in dataclasses.fields(TopicSettings))
+
+
+class ConfigProblem(Exception):
+    """A config Ferry refuses: INVALID_CONFIG with this message."""
+
+
+def _whole(name: str, value: str, lo: int | None, hi: int) -> int:
+    """``value`` as Kafka parses a LONG or INT config (decimal digits, surrounding
+    blanks ignored), within ``lo..hi``; ConfigProblem otherwise."""
+    text = value.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise ConfigProblem(f"Invalid value {value} for configuration {name}: not a whole number")
+    n = int(text)
+    if n > hi or (lo is not None and n < lo):
+        bound = f"at most {hi}" if lo is None else f"within {lo}..{hi}"
+        raise ConfigProblem(f"Invalid value {value} for configuration {name}: must be {bound}")
+    return n
+
+
+def _retention_ms(value: str, _partitions: int) -> int:
+    """retention.ms -> the core's message expiry in µs: -1 keeps records forever (the
+    core's 0); 0, Kafka's "expire at once", becomes 1 µs, since 0 means never to the core."""
+    ms = _whole("retention.ms", value, -1, MAX_RETENTION_MS)
+    return 0 if ms < 0 else max(ms * MS_PER_US, 1)
+
+
+def _retention_bytes(value: str, partitions: int) -> int:
+    """retention.bytes (per partition in Kafka) -> the core's max topic size (per topic):
+    negative is unlimited, as in Kafka. 0 cannot be held: it is "unlimited" to the core."""
+    n = _whole("retention.bytes", value, None, MAX_INT64 // max(1, partitions))
+    if n == 0:
+        raise ConfigProblem("retention.bytes=0 is not supported by Ferry: its core reads a size cap of 0 as "
+                            "unlimited (-1 is unlimited, a positive value a cap)")
+    return 0 if n < 0 else n * partitions
+
+
+def _segment_bytes(value: str, _partitions: int) -> int:
+    return _whole("segment.bytes", value, MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """One Kafka topic config Ferry holds (module docstring). ``field`` is the
+    ``TopicInfo`` field it lands in (a ``TopicSettings`` field, or one the core
+    fixes at creation when ``at_creation``); None for a key with one ``fixed``
+    value. ``to_core(value, partitions)`` gives the field's value (raises
+    ConfigProblem); 0 in the field means "not set" and shows ``default``."""
+
+    name: str
+    field: str | None = None
+    to_core: Callable[[str, int], int] | None = None
+    to_kafka: Callable[[int, int], str] = lambda v, _partitions: str(v)
+    default: Callable[[object], str] = lambda _broker: "-1"  # the broker -> Kafka value when unset
+    fixed: str = ""
+    list_type: bool = False  # Kafka's LIST type: APPEND and SUBTRACT apply (only to a fixed key here)
+    at_creation: bool = False  # the core keeps it for the topic's life: alters may not change it
+
+    def __post_init__(self) -> None:
+        # apply_op's list arithmetic starts from the fixed value: a list key with a field
+        # would need its stored list instead
+        if (self.field is None) != (self.to_core is None) or (self.list_type and self.field):
+            raise ValueError(f"topic config {self.name}: a field needs to_core, and only a fixed key may be a list")
+
+
+TOPIC_CONFIGS = {c.name: c for c in (
+    TopicConfig("retention.ms", "message_expiry", _retention_ms, lambda us, _p: str(us // MS_PER_US)),
+    TopicConfig("retention.bytes", "max_topic_size", _retention_bytes, lambda size, p: str(size // max(1, p))),
+    TopicConfig("segment.bytes", "segment_bytes", _segment_bytes,
+                default=lambda broker: str(broker.cfg.log.segment_bytes), at_creation=True),
+    TopicConfig("cleanup.policy", fixed="delete", list_type=True),  # no compaction here
+    # records are stored decompressed, in the canonical form, and fetched uncompressed
+    TopicConfig("compression.type", fixed="uncompressed"),
+    TopicConfig("message.timestamp.type", fixed="CreateTime"),
+    TopicConfig("min.insync.replicas", fixed="1"),  # one copy: the leader is every in-sync replica
+)}
+
+
+def _unsupported(name: str) -> str:
+    return f"config {name!r} is not supported by Ferry (supported: {', '.join(TOPIC_CONFIGS)})"
+
+
+def apply_op(entry: TopicConfig, op: int, value: str | None, partitions: int):
+    """The field value ``entry`` has after operation ``op`` with ``value`` (None for a
+    fixed key, whose one value is then all that is left). Raises ConfigProblem."""
+    if op == OP_DELETE:
+        return 0 if entry.field else None  # back to the default
+    if op in (OP_APPEND, OP_SUBTRACT):
+        if not entry.list_type:  # ConfigurationControlManager.incrementalAlterConfigResource
+            raise ConfigProblem(f"cannot {OP_NAMES[op]} to {entry.name}: it is not a list")
+        given = [v.strip() for v in value.split(",")]
+        items = [entry.fixed]  # a list key is a fixed one (TopicConfig.list_type)
+        items = items + [v for v in given if v not in items] if op == OP_APPEND else \
+            [v for v in items if v not in given]
+        value = ",".join(items)
+    if entry.field is None:
+        got = [v.strip() for v in value.split(",")] if entry.list_type else [value.strip()]
+        if got != [entry.fixed]:
+            raise ConfigProblem(f"{entry.name}={value} is not supported by Ferry (only {entry.fixed})")
+        return None
+    return entry.to_core(value, partitions)
 
 
 def topic_uuid(info) -> uuid.UUID:
@@ -128,8 +268,10 @@ class Admin:
                              partitions=parts)
 
     # -- creating --------------------------------------------------------------------------
-    def create(self, pair: tuple[str, str], partitions: int, settings=None, *, validate_only: bool = False):
-        """Create topic ``pair``: (TopicInfo, 0, None), or (None, error code, message)."""
+    def create(self, pair: tuple[str, str], partitions: int, settings=None, *, validate_only: bool = False,
+               **at_creation):
+        """Create topic ``pair``: (TopicInfo, 0, None), or (None, error code, message).
+        ``at_creation`` are the core's create-time fields (``segment_bytes``)."""
         stream_name, topic_name = pair
         broker = self.broker
         try:
@@ -150,7 +292,7 @@ class Admin:
             if stream is None:
                 stream = broker.create_stream(stream_name)
             kwargs = {"settings": settings} if settings is not None else {}
-            return broker.create_topic(stream.id, topic_name, partitions, **kwargs), 0, None
+            return broker.create_topic(stream.id, topic_name, partitions, **kwargs, **at_creation), 0, None
         except FerryError as exc:
             try:
                 broker.get_topic(stream_name, topic_name)
@@ -183,10 +325,11 @@ class Admin:
                                "replication factor of {0} cannot be reached because only 1 broker(s) are "
                                "registered.").replace("{0}", str(t.replication_factor)))
         partitions = ctx.options.default_partitions if t.num_partitions == -1 else t.num_partitions
-        settings, problem = self._settings(t.configs, partitions)
-        if problem:
-            return _CT_RESULT.make(name=t.name, error_code=int(E.INVALID_CONFIG), error_message=problem)
-        info, err, msg = self.create(pair, partitions, settings, validate_only=validate_only)
+        try:
+            settings, at_creation = self._settings(t.configs, partitions)
+        except ConfigProblem as exc:
+            return _CT_RESULT.make(name=t.name, error_code=int(E.INVALID_CONFIG), error_message=str(exc))
+        info, err, msg = self.create(pair, partitions, settings, validate_only=validate_only, **at_creation)
         if err:
             return _CT_RESULT.make(name=t.name, error_code=err, error_message=msg)
         result = {"name": t.name, "error_code": 0, "error_message": None, "num_partitions": partitions,
@@ -198,38 +341,36 @@ class Admin:
                                       for k, v, src in self._configs(info))
         return _CT_RESULT.make(**result)
 
-    def _settings(self, configs, partitions: int):
-        """(TopicSettings or None, problem or None) from CreateTopics configs."""
-        settings = TopicSettings()
+    @staticmethod
+    def _settings(configs, partitions: int) -> tuple[TopicSettings, dict]:
+        """(TopicSettings, the core's create-time fields) from CreateTopics configs, through
+        :data:`TOPIC_CONFIGS`; raises ConfigProblem (a null value too: Kafka's controller
+        refuses null topic configs)."""
+        values = {c.field: 0 for c in TOPIC_CONFIGS.values() if c.field}
         for c in configs:
-            if c.name not in TOPIC_CONFIGS:
-                return None, f"config {c.name!r} is not supported by Ferry (supported: {', '.join(TOPIC_CONFIGS)})"
-            try:
-                if c.name == "retention.ms":
-                    ms = int(c.value) if c.value is not None else -1
-                    settings = dataclasses.replace(settings, message_expiry=0 if ms < 0 else ms * MS_PER_US)
-                elif c.name == "retention.bytes":
-                    n = int(c.value) if c.value is not None else -1
-                    settings = dataclasses.replace(settings, max_topic_size=0 if n < 0 else n * partitions)
-                elif c.value != "delete":
-                    return None, f"cleanup.policy={c.value} is not supported by Ferry (only delete)"
-            except ValueError:
-                return None, f"Invalid value {c.value} for configuration {c.name}"
-        return settings, None
+            entry = TOPIC_CONFIGS.get(c.name)
+            if entry is None:
+                raise ConfigProblem(_unsupported(c.name))
+            if c.value is None:
+                raise ConfigProblem(f"config {c.name!r} has a null value")
+            if entry.field:
+                values[entry.field] = apply_op(entry, OP_SET, c.value, partitions)
+            else:
+                apply_op(entry, OP_SET, c.value, partitions)
+        settings = TopicSettings(**{k: v for k, v in values.items() if k in _SETTINGS_FIELDS})
+        return settings, {k: v for k, v in values.items() if k not in _SETTINGS_FIELDS}
 
     def _configs(self, info) -> list[tuple[str, str, int]]:
-        """(name, value, source) of a topic's configs as Kafka names them."""
-        expiry = info.message_expiry
-        size = info.max_topic_size
-        return [
-            ("retention.ms", str(expiry // MS_PER_US) if expiry else "-1", SOURCE_TOPIC if expiry else SOURCE_DEFAULT),
-            ("retention.bytes", str(size // max(1, info.partitions_count)) if size else "-1",
-             SOURCE_TOPIC if size else SOURCE_DEFAULT),
-            ("cleanup.policy", "delete", SOURCE_DEFAULT),
-            ("compression.type", "producer", SOURCE_DEFAULT),
-            ("message.timestamp.type", "CreateTime", SOURCE_DEFAULT),
-            ("min.insync.replicas", "1", SOURCE_DEFAULT),
-        ]
+        """(name, value, source) of a topic's configs as Kafka names them (:data:`TOPIC_CONFIGS`):
+        DYNAMIC_TOPIC_CONFIG for a value set on the topic, else DEFAULT_CONFIG."""
+        out = []
+        for c in TOPIC_CONFIGS.values():
+            value = getattr(info, c.field) if c.field else 0
+            if value:
+                out.append((c.name, c.to_kafka(value, info.partitions_count), SOURCE_TOPIC))
+            else:
+                out.append((c.name, c.fixed if c.field is None else c.default(self.broker), SOURCE_DEFAULT))
+        return out
 
     # -- deleting, growing ----------------------------------------------------------------
     def delete_topics(self, version: int, body):
@@ -312,12 +453,123 @@ class Admin:
                                            resource_name=r.resource_name, configs=configs))
         return DESCRIBE_CONFIGS.response.make(results=tuple(results))
 
+    def incremental_alter_configs(self, version: int, body):
+        """IncrementalAlterConfigs v0-1 (module docstring)."""
+        named = Counter((r.resource_type, r.resource_name) for r in body.resources)
+        results = []
+        for r in body.resources:
+            if named[(r.resource_type, r.resource_name)] > 1:  # ConfigAdminManager.preprocess: both refused
+                err, msg = int(E.INVALID_REQUEST), "a resource may appear once in a request"
+            else:
+                err, msg = self._alter_resource(r, body.validate_only)
+            results.append(_IAC_RESULT.make(error_code=err, error_message=msg, resource_type=r.resource_type,
+                                            resource_name=r.resource_name))
+        return INCREMENTAL_ALTER_CONFIGS.response.make(responses=tuple(results))
+
+    def _alter_resource(self, r, validate_only: bool) -> tuple[int, str | None]:
+        names = [c.name for c in r.configs]
+        if len(set(names)) != len(names):
+            return int(E.INVALID_REQUEST), "a config key may appear once per resource"
+        nulls = [c.name for c in r.configs if c.config_operation != OP_DELETE and c.value is None]
+        if nulls:
+            return int(E.INVALID_REQUEST), f"a null value is only for DELETE: {', '.join(nulls)}"
+        unknown = [c.config_operation for c in r.configs if c.config_operation not in OP_NAMES]
+        if unknown:
+            return int(E.INVALID_REQUEST), f"unknown config operation {unknown[0]}"
+        if r.resource_type == RESOURCE_BROKER:
+            return self._alter_broker(r)
+        if r.resource_type != RESOURCE_TOPIC:
+            return int(E.INVALID_REQUEST), f"resource type {r.resource_type} is not supported"
+        info = self.ctx.topic(r.resource_name)
+        if info is None:
+            return int(E.UNKNOWN_TOPIC_OR_PARTITION), "This server does not host this topic."
+        if not self.access.can(Action.MANAGE_TOPIC, info.stream_id, info.id):
+            return int(E.TOPIC_AUTHORIZATION_FAILED), f"may not alter the configs of topic {r.resource_name!r}"
+        try:
+            settings = self._altered(info, r.configs)
+            settings = settings.checked()
+            if not validate_only and settings != info.settings:
+                self.broker.update_topic(info.stream_id, info.id, settings=settings)
+        except (ConfigProblem, InvalidArgument) as exc:  # InvalidArgument: TopicSettings.checked()
+            return int(E.INVALID_CONFIG), str(exc)
+        except NotFound:  # deleted since the lookup
+            return int(E.UNKNOWN_TOPIC_OR_PARTITION), "This server does not host this topic."
+        except FerryError as exc:
+            return int(E.UNKNOWN_SERVER_ERROR), str(exc)
+        return 0, None
+
+    @staticmethod
+    def _altered(info, configs) -> TopicSettings:
+        """The topic's settings after ``configs``' operations, all checked before any is
+        made (a resource's changes are made together or not at all); ConfigProblem."""
+        values = {c.field: getattr(info, c.field) for c in TOPIC_CONFIGS.values() if c.field}
+        for c in configs:
+            entry = TOPIC_CONFIGS.get(c.name)
+            if entry is None:
+                raise ConfigProblem(_unsupported(c.name))
+            value = apply_op(entry, c.config_operation, c.value, info.partitions_count)
+            if entry.field:
+                if entry.at_creation and value != values[entry.field]:
+                    raise ConfigProblem(f"{entry.name} is fixed when a topic is created (the core keeps a "
+                                        "topic's log settings for its life)")
+                values[entry.field] = value
+        return dataclasses.replace(info.settings, **{k: v for k, v in values.items() if k in _SETTINGS_FIELDS})
+
+    def _alter_broker(self, r) -> tuple[int, str | None]:
+        """Broker configs: the resource name is empty (the cluster default) or this node's
+        id, as Kafka's preprocess checks; no key can be changed at run time (module docstring)."""
+        if r.resource_name not in ("", str(self.ctx.node_id)):
+            return int(E.INVALID_REQUEST), f"broker {r.resource_name!r} is not this one (node id {self.ctx.node_id})"
+        if not r.configs:
+            return 0, None
+        return int(E.INVALID_REQUEST), (f"broker configs cannot be changed at run time: "
+                                        f"{', '.join(c.name for c in r.configs)} (Ferry reads them from its "
+                                        "configuration at start)")
+
     @staticmethod
     def _config_values(items, keys, version: int):
         wanted = None if keys is None else set(keys)
         return tuple(_DC_CONFIG.make(name=n, value=v, read_only=False, is_default=src == SOURCE_DEFAULT,
                                      config_source=src, is_sensitive=False)
                      for n, v, src in items if wanted is None or n in wanted)
+
+    # -- records ---------------------------------------------------------------------------
+    def delete_records(self, version: int, body):
+        """DeleteRecords v0-2 (module docstring): each partition's new low watermark."""
+        topics = []
+        for t in body.topics:
+            info = self.ctx.topic(t.name)
+            err = 0
+            if info is None:
+                err = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+            elif not self.access.can(Action.MANAGE_TOPIC, info.stream_id, info.id):
+                err = int(E.TOPIC_AUTHORIZATION_FAILED)
+            parts = []
+            for p in t.partitions:
+                low, code = (NO_LOW_WATERMARK, err) if err else self._delete_before(info, p.partition_index, p.offset)
+                parts.append(_DR_PART.make(partition_index=p.partition_index, low_watermark=low, error_code=code))
+            topics.append(_DR_TOPIC.make(name=t.name, partitions=tuple(parts)))
+        return DELETE_RECORDS.response.make(topics=tuple(topics))
+
+    def _delete_before(self, info, pid: int, offset: int) -> tuple[int, int]:
+        """(low watermark, 0) after moving partition ``pid``'s start to ``offset``, or
+        (-1, error code). Kafka's ``Partition.deleteRecordsOnLeader``: -1 is the high
+        watermark, another negative offset or one past the high watermark is
+        OFFSET_OUT_OF_RANGE, and an offset at or below the start answers the start."""
+        if not 0 <= pid < info.partitions_count:
+            return NO_LOW_WATERMARK, int(E.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            if offset == HIGH_WATERMARK:
+                offset = self.broker.partition(info.stream_id, info.id, pid).next_offset
+            return self.broker.topic_state.truncate_partition_to_offset(info.stream_id, info.id, pid, offset), 0
+        except InvalidOffset:
+            return NO_LOW_WATERMARK, int(E.OFFSET_OUT_OF_RANGE)
+        except NotFound:
+            return NO_LOW_WATERMARK, int(E.UNKNOWN_TOPIC_OR_PARTITION)
+        except StorageError:
+            return NO_LOW_WATERMARK, int(E.KAFKA_STORAGE_ERROR)
+        except FerryError:
+            return NO_LOW_WATERMARK, int(E.UNKNOWN_SERVER_ERROR)
 
     def describe_cluster(self, version: int, body):
         ctx = self.ctx

@@ -8,8 +8,10 @@ and the high watermark is the partition's next offset.
 
 **Produce.** Each partition's one record batch is checked as Kafka's broker
 checks a client batch (:func:`adapters.kafka.records.decode_produce_batch`),
-translated to canonical messages (:mod:`adapters.kafka.translate`) and
-appended with ``broker.append``. ``acks=0`` answers nothing; ``acks`` 1 and
+translated to canonical records in the stored layout, one block per batch
+(:func:`adapters.kafka.translate.to_block`), and appended with one
+``broker.append_records`` call, which stamps the block in one pass as an Iggy
+send is. ``acks=0`` answers nothing; ``acks`` 1 and
 -1 answer when every partition's append is durable under the fsync policy
 (``on_durable``): Ferry has one copy, so "all in-sync replicas" and "the
 leader" are the same disk, and an acknowledged record survives ``kill -9``
@@ -36,6 +38,12 @@ session id 0, which every client accepts.
 last record; a timestamp is the first record appended at or after it
 (``Partition.offset_for_timestamp``: Ferry indexes append times, so this is
 Kafka's answer for a topic with ``message.timestamp.type=LogAppendTime``).
+
+**Log start.** Kafka's log start offset is the partition's recorded start
+seen by offset (``TopicState.partition_start_offset``): what retention left,
+moved up by DeleteRecords (adapters/kafka/admin.py) or a Pravega truncation.
+Fetch, ListOffsets and Produce answers all report it, and no record below it
+is served, though it may still be stored (docs/kafka.md "APIs served", DeleteRecords).
 """
 
 from __future__ import annotations
@@ -151,6 +159,12 @@ class DataPlane:
             return None, int(E.TOPIC_AUTHORIZATION_FAILED)
         return info, 0
 
+    def _log_start(self, info, partition_id: int) -> int:
+        """Kafka's log start offset: the first record at or after the partition's
+        recorded start (DeleteRecords moves it, as does a Pravega truncation), never
+        below what retention left (core/topicops.py ``partition_start_offset``)."""
+        return self.broker.topic_state.partition_start_offset(info.stream_id, info.id, partition_id)
+
     @staticmethod
     def _partitions(info, err: int, items, index_key: str, index_of, out: list, **defaults):
         """Each requested partition's response fields (appended to ``out``), yielding
@@ -196,7 +210,8 @@ class DataPlane:
             if p.records is None:
                 raise RecordBatchError(int(E.INVALID_RECORD), "a Produce partition needs one record batch")
             batch = decode_produce_batch(p.records, version)
-            inputs = translate.to_inputs(batch)
+            block, nbytes = translate.to_block(batch)
+            count = len(batch.records)
             producer = None
             part = self.broker.partition(info.stream_id, info.id, p.index)
             if batch.producer_id >= 0:
@@ -205,8 +220,8 @@ class DataPlane:
                     return
             on_durable = wait.callback(resp) if wait is not None else None
             try:
-                result = self.broker.append(info.stream_id, info.id, inputs, partition=p.index, producer=producer,
-                                            on_durable=on_durable, origin="kafka")
+                result = self.broker.append_records(info.stream_id, info.id, block, count, partition=p.index,
+                                                    producer=producer, on_durable=on_durable, origin="kafka")
             except BaseException:
                 if wait is not None:
                     wait.pending -= 1  # this append will never call back
@@ -218,9 +233,9 @@ class DataPlane:
             resp["error_code"] = int(E.DUPLICATE_SEQUENCE_NUMBER)
             return
         resp["base_offset"] = result.base_offset
-        resp["log_start_offset"] = part.first_offset
-        self.counters["messages_in"].inc(LISTENER, amount=len(inputs))
-        self.counters["bytes_in"].inc(LISTENER, amount=sum(len(i.payload) for i in inputs))
+        resp["log_start_offset"] = self._log_start(info, p.index)
+        self.counters["messages_in"].inc(LISTENER, amount=count)
+        self.counters["bytes_in"].inc(LISTENER, amount=nbytes)
 
     @staticmethod
     def _sequence(part, batch, resp) -> tuple[str, int] | None:
@@ -267,7 +282,7 @@ class DataPlane:
         """Fill ``resp`` for one partition; the record bytes it holds."""
         try:
             part = self.broker.partition(info.stream_id, info.id, p.partition)
-            hwm, start = part.next_offset, part.first_offset
+            hwm, start = part.next_offset, self._log_start(info, p.partition)
             resp.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
             if not start <= p.fetch_offset <= hwm:
                 resp["error_code"] = int(E.OFFSET_OUT_OF_RANGE)
@@ -276,7 +291,7 @@ class DataPlane:
                 resp["records"] = b""
                 return 0
             batch = part.read(p.fetch_offset, MAX_FETCH_RECORDS, max(limit, 1))
-            fetched = translate.encode_fetch(batch.records(), max_bytes=limit, whole_first=first)
+            fetched = translate.encode_read(batch, max_bytes=limit, whole_first=first)
         except FerryError as exc:
             resp["error_code"] = append_error(exc)[0]
             return 0
@@ -294,7 +309,7 @@ class DataPlane:
             for p, resp in self._partitions(info, err, t.partitions, "partition_index",
                                             lambda p: p.partition_index, parts):
                 part = self.broker.partition(info.stream_id, info.id, p.partition_index)
-                offset, ts = self._offset_for(part, p.timestamp)
+                offset, ts = self._offset_for(part, p.timestamp, self._log_start(info, p.partition_index))
                 resp.update(timestamp=ts, offset=offset, leader_epoch=0 if offset >= 0 else -1)
                 if version == 0:
                     resp["old_style_offsets"] = (offset,) if offset >= 0 else ()
@@ -302,20 +317,22 @@ class DataPlane:
         return LIST_OFFSETS.response.make(topics=tuple(topics))
 
     @staticmethod
-    def _offset_for(part, timestamp: int) -> tuple[int, int]:
-        """(offset, timestamp ms) Kafka answers for a ListOffsets timestamp (module docstring)."""
+    def _offset_for(part, timestamp: int, start: int) -> tuple[int, int]:
+        """(offset, timestamp ms) Kafka answers for a ListOffsets timestamp (module docstring);
+        no record below ``start``, the log start offset, is answered."""
         if timestamp == LATEST:
             return part.next_offset, -1
         if timestamp == EARLIEST:
-            return part.first_offset, -1
+            return start, -1
         if timestamp == MAX_TIMESTAMP:
             offset = part.last_offset
-            if offset is None:
+            if offset is None or offset < start:
                 return -1, -1
         elif timestamp < 0:
             return -1, -1
         else:
-            offset = part.offset_for_timestamp(timestamp * 1000)
+            # searched from the log start offset, as UnifiedLog.fetchOffsetByTimestamp does
+            offset = max(part.offset_for_timestamp(timestamp * 1000), start)
             if offset >= part.next_offset:
                 return -1, -1  # no record at or after it: Kafka answers offset -1
         (view,) = part.read(offset, 1).records()

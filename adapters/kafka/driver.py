@@ -12,6 +12,8 @@ Waiting outcomes:
 
 * a login runs the password check in a worker thread (argon2 is slow), the
   connection's actor bound so the login guard and audit log see its address;
+  a SCRAM login (the proof already checked by the session, no hashing left)
+  asks ``UserStore.scram_login`` on this task, whose actor is the connection's;
 * a Produce waits for the flusher's durability callbacks of its appends;
 * a Fetch waits for the next append to any of its partitions
   (``broker.wait_for_append``) or its deadline, then reads again;
@@ -19,6 +21,14 @@ Waiting outcomes:
   another connection's request or from the coordinator's clock:
   :class:`GroupClock` runs ``tick`` at the coordinator's next deadline and is
   poked after every group request, since a request can move that deadline.
+
+With a TLS context (the listener's tls_cert/tls_key) every accepted stream is
+a ``trio.SSLStream`` from its first byte, as a Kafka SSL listener is: clients
+say ``security.protocol`` SSL or SASL_SSL and the SASL exchange runs inside
+TLS. The handshake runs before the first request, under the same deadline as
+the login (:data:`AUTH_TIMEOUT_S` from accept); a failed or unfinished one
+closes the connection with an info line. No client certificates are asked for
+(Kafka's ``ssl.client.auth=none``, its default).
 
 A closed socket ends the connection quietly; anything else is our bug,
 logged, and the listener keeps serving.
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import ssl
 from collections import deque
 from functools import partial
 
@@ -50,6 +61,7 @@ RECV_CHUNK = 256 * 1024  # bytes per receive
 # A connection that has not logged in this long after it opened is closed, as the
 # Iggy listeners do (docs/security.md "Unauthenticated connections are closed"):
 # an idle unauthenticated socket costs memory and a file descriptor for nothing.
+# With TLS the handshake counts against the same deadline.
 AUTH_TIMEOUT_S = 30.0
 
 
@@ -78,11 +90,13 @@ class GroupClock:
 
 
 async def serve_kafka(ctx, host: str, port: int, conn_nursery, *, make_groups,
+                      ssl_context: ssl.SSLContext | None = None,
                       task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind ``host:port`` and serve Kafka connections until cancelled; ``started()``
     gets the bound port. ``ctx.port`` is the advertised port, or 0 to advertise the
     bound one; ``make_groups(node)`` builds the group API once the node's address
-    (id, host, port) is known."""
+    (id, host, port) is known. With ``ssl_context`` every connection is TLS
+    (clients' SSL / SASL_SSL); None serves plaintext (PLAINTEXT / SASL_PLAINTEXT)."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     if not ctx.port:
@@ -93,12 +107,20 @@ async def serve_kafka(ctx, host: str, port: int, conn_nursery, *, make_groups,
         if ctx.groups is not None:
             nursery.start_soon(clock.run)
         task_status.started(bound)
-        handler = partial(kafka_connection, ctx, clock)
+        handler = partial(kafka_connection, ctx, clock, ssl_context=ssl_context)
         await trio.serve_listeners(handler, listeners, handler_nursery=conn_nursery)
 
 
-async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream) -> None:
+async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream, *,
+                           ssl_context: ssl.SSLContext | None = None) -> None:
+    login_deadline = trio.current_time() + AUTH_TIMEOUT_S  # from accept, TLS handshake included
     peer = peer_of(stream) or "local"
+    if ssl_context is not None:
+        # https_compatible=False: TLS as the RFC has it, close_notify sent at the end and
+        # a cut without one reported as a broken stream (trio.SSLStream docs), which
+        # ends the connection quietly below: Kafka's SslTransportLayer also sends
+        # close_notify and lets a peer's missing one pass.
+        stream = trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=False)
     bind_actor("kafka", peer)
     counters = listener_metrics(metrics_for(ctx.broker))
     counters["connections_total"].inc(LISTENER)
@@ -115,7 +137,10 @@ async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream) -> N
     parked: list = []
     try:
         with scope:
-            await _serve(ctx, clock, stream, session, counters, parked)
+            if ssl_context is not None and not await _handshake(stream, login_deadline):
+                counters["errors"].inc(LISTENER)
+                return
+            await _serve(ctx, clock, stream, session, counters, parked, login_deadline)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the peer vanished
     except Exception:  # noqa: BLE001 - our bug: log it, close this connection, keep the listener
@@ -128,15 +153,30 @@ async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream) -> N
         await trio.aclose_forcefully(stream)
 
 
+async def _handshake(stream: trio.SSLStream, deadline: float) -> bool:
+    """The server side of the TLS handshake, by ``deadline``; False (logged at info,
+    the caller closes) when the peer breaks it (a plaintext client, an untrusted
+    certificate on its side, a reset) or is too slow."""
+    with trio.move_on_at(deadline):
+        try:
+            await stream.do_handshake()
+        except trio.BrokenResourceError as exc:  # SSLStream wraps ssl.SSLError and socket errors
+            log.info("kafka connection closed: TLS handshake failed: %r", exc.__cause__ or exc)
+            return False
+        return True
+    log.info("kafka connection closed: no TLS handshake within %s s", AUTH_TIMEOUT_S)
+    return False
+
+
 def _refresh(session: KafkaSession, actor, entry) -> None:
     entry.user = session.access.username or actor.user
     entry.client = session.client_id
 
 
-async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters, parked: list) -> None:
+async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters, parked: list,
+                 auth_deadline: float) -> None:
     splitter = FrameSplitter()
     queue: deque[bytes] = deque()
-    auth_deadline = trio.current_time() + AUTH_TIMEOUT_S
     while True:
         while not queue:
             data = None
@@ -154,9 +194,12 @@ async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters
                 log.info("kafka connection closed: %s", exc)
                 return
         outcome = session.handle(queue.popleft(), now_ms())
-        while outcome.kind in ("login", "wait"):
-            if outcome.kind == "login":
-                user = await _login(ctx, *outcome.wait)
+        while outcome.kind in ("login", "scram_login", "wait"):
+            if outcome.kind in ("login", "scram_login"):
+                if outcome.kind == "login":
+                    user = await _login(ctx, *outcome.wait)
+                else:
+                    user = _scram_login(ctx, *outcome.wait)
                 outcome = session.login_done(user)
                 if not isinstance(user, BaseException):
                     current_actor().logged_in(user.username, user.id)  # audit lines name the user
@@ -190,6 +233,13 @@ async def _login(ctx, username: str, password: str):
     users = ctx.broker.meta.users
     try:
         return await trio.to_thread.run_sync(users.authenticate, username, password)
+    except Exception as exc:  # noqa: BLE001 - every refusal is the same SASL failure to the client
+        return exc
+
+
+def _scram_login(ctx, username: str, ok: bool, credential):
+    try:
+        return ctx.broker.meta.users.scram_login(username, ok, credential=credential)
     except Exception as exc:  # noqa: BLE001 - every refusal is the same SASL failure to the client
         return exc
 

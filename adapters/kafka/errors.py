@@ -177,4 +177,14 @@ def is_retriable(code: int) -> bool:
     return code in RETRIABLE
 
 
-__all__ = ["ErrorCode", "RETRIABLE", "is_retriable"]
+class RecordBatchError(ValueError):
+    """A record batch Ferry refuses; ``error_code`` is the Kafka error code to answer with."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(f"{ErrorCode(error_code).name}: {message}")
+        self.error_code = error_code
+        self.reason = message
+
+
+__all__ = ["ErrorCode", "RETRIABLE", "RecordBatchError", "is_retriable"]
+

@@ -28,7 +28,8 @@ length of -1 means null.
 :func:`decode_batches` reads the format; :func:`decode_produce_batch` adds
 the checks Kafka's broker makes on a client's Produce (exactly one batch,
 base offset 0, a consistent offset range, no control batch, ...);
-:func:`encode_batch` writes a batch. Every refusal is a
+:func:`encode_batch` writes a batch (:func:`batch_header` alone, for records a
+caller has encoded itself). Every refusal is a
 :class:`RecordBatchError` carrying the Kafka error code a Produce response
 answers with; which code follows where Kafka's broker raises which exception
 (``ByteBufferLogInputStream``, ``DefaultRecordBatch``/``DefaultRecord``,
@@ -49,20 +50,14 @@ and ``LogValidator``):
 * UNSUPPORTED_COMPRESSION_TYPE (76): compression ids 5 to 7, zstd in a
   Produce below v7, and a codec whose library is not installed here.
 
-Compression: gzip (stdlib zlib), snappy (``cramjam``; read raw or in the
-xerial framing the Java client writes, write xerial), lz4 (``lz4.frame``,
-written as the Java client does: 64 KiB independent blocks, no checksums
-beyond the header's) and zstd (``zstandard``). The codec libraries are
-imported on first use, so a missing one refuses only its own batches.
+Compression and the decompression bomb guard are adapters/kafka/compression.py's.
 
 Nothing here does I/O or keeps time.
 """
 
 from __future__ import annotations
 
-import importlib
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
@@ -70,22 +65,15 @@ from crc32c import crc32c
 
 from adapters.wire.types import ONE_BYTE, uvarint_bytes
 
-from .errors import ErrorCode
+from .compression import (COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NAMES, COMPRESSION_NONE, COMPRESSION_SNAPPY,
+                          COMPRESSION_ZSTD, MAX_DECOMPRESSED_BYTES, compress, decompress)
+from .errors import ErrorCode, RecordBatchError
 
 # -- the error codes a batch can get (the one table: errors.py)
 
 CORRUPT_MESSAGE = ErrorCode.CORRUPT_MESSAGE
 UNSUPPORTED_COMPRESSION_TYPE = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 INVALID_RECORD = ErrorCode.INVALID_RECORD
-
-
-class RecordBatchError(ValueError):
-    """A record batch Ferry refuses; ``error_code`` is the Kafka error code to answer with."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(f"{ErrorCode(error_code).name}: {message}")
-        self.error_code = error_code
-        self.reason = message
 
 
 def _corrupt(message: str) -> RecordBatchError:
@@ -99,8 +87,6 @@ def _invalid(message: str) -> RecordBatchError:
 # -- constants of the format
 
 MAGIC = 2
-COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = range(5)
-COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
 # "none" for the producer fields, timestamps and the leader epoch
@@ -124,28 +110,7 @@ _MIN_LENGTH = HEADER_SIZE - _LOG_OVERHEAD  # 49: a batch with no records
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
-# Decompression bomb guard. A batch is at most a frame (adapters/kafka/frames.py's
-# MAX_FRAME_SIZE, 100 MiB) on the wire, but a few KiB of zstd or gzip can claim gigabytes.
-# Real producers stay far below this: the Java producer checks each record against
-# max.request.size (1 MiB by default) *before* compression and closes a batch at
-# batch.size (16 KiB). The limit sits above the frame limit so a batch that would be
-# accepted uncompressed is never refused only because it was compressed.
-MAX_DECOMPRESSED_BYTES = 128 * 1024 * 1024
-
-# Xerial snappy framing (snappy-java's SnappyOutputStream, what the Java client writes):
-# 8 magic bytes, int32 version 1, int32 minimum compatible version 1, then blocks of
-# [int32 compressed length][raw snappy block], each block at most 32 KiB uncompressed.
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-_XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
-
-# Levels Kafka's Java client uses by default (gzip: Deflater's default 6; zstd: 3).
-_GZIP_LEVEL = 6
-_ZSTD_LEVEL = 3
-# The smallest slice of zstd input fed at once (see _unzstd): at 32768 output bytes per
-# input byte, 64 bytes can overshoot the limit by 2 MiB at most before the bomb is refused.
-_ZSTD_MIN_STEP = 64
 
 
 # -- the decoded shapes
@@ -243,7 +208,7 @@ def _read_uvarint(data: bytes, pos: int, max_bits: int) -> tuple[int, int]:
             raise _invalid(f"varint longer than {(max_bits + 6) // 7} bytes")
 
 
-def _zigzag(n: int) -> bytes:
+def zigzag_bytes(n: int) -> bytes:
     """``n`` (an int64) as a zigzag varint."""
     return uvarint_bytes((n << 1) ^ (n >> 63))
 
@@ -386,180 +351,20 @@ def _encode_record(record: Record) -> bytes:
         raise ValueError(f"timestamp delta {ts} does not fit an int64")
     if not _INT32_MIN <= od <= _INT32_MAX:
         raise ValueError(f"offset delta {od} does not fit an int32")
-    parts = [ONE_BYTE[attributes] if attributes < 0x80 else bytes((attributes,)), _zigzag(ts), _zigzag(od)]
+    zz = zigzag_bytes
+    parts = [ONE_BYTE[attributes] if attributes < 0x80 else bytes((attributes,)), zz(ts), zz(od)]
     for blob in (key, value):
         if blob is None:
             parts.append(b"\x01")  # zigzag(-1)
         else:
-            parts += (_zigzag(len(blob)), blob)
-    parts.append(_zigzag(len(headers)))
+            parts += (zz(len(blob)), blob)
+    parts.append(zz(len(headers)))
     for hkey, hvalue in headers:
         raw = hkey.encode("utf-8")
-        parts += (_zigzag(len(raw)), raw)
-        parts += (b"\x01",) if hvalue is None else (_zigzag(len(hvalue)), hvalue)
+        parts += (zz(len(raw)), raw)
+        parts += (b"\x01",) if hvalue is None else (zz(len(hvalue)), hvalue)
     body = b"".join(parts)
-    return _zigzag(len(body)) + body
-
-
-# -- compression
-
-def _codec_module(name: str, compression: int):
-    """The codec's library, imported on first use; a missing one refuses the batch."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise RecordBatchError(
-            UNSUPPORTED_COMPRESSION_TYPE,
-            f"{COMPRESSION_NAMES[compression]} needs the Python package {name.split('.')[0]!r}, "
-            "which is not installed") from None
-
-
-def _too_big(limit: int) -> RecordBatchError:
-    return _corrupt(f"records decompress to more than {limit} bytes")
-
-
-def _gunzip(data: bytes, limit: int) -> bytes:
-    out = bytearray()
-    # Several gzip members back to back read as one stream (Java's GZIPInputStream does).
-    try:
-        while data:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += d.decompress(data, limit + 1 - len(out))
-            if len(out) > limit:
-                raise _too_big(limit)
-            if not d.eof:
-                raise _corrupt("gzip data ends early")
-            data = d.unused_data
-    except zlib.error as exc:
-        raise _corrupt(f"gzip data does not decompress: {exc}") from None
-    return bytes(out)
-
-
-def _snappy_raw_length(block: bytes) -> int:
-    # A raw snappy block starts with its uncompressed length as an unsigned varint: read it
-    # ourselves so a bomb is refused before anything is allocated.
-    try:
-        length, _ = _read_uvarint(block, 0, 32)
-    except (IndexError, RecordBatchError):
-        raise _corrupt("snappy block has no valid length preamble") from None
-    return length
-
-
-def _unsnappy(payload: bytes, limit: int) -> bytes:
-    snappy = _codec_module("cramjam", COMPRESSION_SNAPPY).snappy
-    try:
-        if not payload.startswith(_XERIAL_MAGIC):
-            if _snappy_raw_length(payload) > limit:
-                raise _too_big(limit)
-            return bytes(snappy.decompress_raw(payload))
-        if len(payload) < len(_XERIAL_HEADER):
-            raise _corrupt("xerial snappy header is cut short")
-        # The version fields are not checked: there has only ever been one block layout,
-        # and some writers put them in the wrong byte order (kafka-python issue 2414).
-        out = []
-        total = 0
-        pos = len(_XERIAL_HEADER)
-        while pos < len(payload):
-            if pos + 4 > len(payload):
-                raise _corrupt("xerial snappy block length is cut short")
-            (n,) = _INT32.unpack_from(payload, pos)
-            pos += 4
-            if n < 0 or pos + n > len(payload):
-                raise _corrupt(f"xerial snappy block of {n} bytes does not fit")
-            block = payload[pos:pos + n]
-            pos += n
-            total += _snappy_raw_length(block)
-            if total > limit:
-                raise _too_big(limit)
-            out.append(bytes(snappy.decompress_raw(block)))
-        return b"".join(out)
-    except RecordBatchError:
-        raise
-    except Exception as exc:  # cramjam raises its own DecompressionError
-        raise _corrupt(f"snappy data does not decompress: {exc}") from None
-
-
-def _unlz4(data: bytes, limit: int) -> bytes:
-    frame = _codec_module("lz4.frame", COMPRESSION_LZ4)
-    out = bytearray()
-    try:
-        while data:
-            d = frame.LZ4FrameDecompressor()
-            out += d.decompress(data, max_length=limit + 1 - len(out))
-            if len(out) > limit:
-                raise _too_big(limit)
-            if not d.eof:
-                raise _corrupt("lz4 frame ends early")
-            data = d.unused_data
-    except RecordBatchError:
-        raise
-    except RuntimeError as exc:  # lz4.frame's error for a malformed frame
-        raise _corrupt(f"lz4 data does not decompress: {exc}") from None
-    return bytes(out)
-
-
-def _unzstd(data: bytes, limit: int) -> bytes:
-    zstd = _codec_module("zstandard", COMPRESSION_ZSTD)
-    dctx = zstd.ZstdDecompressor()
-    out = bytearray()
-    try:
-        # zstd-jni (the Java client) writes frames without a content size, and neither
-        # decompress() nor a decompressobj() call bounds its output; a stream reader does,
-        # but takes a cut-short frame for a finished one. So feed a decompressobj slices
-        # small enough that one slice cannot overshoot the limit by much: a zstd block
-        # yields at most 128 KiB from 4 bytes (an RLE block), 32768 bytes per input byte.
-        while data:  # frame after frame, as Java's ZstdInputStream reads them
-            d = dctx.decompressobj()
-            pos = 0
-            while not d.eof:
-                if pos >= len(data):
-                    raise _corrupt("zstd frame ends early")
-                step = max(_ZSTD_MIN_STEP, (limit - len(out)) >> 15)
-                out += d.decompress(data[pos:pos + step])
-                pos += step
-                if len(out) > limit:
-                    raise _too_big(limit)
-            data = d.unused_data + data[pos:]
-    except RecordBatchError:
-        raise
-    except zstd.ZstdError as exc:
-        raise _corrupt(f"zstd data does not decompress: {exc}") from None
-    return bytes(out)
-
-
-def _decompress(compression: int, payload: bytes, limit: int) -> bytes:
-    if compression == COMPRESSION_GZIP:
-        return _gunzip(payload, limit)
-    if compression == COMPRESSION_SNAPPY:
-        return _unsnappy(payload, limit)
-    if compression == COMPRESSION_LZ4:
-        return _unlz4(payload, limit)
-    return _unzstd(payload, limit)
-
-
-def _compress(compression: int, data: bytes) -> bytes:
-    if compression == COMPRESSION_GZIP:
-        # zlib's gzip wrapper writes mtime 0: the output is a function of the input alone.
-        d = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        return d.compress(data) + d.flush()
-    if compression == COMPRESSION_SNAPPY:
-        snappy = _codec_module("cramjam", compression).snappy
-        blocks = [_XERIAL_HEADER]
-        for i in range(0, len(data), _XERIAL_BLOCK):
-            block = bytes(snappy.compress_raw(data[i:i + _XERIAL_BLOCK]))
-            blocks.append(_INT32.pack(len(block)))
-            blocks.append(block)
-        return b"".join(blocks)
-    if compression == COMPRESSION_LZ4:
-        frame = _codec_module("lz4.frame", compression)
-        # As Kafka's Lz4BlockOutputStream writes it: 64 KiB independent blocks, no block or
-        # content checksum, no content size.
-        return frame.compress(data, block_size=frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                              content_checksum=False, block_checksum=False, store_size=False)
-    if compression == COMPRESSION_ZSTD:
-        zstd = _codec_module("zstandard", compression)
-        return zstd.ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
-    raise ValueError(f"unknown compression {compression}")
+    return zz(len(body)) + body
 
 
 # -- batches
@@ -603,7 +408,7 @@ def decode_batches(buf: bytes | bytearray | memoryview, *,
         if compression == COMPRESSION_NONE:
             records = _decode_records(data, pos + HEADER_SIZE, end, count)
         else:
-            plain = _decompress(compression, data[pos + HEADER_SIZE:end], max_decompressed)
+            plain = decompress(compression, data[pos + HEADER_SIZE:end], max_decompressed)
             records = _decode_records(plain, 0, len(plain), count)
         batches.append(RecordBatch(
             base_offset, leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
@@ -669,15 +474,28 @@ def encode_batch(records: Sequence[Record], *, base_offset: int = 0, base_timest
     if max_timestamp is None:
         max_timestamp = (base_timestamp + max(r.timestamp_delta for r in records)) if records else NO_TIMESTAMP
     plain = b"".join([_encode_record(r) for r in records])
-    payload = plain if compression == COMPRESSION_NONE else _compress(compression, plain)
+    payload = plain if compression == COMPRESSION_NONE else compress(compression, plain)
+    return batch_header(payload, len(records), base_offset=base_offset, base_timestamp=base_timestamp,
+                        max_timestamp=max_timestamp, last_offset_delta=last_offset_delta, attributes=attributes,
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                        partition_leader_epoch=partition_leader_epoch) + payload
+
+
+def batch_header(payload: bytes, count: int, *, base_offset: int, base_timestamp: int, max_timestamp: int,
+                 last_offset_delta: int, attributes: int = 0, producer_id: int = NO_PRODUCER_ID,
+                 producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """The 61-byte header of a batch whose ``count`` records (compressed as ``attributes``
+    says) are ``payload``; the batch is this header, then ``payload``. The CRC runs over the
+    header's tail, then ``payload``, without joining them (one copy fewer: translate.py's
+    Fetch answers). Raises ValueError for a field the format cannot carry."""
     try:
-        covered = _POST_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                                 producer_epoch, base_sequence, len(records)) + payload
-        head = _PRE_CRC.pack(base_offset, _MIN_LENGTH + len(payload), partition_leader_epoch, MAGIC,
-                             crc32c(covered))
+        tail = _POST_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                              producer_epoch, base_sequence, count)
+        return _PRE_CRC.pack(base_offset, _MIN_LENGTH + len(payload), partition_leader_epoch, MAGIC,
+                             crc32c(payload, crc32c(tail))) + tail
     except struct.error as exc:
         raise ValueError(f"a batch header field is out of range: {exc}") from None
-    return head + covered
 
 
 __all__ = [
@@ -685,6 +503,6 @@ __all__ = [
     "COMPRESSION_ZSTD", "CORRUPT_MESSAGE", "HEADER_SIZE", "INVALID_RECORD", "MAGIC",
     "MAX_DECOMPRESSED_BYTES", "NO_PARTITION_LEADER_EPOCH", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID",
     "NO_SEQUENCE", "NO_TIMESTAMP", "Record", "RecordBatch", "RecordBatchError", "TIMESTAMP_CREATE_TIME",
-    "TIMESTAMP_LOG_APPEND_TIME", "UNSUPPORTED_COMPRESSION_TYPE", "decode_batches", "decode_produce_batch",
-    "encode_batch",
+    "TIMESTAMP_LOG_APPEND_TIME", "UNSUPPORTED_COMPRESSION_TYPE", "batch_header", "decode_batches",
+    "decode_produce_batch", "encode_batch", "zigzag_bytes",
 ]

@@ -11,14 +11,18 @@ one request frame and acts on the :class:`Outcome` before the next:
 * ``Reply(frame)``: send it; ``Silent``: nothing to send (Produce acks=0);
 * ``Close(frame, reason)``: send the frame if any, then close, which is what
   Kafka does after a request it cannot serve or a failed authentication;
-* ``Login(user, password)``: check the credentials off the event loop (argon2
+* ``login`` (user, password): check the credentials off the event loop (argon2
   is slow) and give the result to :meth:`KafkaSession.login_done`;
+* ``scram_login`` (user, proof verified, credential): a SCRAM exchange's verdict,
+  which the driver puts through ``UserStore.scram_login`` (the login guard and
+  audit under the connection's actor) and gives to :meth:`KafkaSession.login_done`;
 * ``Wait(...)``: a Produce waiting for durability, a Fetch waiting for data,
   or a group request parked in the coordinator; the driver waits and asks
   :meth:`KafkaSession.resume` for the outcome.
 
-**Authentication** is SASL/PLAIN against Ferry's users (docs/kafka.md
-"Security"): SaslHandshake v0 (the next frame is the bare SASL token) or v1
+**Authentication** is SASL/PLAIN or SASL/SCRAM-SHA-256/512 against Ferry's
+users (docs/kafka.md "Security"; the collaborator :class:`adapters.kafka.sasl.Sasl`):
+SaslHandshake v0 (the next frames are bare SASL tokens) or v1
 (SaslAuthenticate requests). Until it succeeds only ApiVersions and the SASL
 requests are served; any other request closes the connection, as Kafka does
 on a SASL listener (``IllegalSaslStateException``). The listener's
@@ -45,30 +49,27 @@ from .context import AccessDenied
 from .dataplane import DataPlane, FetchWait, ProduceWait
 from .errors import ErrorCode as E
 from .messages import API, api_versions
-from .messages_admin import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .messages_txn import INIT_PRODUCER_ID
+from .sasl import MECHANISMS, Sasl, Step
 from .types import KafkaDecodeError
 
-MECHANISMS = ("PLAIN",)
-# A SASL/PLAIN token is authzid NUL authcid NUL passwd (RFC 4616); the RFC bounds
-# each part at 255 octets of UTF-8: anything longer is not a token to check.
-MAX_PLAIN_TOKEN = 3 * 255 + 2
+__all__ = ["MECHANISMS", "GroupWait", "KafkaSession", "Outcome", "deliver"]
 
 GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
 PRE_AUTH_KEYS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 DATA_KEYS = {0: "produce", 1: "fetch", 2: "list_offsets"}
-ADMIN_KEYS = {3: "metadata", 19: "create_topics", 20: "delete_topics", 32: "describe_configs",
-              37: "create_partitions", 60: "describe_cluster"}
+ADMIN_KEYS = {3: "metadata", 19: "create_topics", 20: "delete_topics", 21: "delete_records", 32: "describe_configs",
+              37: "create_partitions", 44: "incremental_alter_configs", 60: "describe_cluster"}
 SERVED = frozenset(PRE_AUTH_KEYS | set(DATA_KEYS) | set(ADMIN_KEYS) | {22} | GROUP_KEYS)
 SERVED_WITHOUT_GROUPS = SERVED - GROUP_KEYS
 
 
 @dataclass(slots=True)
 class Outcome:
-    kind: str  # "reply" | "silent" | "close" | "login" | "wait"
+    kind: str  # "reply" | "silent" | "close" | "login" | "scram_login" | "wait"
     frame: bytes | None = None
     reason: str = ""
-    wait: object = None  # ProduceWait | FetchWait | GroupWait | (username, password)
+    wait: object = None  # ProduceWait | FetchWait | GroupWait | the login's arguments
 
 
 @dataclass(eq=False)
@@ -116,9 +117,7 @@ class KafkaSession:
         self.data = DataPlane(ctx, access)
         self.admin = Admin(ctx, access)
         self.client_id = ""
-        self._handshake: _Pending | None = None  # the SaslHandshake that chose PLAIN
-        self._raw_token = False  # after SaslHandshake v0 the next frame is a bare token
-        self._login: _Pending | None = None
+        self.sasl = Sasl(ctx.broker.meta.users.scram_credential)
         self._group_touched = False
         self.served = SERVED if ctx.groups is not None else SERVED_WITHOUT_GROUPS
 
@@ -133,9 +132,8 @@ class KafkaSession:
 
     # -- requests ---------------------------------------------------------------------------
     def handle(self, frame: bytes, now_ms: int) -> Outcome:
-        if self._raw_token:
-            self._raw_token = False
-            return self._plain(frame, None)
+        if self.sasl.raw:  # after SaslHandshake v0: a bare SASL token
+            return _step(self.sasl.token(frame))
         try:
             header, body = frames.decode_request(frame)
         except frames.UnsupportedRequest as exc:
@@ -161,9 +159,9 @@ class KafkaSession:
         if key == 18:
             return _reply(frames.encode_response(key, version, corr, api_versions(keys=self.served)))
         if key == 17:
-            return self._sasl_handshake(version, corr, body)
+            return _step(self.sasl.handshake(version, corr, body.mechanism, self.authenticated))
         if key == 36:
-            return self._sasl_authenticate(version, corr, body)
+            return _step(self.sasl.authenticate(version, corr, body.auth_bytes, self.authenticated))
         if key in ADMIN_KEYS:
             value = getattr(self.admin, ADMIN_KEYS[key])(version, body)
             return _reply(frames.encode_response(key, version, corr, value))
@@ -243,60 +241,23 @@ class KafkaSession:
                                                   producer_epoch=-1)
         return INIT_PRODUCER_ID.response.make(error_code=0, producer_id=pid, producer_epoch=0)
 
-    # -- SASL ----------------------------------------------------------------------------------
-    def _sasl_handshake(self, version: int, corr: int, body) -> Outcome:
-        ok = body.mechanism in MECHANISMS and not self.authenticated
-        value = SASL_HANDSHAKE.response.make(
-            error_code=0 if ok else int(E.UNSUPPORTED_SASL_MECHANISM if not self.authenticated
-                                        else E.ILLEGAL_SASL_STATE),
-            mechanisms=MECHANISMS)
-        frame = frames.encode_response(17, version, corr, value)
-        if not ok:
-            return _close(f"SASL mechanism {body.mechanism!r} refused", frame)
-        self._handshake = _Pending(17, version, corr)
-        self._raw_token = version == 0
-        return _reply(frame)
-
-    def _sasl_authenticate(self, version: int, corr: int, body) -> Outcome:
-        if self._handshake is None or self.authenticated:
-            value = SASL_AUTHENTICATE.response.make(error_code=int(E.ILLEGAL_SASL_STATE),
-                                                    error_message="SaslAuthenticate without a SaslHandshake",
-                                                    auth_bytes=b"")
-            return _close("SaslAuthenticate out of order", frames.encode_response(36, version, corr, value))
-        return self._plain(body.auth_bytes, _Pending(36, version, corr))
-
-    def _plain(self, token: bytes, pending: _Pending | None) -> Outcome:
-        """Check a SASL/PLAIN token: a Login outcome, or a refusal."""
-        self._handshake = None
-        parts = bytes(token).split(b"\0") if len(token) <= MAX_PLAIN_TOKEN else []
-        try:
-            _authzid, user, password = (p.decode("utf-8") for p in parts) if len(parts) == 3 else ((), (), ())
-        except UnicodeDecodeError:
-            user = password = ()
-        if not isinstance(user, str) or not user or not isinstance(password, str):
-            return self._refused(pending, "malformed SASL/PLAIN token")
-        self._login = pending
-        return Outcome("login", wait=(user, password))
-
+    # -- SASL (adapters/kafka/sasl.py) ---------------------------------------------------------
     def login_done(self, user_or_error) -> Outcome:
-        """The driver's answer to a ``login`` outcome: a UserInfo, or the exception raised."""
-        pending, self._login = self._login, None
-        if isinstance(user_or_error, BaseException):
-            return self._refused(pending, "Authentication failed: Invalid username or password")
-        self.access.login(user_or_error)
-        if pending is None:  # SaslHandshake v0: the answer is an empty bare token
-            return _reply(frames.SIZE.pack(0))
-        value = SASL_AUTHENTICATE.response.make(error_code=0, error_message=None, auth_bytes=b"",
-                                                session_lifetime_ms=0)
-        return _reply(frames.encode_response(36, pending.version, pending.correlation_id, value))
+        """The driver's answer to a ``login`` or ``scram_login`` outcome: a UserInfo, or
+        the exception raised."""
+        if not isinstance(user_or_error, BaseException):
+            self.access.login(user_or_error)
+        return _step(self.sasl.login_done(user_or_error))
 
-    @staticmethod
-    def _refused(pending: _Pending | None, message: str) -> Outcome:
-        if pending is None:
-            return _close(message)
-        value = SASL_AUTHENTICATE.response.make(error_code=int(E.SASL_AUTHENTICATION_FAILED),
-                                                error_message=message, auth_bytes=b"")
-        return _close(message, frames.encode_response(36, pending.version, pending.correlation_id, value))
+
+def _step(step: Step) -> Outcome:
+    """The outcome of a SASL step."""
+    if step.login is not None:
+        kind, args = step.login
+        return Outcome(kind, wait=args)
+    if step.close:
+        return _close(step.close, step.frame)
+    return _reply(step.frame)
 
 
 def deliver(completions) -> None:

@@ -8,7 +8,7 @@ whose header keys and values are 1..255 bytes each and whose encoded header
 block is at most ``MAX_HEADERS_SIZE`` bytes. The rules are docs/headers.md
 "Kafka" (the contract; keep the two in step).
 
-Kafka -> canonical (:func:`to_inputs`, a Produce batch), per record:
+Kafka -> canonical (:func:`to_block`, a Produce batch), per record:
 
 * payload = the value; a null value (a tombstone) is an empty payload plus the
   header (:data:`TOMBSTONE_HEADER`, bool true), placed last;
@@ -33,18 +33,22 @@ Kafka -> canonical (:func:`to_inputs`, a Produce batch), per record:
 
 The header block is written here directly in the canonical TLV layout
 (``u8 kind, u32 len, bytes`` for key then value; core/message.py) from fields
-already checked above, without building ``Headers`` objects.
+already checked above, without building ``Headers`` objects, and each record
+goes straight into the stored layout (core/record.py) with the fields the
+core owns left 0: one block per batch, stamped by ``Partition.append_encoded``
+in one pass (its compiled loop where built), as an Iggy send is.
 
-Canonical -> Kafka (:func:`encode_fetch`, a Fetch answer): consecutive stored
-records become v2 batches (CreateTime, uncompressed, producer id -1) whose base
-offset is the first record's stored offset, of at most
-:data:`MAX_RECORDS_PER_BATCH` records. The time is the origin timestamp, else
-the append time, in ms. The key is the :data:`KEY_HEADER` values joined (null
-when there are none); the value is the payload, or null when a
-:data:`TOMBSTONE_HEADER` reads ``true`` (bool true, or the text ``true`` that a
-NATS or HTTP client writes). Every other pair becomes a Kafka header, order
-kept: the key's text (``HeaderValue.to_text`` for a non-string key), the value's
-UTF-8 (string), bytes (raw) or text form (other kinds, whose kind is lost).
+Canonical -> Kafka (:func:`encode_read` of a partition read, :func:`encode_fetch`
+of record views; a Fetch answer): consecutive stored records become v2 batches
+(CreateTime, uncompressed, producer id -1) whose base offset is the first
+record's stored offset, of at most :data:`MAX_RECORDS_PER_BATCH` records. The
+time is the origin timestamp, else the append time, in ms. The key is the
+:data:`KEY_HEADER` values joined (null when there are none); the value is the
+payload, or null when a :data:`TOMBSTONE_HEADER` reads ``true`` (bool true, or
+the text ``true`` that a NATS or HTTP client writes). Every other pair becomes
+a Kafka header, order kept: the key's text (``HeaderValue.to_text`` for a
+non-string key), the value's UTF-8 (string), bytes (raw) or text form (other
+kinds, whose kind is lost).
 
 Byte limits: each record's encoded size is computed exactly as it is built
 (the v2 record layout, adapters/kafka/records.py), so the answer stays within
@@ -53,7 +57,9 @@ is over, so a consumer always progresses. That is KIP-74's rule ("the first
 record batch in the first non-empty partition is returned even if it exceeds
 the limit") at its tightest: Ferry forms its batches itself, so the oversize
 batch holds that one record. The per-record path builds no Message or Headers
-objects: an empty header block costs nothing, others are walked once.
+objects: an empty header block costs nothing, others are walked once; each
+record's bytes are written once into its batch's parts, joined once per batch,
+and the batch's CRC-32C runs over that join (``records.batch_header``).
 """
 
 from __future__ import annotations
@@ -61,14 +67,17 @@ from __future__ import annotations
 import struct
 from typing import Iterable, NamedTuple
 
-from core.errors import MalformedHeaders
+from core.errors import CorruptSegment, MalformedHeaders
 from core.header_value import MAX_HEADER_FIELD, HeaderKind, HeaderValue
+from core.log.encoded import records_of
 from core.log.partition import AppendInput
+from core.log.readbatch import ReadBatch
 from core.message import MAX_HEADERS_SIZE
-from core.record import RecordView
+from core.record import RECORD_HEADER, RECORD_HEADER_SIZE, RecordView, encode_record
 
 from .errors import ErrorCode
-from .records import HEADER_SIZE, Record, RecordBatch, RecordBatchError, encode_batch
+from .records import (HEADER_SIZE, TIMESTAMP_LOG_APPEND_TIME, Record, RecordBatch, RecordBatchError, batch_header,
+                      zigzag_bytes as _zigzag)
 
 KEY_HEADER = "ferry-kafka-key"
 TOMBSTONE_HEADER = "ferry-kafka-tombstone"
@@ -92,7 +101,20 @@ _KEY_CHUNK_COST = 2 * _TLV_SIZE + len(_KEY_NAME)  # block bytes per key chunk be
 _TOMBSTONE_ENTRY = _TLV.pack(_STRING, len(_TOMBSTONE_NAME)) + _TOMBSTONE_NAME + _TLV.pack(_BOOL, 1) + b"\x01"
 _INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
 _INVALID_TIMESTAMP = int(ErrorCode.INVALID_TIMESTAMP)
-_new_tuple = tuple.__new__
+# A stored record's header (core/record.py) as the Produce path writes it: checksum, id,
+# offset and timestamp left 0 for Partition.append_encoded to stamp; origin, header and
+# payload lengths; reserved 0. Three fields packed, the zeros come from the format.
+_STORED_HEAD = struct.Struct("<40xQII8x")
+# What the Fetch path reads of a stored record: offset, timestamp, origin, lengths.
+_STORED_FIELDS = struct.Struct("<24xQQQII")
+if (RECORD_HEADER.unpack(_STORED_HEAD.pack(1, 2, 3)) != (0, 0, 0, 0, 0, 1, 2, 3, 0)
+        or _STORED_FIELDS.unpack_from(RECORD_HEADER.pack(0, 0, 0, 4, 5, 6, 7, 8, 0)) != (4, 5, 6, 7, 8)):
+    raise ImportError("translate.py's stored-record structs disagree with core/record.py's layout")
+# Zigzag varints looked up, not computed, per Fetch record: the time delta by value + 64
+# (-64..63, one byte: records appended together lie within a few ms), and the offset
+# delta, which runs 0..MAX_RECORDS_PER_BATCH - 1 within a batch of consecutive offsets.
+_ZIGZAG1 = tuple(_zigzag(n) for n in range(-64, 64))
+_OFFSET_DELTAS = tuple(_zigzag(n) for n in range(MAX_RECORDS_PER_BATCH))
 
 
 def _refuse(index: int, why: str, code: int = _INVALID_RECORD) -> RecordBatchError:
@@ -101,27 +123,41 @@ def _refuse(index: int, why: str, code: int = _INVALID_RECORD) -> RecordBatchErr
 
 # -- Kafka -> canonical ------------------------------------------------------------
 
-def to_inputs(batch: RecordBatch) -> list[AppendInput]:
-    """The canonical appends of a Produce batch (module docstring), one per record.
+def to_block(batch: RecordBatch) -> tuple[bytearray, int]:
+    """The canonical records of a Produce batch (module docstring), one per Kafka record,
+    as one block in the stored layout (core/record.py) for ``Broker.append_records``, which
+    stamps ids, offsets, times and checksums into it in one pass; and the payload bytes.
 
     Raises RecordBatchError (INVALID_RECORD, INVALID_TIMESTAMP) naming the first
     record that cannot be stored as sent; then nothing of the batch is stored."""
-    out = []
-    timestamp_of = batch.timestamp_of
+    parts: list = []
+    head = _STORED_HEAD.pack
+    nbytes = 0
+    # Under log-append time every record takes the batch's max timestamp (RecordBatch.timestamp_of).
+    fixed_ts = batch.max_timestamp if batch.timestamp_type == TIMESTAMP_LOG_APPEND_TIME else None
+    base_ts = batch.base_timestamp
     for index, record in enumerate(batch.records):
-        payload = record.value
-        if record.key or record.headers or payload is None:
+        _, td, _, key, payload, headers = record
+        if key or headers or payload is None:
             block = _header_block(index, record)
             if payload is None:
                 payload = b""
         else:
             block = b""  # the common bare record: no key, no headers
-        ts = timestamp_of(record)
+        ts = base_ts + td if fixed_ts is None else fixed_ts
         if ts > MAX_TIMESTAMP_MS:
             raise _refuse(index, f"timestamp {ts} ms is past {MAX_TIMESTAMP_MS}, the last time Ferry can store",
                           _INVALID_TIMESTAMP)
-        out.append(AppendInput(payload, block, 0, ts * 1000 if ts > 0 else 0))
-    return out
+        parts += (head(ts * 1000 if ts > 0 else 0, len(block), len(payload)), payload, block)
+        nbytes += len(payload)
+    return bytearray().join(parts), nbytes
+
+
+def to_inputs(batch: RecordBatch) -> list[AppendInput]:
+    """What :func:`to_block` stores, as one ``AppendInput`` per record (for callers that
+    need per-message objects). Raises what :func:`to_block` raises."""
+    return [AppendInput(bytes(rv.payload), bytes(rv.headers), 0, rv.origin_timestamp)
+            for rv in records_of(to_block(batch)[0])]
 
 
 def _header_block(index: int, record: Record) -> bytes:
@@ -242,48 +278,109 @@ def encode_fetch(views: Iterable[RecordView], *, max_bytes: int, whole_first: bo
     taken from the front while they fit ``max_bytes``; with ``whole_first`` the first
     record is taken even when it alone is over (module docstring, KIP-74).
 
+    :func:`encode_read` is the same for a partition read, from its stored bytes; this
+    form, for views from elsewhere, lays each view out again as stored first.
     Raises the HeaderError family for a stored header block that is not canonical."""
-    batches: list[bytes] = []
-    pending: list[Record] = []
-    used = 0  # bytes of the batches so far, the open one's header included
-    count = 0
-    base_offset = base_ts = 0
+    return _encode([encode_record(v.id, v.offset, v.timestamp, v.origin_timestamp, bytes(v.headers), v.payload)
+                    for v in views], max_bytes, whole_first)
+
+
+def encode_read(read: ReadBatch, *, max_bytes: int, whole_first: bool = False) -> Fetched:
+    """:func:`encode_fetch` of a partition read, straight from its stored bytes: the
+    fields each record needs are unpacked where they lie, with no object per record.
+
+    Raises CorruptSegment for stored lengths that run past their chunk, and what
+    :func:`encode_fetch` raises."""
+    return _encode(read.chunks, max_bytes, whole_first)
+
+
+def _encode(chunks, max_bytes: int, whole_first: bool) -> Fetched:
+    """The batches of :func:`encode_fetch` from ``chunks`` of stored records (core/record.py),
+    back to back: each record's bytes are written once into its batch's parts, joined
+    once per batch of at most :data:`MAX_RECORDS_PER_BATCH` records."""
+    out: list[bytes] = []  # batch headers and bodies, joined once at the end
+    parts: list = []  # the open batch's record bytes
+    used = count = n = 0  # bytes so far (the open batch's header included), records, records in the open batch
+    base_offset = base_ts = max_td = 0
     last = None
-    for view in views:
-        ts = (view.origin_timestamp or view.timestamp) // 1000
-        if not pending:
-            base_offset, base_ts = view.offset, ts
-        td, od = ts - base_ts, view.offset - base_offset
-        # 3 bytes: attributes, null key, no headers; the deltas take one byte each when
-        # small (zigzag under 0x80), as they nearly always are within one batch.
-        body = 3 + (1 if -64 <= td < 64 else _zigzag_size(td)) + (1 if 0 <= od < 64 else _zigzag_size(od))
-        # The payload view goes into the batch as it is: encode_batch's join is its one copy.
-        value: memoryview | None = view.payload
-        plen = len(value)
-        if len(view.headers):
-            key, tombstone, headers, hsize = kafka_fields(bytes(view.headers))
-            body += hsize - 1
-            if key is not None:
-                body += _zigzag_size(len(key)) + len(key) - 1
-            if tombstone:
-                value = None
-                body += 1
+    unpack, head_size = _STORED_FIELDS.unpack_from, RECORD_HEADER_SIZE
+    small, deltas, sizes = _ZIGZAG1, _OFFSET_DELTAS, {}  # sizes: zigzag varints of the lengths met so far
+    full = False
+    for chunk in chunks:
+        view = memoryview(chunk)
+        pos, end = 0, len(view)
+        while pos < end:
+            offset, ts, origin, hlen, plen = unpack(view, pos)
+            start = pos + head_size
+            stop = start + plen
+            pos = stop + hlen
+            if pos > end:
+                raise CorruptSegment(f"stored record at offset {offset} runs past its chunk", position=start)
+            ts = (origin or ts) // 1000  # the producer's time, else the append time; in ms
+            if not n:
+                base_offset, base_ts, max_td = offset, ts, 0
+            td, od = ts - base_ts, offset - base_offset
+            tdb = small[td + 64] if -64 <= td < 64 else _zigzag(td)
+            odb = deltas[od] if 0 <= od < MAX_RECORDS_PER_BATCH else _zigzag(od)
+            if hlen:
+                fields, body = _fields(tdb, odb, view[start:stop], view[stop:pos])
             else:
-                body += _zigzag_size(plen) + plen
-        else:
-            key, headers = None, ()
-            body += _zigzag_size(plen) + plen
-        need = _zigzag_size(body) + body + (0 if pending else HEADER_SIZE)
-        if used + need > max_bytes and (count or not whole_first):
+                plb = sizes.get(plen) or sizes.setdefault(plen, _zigzag(plen))
+                # attributes, deltas, a null key, the value, no headers
+                fields = (b"\x00", tdb, odb, b"\x01", plb, view[start:stop], b"\x00")
+                body = 3 + len(tdb) + len(odb) + len(plb) + plen
+            lenb = sizes.get(body) or sizes.setdefault(body, _zigzag(body))
+            need = len(lenb) + body + (0 if n else HEADER_SIZE)
+            if used + need > max_bytes and (count or not whole_first):
+                full = True
+                break
+            parts.append(lenb)
+            parts += fields
+            used += need
+            count += 1
+            n += 1
+            last = offset
+            if td > max_td:
+                max_td = td
+            if n == MAX_RECORDS_PER_BATCH:
+                _close_batch(out, parts, n, base_offset, base_ts, max_td, od)
+                parts, n = [], 0
+        if full:
             break
-        # (A view joins as bytes in encode_batch; tuple.__new__ skips NamedTuple's slower __new__.)
-        pending.append(_new_tuple(Record, (0, td, od, key, value, headers)))
-        used += need
-        count += 1
-        last = view.offset
-        if len(pending) == MAX_RECORDS_PER_BATCH:
-            batches.append(encode_batch(pending, base_offset=base_offset, base_timestamp=base_ts))
-            pending = []
-    if pending:
-        batches.append(encode_batch(pending, base_offset=base_offset, base_timestamp=base_ts))
-    return Fetched(b"".join(batches), count, None if last is None else last + 1)
+    if n:
+        _close_batch(out, parts, n, base_offset, base_ts, max_td, last - base_offset)
+    return Fetched(b"".join(out), count, None if last is None else last + 1)
+
+
+def _fields(tdb: bytes, odb: bytes, payload, headers) -> tuple[list, int]:
+    """A record with a stored header block: its parts after the length, and its size."""
+    key, tombstone, pairs, hsize = kafka_fields(bytes(headers))
+    fields: list = [b"\x00", tdb, odb]
+    body = 1 + len(tdb) + len(odb) + hsize
+    if key is None:
+        fields.append(b"\x01")
+        body += 1
+    else:
+        kb = _zigzag(len(key))
+        fields += (kb, key)
+        body += len(kb) + len(key)
+    if tombstone:
+        fields.append(b"\x01")
+        body += 1
+    else:
+        vb = _zigzag(len(payload))
+        fields += (vb, payload)
+        body += len(vb) + len(payload)
+    fields.append(_zigzag(len(pairs)))
+    for name, value in pairs:
+        raw = name.encode("utf-8")
+        fields += (_zigzag(len(raw)), raw, _zigzag(len(value)), value)
+    return fields, body
+
+
+def _close_batch(out: list, parts: list, n: int, base_offset: int, base_ts: int, max_td: int, od: int) -> None:
+    """Append the batch of the ``n`` records in ``parts`` (the last one's offset delta ``od``)."""
+    plain = b"".join(parts)
+    out.append(batch_header(plain, n, base_offset=base_offset, base_timestamp=base_ts,
+                            max_timestamp=base_ts + max_td, last_offset_delta=od))
+    out.append(plain)

@@ -21,34 +21,17 @@ nections            (0 = unlimited). A connection that has not logged in
 
 from __future__ import annotations
 
-import ssl
-
 from adapters.iggy.driver import DEFAULT_MAX_CONNECTIONS, serve_iggy_tcp
-from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
+from ._tls import tls_options
 
 OPTIONS = {"tls_cert": "", "tls_key": "", "max_connections": DEFAULT_MAX_CONNECTIONS}
 
 
-def server_ssl_context(cert: str, key: str = "", listener: str = "iggy_tcp") -> ssl.SSLContext:
-    """A TLS server context (TLS 1.2+, no client certificates: Iggy authenticates
-    with its own login). Raises InvalidArgument naming ``listener`` for bad files
-    (shared with iggy_ws)."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cert, key or None)
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidArgument(f"listeners.{listener}: cannot load tls_cert/tls_key: {exc}") from exc
-    return ctx
-
-
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     opts = {**OPTIONS, **dict(cfg.options)}
-    if opts["tls_key"] and not opts["tls_cert"]:
-        raise InvalidArgument("listeners.iggy_tcp: tls_key needs tls_cert")
-    ctx = server_ssl_context(str(opts["tls_cert"]), str(opts["tls_key"])) if opts["tls_cert"] else None
+    ctx = tls_options(opts, "iggy_tcp")
     await serve_iggy_tcp(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx,
                          max_connections=int(opts["max_connections"]), task_status=task_status)
 

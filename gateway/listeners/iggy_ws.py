@@ -24,19 +24,16 @@ from __future__ import annotations
 
 from adapters.iggy.driver import DEFAULT_MAX_CONNECTIONS
 from adapters.iggy.ws_driver import serve_iggy_ws
-from core.errors import InvalidArgument
 
 from ..registry import ListenerSpec
-from .iggy_tcp import server_ssl_context
+from ._tls import tls_options
 
 OPTIONS = {"tls_cert": "", "tls_key": "", "max_connections": DEFAULT_MAX_CONNECTIONS}
 
 
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     opts = {**OPTIONS, **dict(cfg.options)}
-    if opts["tls_key"] and not opts["tls_cert"]:
-        raise InvalidArgument("listeners.iggy_ws: tls_key needs tls_cert")
-    ctx = server_ssl_context(str(opts["tls_cert"]), str(opts["tls_key"]), "iggy_ws") if opts["tls_cert"] else None
+    ctx = tls_options(opts, "iggy_ws")
     await serve_iggy_ws(broker, cfg.host, cfg.port, conn_nursery, ssl_context=ctx,
                          max_connections=int(opts["max_connections"]), task_status=task_status)
 

@@ -15,7 +15,7 @@ advertised_port            0        the port Metadata names (0: the bound port);
                                     set it behind a port mapping
 anonymous_user             ""       a Ferry user that connections which do not
                                     authenticate act as, with that user's
-                                    permissions (empty: SASL/PLAIN is required)
+                                    permissions (empty: SASL is required)
 default_stream             "kafka"  the Ferry stream of a Kafka topic name without
                                     a dot (``S.T`` is topic T of stream S)
 auto_create_topics         true     Metadata creates a missing topic (Kafka's
@@ -24,6 +24,12 @@ default_partitions         1        partitions of an auto-created topic, and of
                                     CreateTopics with -1 (Kafka's num.partitions)
 initial_rebalance_delay_ms 3000     how long a new group waits for more members
                                     (Kafka's group.initial.rebalance.delay.ms)
+tls_cert                   ""       PEM certificate chain; set it (and tls_key) and
+                                    every connection is TLS from its first byte
+                                    (clients: security.protocol SASL_SSL, or SSL
+                                    with anonymous_user). No client certificates
+                                    (Kafka's ssl.client.auth is not offered)
+tls_key                    ""       PEM private key (may be inside tls_cert)
 =========================  =======  ==============================================
 """
 
@@ -38,9 +44,11 @@ from core.addressing import is_kafka_name
 from core.errors import InvalidArgument, NotFound
 
 from ..registry import ListenerSpec
+from ._tls import tls_options
 
 OPTIONS = {"advertised_host": "", "advertised_port": 0, "anonymous_user": "", "default_stream": "kafka",
-           "auto_create_topics": True, "default_partitions": 1, "initial_rebalance_delay_ms": 3000}
+           "auto_create_topics": True, "default_partitions": 1, "initial_rebalance_delay_ms": 3000,
+           "tls_cert": "", "tls_key": ""}
 WILDCARDS = ("0.0.0.0", "::", "")
 MAX_REBALANCE_DELAY_MS = 300_000  # Kafka's own bound on group.initial.rebalance.delay.ms is none; 5 min is plenty
 
@@ -66,6 +74,7 @@ def _options(opts: dict) -> KafkaOptions:
 async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     opts = {**OPTIONS, **dict(cfg.options)}
     options = _options(opts)
+    ssl_context = tls_options(opts, "kafka")  # None: plaintext (SASL_PLAINTEXT)
     delay = int(opts["initial_rebalance_delay_ms"])
     if not 0 <= delay <= MAX_REBALANCE_DELAY_MS:
         raise InvalidArgument(f"listeners.kafka.initial_rebalance_delay_ms must be 0..{MAX_REBALANCE_DELAY_MS}")
@@ -85,8 +94,10 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     def make_groups(node):
         return GroupApi(Coordinator(initial_rebalance_delay_ms=delay), GroupOffsets(broker.tables), node)
 
-    await serve_kafka(ctx, cfg.host, cfg.port, conn_nursery, make_groups=make_groups, task_status=task_status)
+    await serve_kafka(ctx, cfg.host, cfg.port, conn_nursery, make_groups=make_groups, ssl_context=ssl_context,
+                      task_status=task_status)
 
 
 LISTENER = ListenerSpec(name="kafka", default_port=9092, transport="tcp", serve=serve, options=OPTIONS,
-                        description="Kafka (librdkafka, kafka-python, aiokafka, kafkajs): produce, fetch, groups")
+                        description="Kafka (librdkafka, kafka-python, aiokafka, kafkajs): produce, fetch, groups, "
+                                    "TLS optional")

@@ -1,14 +1,18 @@
 // kafkajs against Ferry: create a topic, produce with keys and headers (gzip too),
 // consume with a group, print one JSON line of what happened.
-// usage: node scenario.js <host:port> <topic>  (KAFKA_USER / KAFKA_PASS in the environment)
+// usage: node scenario.js <host:port> <topic>  (KAFKA_USER / KAFKA_PASS in the environment;
+// KAFKA_MECHANISM: "plain" by default, or "scram-sha-256" / "scram-sha-512";
+// KAFKA_SSL_CA: a CA certificate in PEM to connect with TLS, SASL_SSL; unset: plaintext)
 const { Kafka, CompressionTypes, logLevel } = require("kafkajs");
 
 async function main() {
   const [broker, topic] = process.argv.slice(2);
   const kafka = new Kafka({
     clientId: "ferry-test", brokers: [broker], logLevel: logLevel.NOTHING,
-    sasl: { mechanism: "plain", username: process.env.KAFKA_USER, password: process.env.KAFKA_PASS },
+    sasl: { mechanism: process.env.KAFKA_MECHANISM || "plain", username: process.env.KAFKA_USER,
+            password: process.env.KAFKA_PASS },
     retry: { retries: 5 },
+    ssl: process.env.KAFKA_SSL_CA ? { ca: [process.env.KAFKA_SSL_CA] } : false,
   });
   const admin = kafka.admin();
   await admin.connect();
