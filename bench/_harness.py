@@ -344,6 +344,16 @@ class Table:
         return ("", width, lambda r: "", None, None, None)
 
     @staticmethod
+    def ms(key: str, dash: str) -> Callable[[dict], str]:
+        """A row's ``key`` (seconds) in milliseconds, or ``dash`` when it measured no latency."""
+        return lambda r: f"{r[key] * 1e3:.2f}" if r["n_lat"] else dash
+
+    @staticmethod
+    def ratio(fmt: str) -> Callable[[dict], str]:
+        """A row's ``ratio`` through ``fmt``, empty for a reference row (ratio None)."""
+        return lambda r: fmt.format(r["ratio"]) if r["ratio"] is not None else ""
+
+    @staticmethod
     def _pad(head: str, width: int, text: str) -> str:
         return f"{text:<{width}}" if head.startswith("<") else f"{text:>{width}}"
 

@@ -446,14 +446,6 @@ def _confluent_version() -> str:
 CONFLUENT = _confluent_version()
 
 
-def _ms(key: str, dash: str):
-    return lambda r: f"{r[key] * 1e3:.2f}" if r["n_lat"] else dash
-
-
-def _ratio(fmt: str):
-    return lambda r: fmt.format(r["ratio"]) if r["ratio"] is not None else ""
-
-
 TABLE = Table(
     ("size", 5, lambda r: str(r["size"]) if r["cell"] else "", "size", "---:",
      lambda r: str(r["size"]) if r["cell"] else ""),
@@ -462,11 +454,11 @@ TABLE = Table(
     ("<client", 52, lambda r: r["side"], "client", "---", lambda r: r["side"]),
     ("msgs/s", 10, lambda r: f"{r['rate']:,.0f}", "msgs/s", "---:", lambda r: f"{r['rate']:,.0f}"),
     ("MB/s", 8, lambda r: f"{r['mbs']:.1f}", "MB/s", "---:", lambda r: f"{r['mbs']:.1f}"),
-    ("p50 ms", 9, _ms("p50", "-"), "p50 ms", "---:", _ms("p50", "–")),
-    ("p99 ms", 9, _ms("p99", "-"), "p99 ms", "---:", _ms("p99", "–")),
+    ("p50 ms", 9, Table.ms("p50", "-"), "p50 ms", "---:", Table.ms("p50", "–")),
+    ("p99 ms", 9, Table.ms("p99", "-"), "p99 ms", "---:", Table.ms("p99", "–")),
     ("srv us/msg", 11, lambda r: f"{r['srv']:.2f}", "srv µs/msg", "---:", lambda r: f"{r['srv']:.2f}"),
     ("cli us/msg", 11, lambda r: f"{r['cli']:.2f}", "cli µs/msg", "---:", lambda r: f"{r['cli']:.2f}"),
-    ("x iggy", 8, _ratio("{:.2f}"), "× iggy", "---:", _ratio("**{:.2f}**")),
+    ("x iggy", 8, Table.ratio("{:.2f}"), "× iggy", "---:", Table.ratio("**{:.2f}**")),
 )
 
 

@@ -10,13 +10,10 @@ module fixture, so they cost about one interpreter start-up.
 
 from __future__ import annotations
 
-import os
-import subprocess
 
 import pytest
 
-from gateway import cli
-from gw_helpers import CONFIG_ERRORS, clean_env, ferry_cmd
+from gw_helpers import CONFIG_ERRORS, run_together
 
 ADMIN_CASES = {
     "stream_list_bad_toml": (["stream", "list"], {}, "[server]\nlog_format = 1\n", ["server.log_format = 1"]),
@@ -39,38 +36,20 @@ def _check(code: int, stdout: str, stderr: str, fragments: list[str]) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_config_error_through_main(tmp_path, monkeypatch, capsys, case):
+def test_config_error_through_main(tmp_path, ferry_main, case):
     args, env, toml, fragments = CASES[case]
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("FERRY_")]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
     if toml is not None:
         (tmp_path / "ferry.toml").write_text(toml)
         args = [*args, "--config", "ferry.toml"]
-    code = cli.main(args)
-    out = capsys.readouterr()
-    _check(code, out.out, out.err, fragments)
+    proc = ferry_main(*args, cwd=tmp_path, env=env)
+    _check(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), fragments)
     assert not (tmp_path / "data").exists()  # nothing touched the disk
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    procs = {}
-    for name in SUBPROCESS_CASES:
-        args, env, toml, _ = CASES[name]
-        cwd = tmp_path_factory.mktemp(name)
-        if toml is not None:
-            (cwd / "ferry.toml").write_text(toml)
-            args = [*args, "--config", "ferry.toml"]
-        procs[name] = subprocess.Popen(ferry_cmd(*args), cwd=cwd, env=clean_env(env),
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=60)
-        out[name] = (proc.returncode, stdout, stderr, CASES[name][3])
-    return out
+    done = run_together({name: CASES[name][:3] for name in SUBPROCESS_CASES}, tmp_path_factory, text=True)
+    return {name: (p.returncode, p.stdout, p.stderr, CASES[name][3]) for name, p in done.items()}
 
 
 @pytest.mark.parametrize("case", SUBPROCESS_CASES)
@@ -79,15 +58,12 @@ def test_config_error_exits_2_in_a_real_process(results, case):
 
 
 @pytest.mark.parametrize("listener", ["kafka", "nats", "pravega"])
-def test_a_listener_refusing_its_options_is_a_config_error(tmp_path, monkeypatch, capsys, listener):
+def test_a_listener_refusing_its_options_is_a_config_error(tmp_path, ferry_main, listener):
     """Options a listener checks as it starts (an anonymous_user that is no Ferry user)
     stop ``ferry serve`` like any bad config: exit code 2 and a config error naming
     the listener, though the data directory was opened first."""
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("FERRY_")]:
-        monkeypatch.delenv(name)
     (tmp_path / "ferry.toml").write_text(f'[listeners.{listener}]\nanonymous_user = "ghost"\n')
-    code = cli.main(["serve", "--config", "ferry.toml", "--only", listener])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert err[-1] == f"ferry: config error: listeners.{listener}.anonymous_user: no Ferry user 'ghost'"
+    proc = ferry_main("serve", "--config", "ferry.toml", "--only", listener, cwd=tmp_path)
+    assert proc.returncode == 2
+    last = proc.stderr.decode().strip().splitlines()[-1]
+    assert last == f"ferry: config error: listeners.{listener}.anonymous_user: no Ferry user 'ghost'"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import socket
 import subprocess
@@ -24,11 +23,10 @@ import pytest
 
 from core.addressing import Binding
 from ferry_harness import free_port, kill_process, serve_process
-from gateway import cli
 from gateway.config import SECTIONS, env_name, load_config, resolve_config, schema_for
 from gateway.confkeys import BINDING_FIELDS
 from gateway.registry import default_registry
-from gw_helpers import CONFIG_ERRORS, clean_env, ferry_cmd, run_ferry
+from gw_helpers import CONFIG_ERRORS, run_ferry, run_together
 
 ASSIGNMENT = re.compile(r"#([a-z_]+ = .*)")  # a commented-out key of the sample
 
@@ -178,26 +176,6 @@ def test_check_reports_each_values_source(sample, tmp_path):
     assert rows["log.fsync_interval_ms"] == ["0.0", "default"]
 
 
-@pytest.fixture
-def ferry_main(capsys, monkeypatch):
-    """``run_ferry`` in this process: ``gateway.cli.main(ARGS)`` in ``cwd`` with the
-    environment ``run_ferry`` gives (no FERRY_* variables but ``env``'s); its exit
-    code and output as a CompletedProcess."""
-
-    def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        with monkeypatch.context() as mp:
-            mp.chdir(cwd)
-            for name in [n for n in os.environ if n.startswith("FERRY_")]:
-                mp.delenv(name)
-            for name, value in (env or {}).items():
-                mp.setenv(name, value)
-            code = cli.main(list(args))
-        out = capsys.readouterr()
-        return subprocess.CompletedProcess(["ferry", *args], code, out.out.encode(), out.err.encode())
-
-    return run
-
-
 def _check_error(proc: subprocess.CompletedProcess, fragments: list[str]) -> None:
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
@@ -224,21 +202,12 @@ SAME_ERROR_CASES = ["interval_negative", "unknown_env", "port_range_flag"]
 @pytest.fixture(scope="module")
 def check_and_serve(tmp_path_factory) -> dict[tuple[str, str], subprocess.CompletedProcess]:
     """(case, "check" | "serve") -> the finished real process."""
-    procs = {}
+    cases = {}
     for name in SAME_ERROR_CASES:
         args, env, toml, _ = CONFIG_ERRORS[name]
-        cwd = tmp_path_factory.mktemp(name)
-        if toml is not None:
-            (cwd / "ferry.toml").write_text(toml)
-            args = [*args, "--config", "ferry.toml"]
         for command, words in (("check", ["config", "check"]), ("serve", ["serve"])):
-            procs[name, command] = subprocess.Popen(ferry_cmd(*words, *args), cwd=cwd, env=clean_env(env),
-                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    done = {}
-    for key, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=60)
-        done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    return done
+            cases[name, command] = ([*words, *args], env, toml)
+    return run_together(cases, tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", SAME_ERROR_CASES)
