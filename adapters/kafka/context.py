@@ -23,7 +23,11 @@ Producer ids (InitProducerId) come from a counter in the broker's key-value
 tables (durable, core/kvtables.py), taken in blocks of
 :data:`PRODUCER_ID_BLOCK` so one SQLite write serves many producers; ids of a
 block not handed out before a restart are skipped, never reused (Kafka's
-ProducerIdManager does the same with its blocks).
+ProducerIdManager does the same with its blocks). Taking a block is a conditional
+update on the version read (a compare-and-set): with several gateways over the
+JetStream store (docs/scale-out.md) the write catches up with the metadata log first,
+so a gateway that read a stale counter gets TableKeyBadVersion and reads again
+instead of handing out a block another gateway took.
 """
 
 from __future__ import annotations
@@ -36,14 +40,15 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from core.addressing import DEFAULT_KAFKA_STREAM, kafka_name_for, topic_for_kafka
-from core.errors import FerryError
-from core.kvtables import NO_VERSION
+from core.errors import FerryError, TableKeyBadVersion
+from core.kvtables import NOT_EXISTS
 from core.permissions import Action
 
 NODE_ID = 1  # this gateway is Kafka's one broker; any non-negative id works for clients
 PRODUCER_ID_TABLE = "_kafka/producer-ids"
 PRODUCER_ID_KEY = b"next"
 PRODUCER_ID_BLOCK = 1000  # ids taken per durable write (Kafka's ProducerIdManager blocks are 1000 too)
+PRODUCER_ID_TRIES = 5  # reads of the counter while other gateways take blocks at the same moment
 MAX_DEFAULT_PARTITIONS = 1000  # Iggy's per-topic partition limit, which the core enforces
 _I64 = struct.Struct(">q")
 
@@ -149,16 +154,27 @@ class KafkaContext:
     def next_producer_id(self) -> int:
         """A producer id never handed out before (module docstring)."""
         if self._pid_next >= self._pid_end:
-            tables = self.broker.tables
-            tables.create(PRODUCER_ID_TABLE)  # no-op when it exists
-            (entry,) = tables.get(PRODUCER_ID_TABLE, [PRODUCER_ID_KEY])
-            start = _I64.unpack(entry[1])[0] if entry is not None else 0
-            end = start + PRODUCER_ID_BLOCK
-            tables.update(PRODUCER_ID_TABLE, [(PRODUCER_ID_KEY, _I64.pack(end), NO_VERSION)])
-            self._pid_next, self._pid_end = start, end
+            self._pid_next, self._pid_end = self._take_producer_ids()
         pid = self._pid_next
         self._pid_next += 1
         return pid
+
+    def _take_producer_ids(self) -> tuple[int, int]:
+        """The next block of producer ids, taken by a conditional update of the counter
+        (module docstring); TableKeyBadVersion after PRODUCER_ID_TRIES lost races."""
+        tables = self.broker.tables
+        tables.create(PRODUCER_ID_TABLE)  # no-op when it exists
+        tries = 0
+        while True:
+            (entry,) = tables.get(PRODUCER_ID_TABLE, [PRODUCER_ID_KEY])
+            start, version = (_I64.unpack(entry[1])[0], entry[2]) if entry is not None else (0, NOT_EXISTS)
+            try:
+                tables.update(PRODUCER_ID_TABLE, [(PRODUCER_ID_KEY, _I64.pack(start + PRODUCER_ID_BLOCK), version)])
+                return start, start + PRODUCER_ID_BLOCK
+            except TableKeyBadVersion:
+                tries += 1
+                if tries >= PRODUCER_ID_TRIES:
+                    raise
 
 
 def cluster_id_of(seed: str) -> str:

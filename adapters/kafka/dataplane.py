@@ -15,8 +15,11 @@ send is. ``acks=0`` answers nothing; ``acks`` 1 and
 -1 answer when every partition's append is durable under the fsync policy
 (``on_durable``): Ferry has one copy, so "all in-sync replicas" and "the
 leader" are the same disk, and an acknowledged record survives ``kill -9``
-(docs/kafka.md). An idempotent producer's batch (producer id >= 0) is checked
-against the partition's last stored sequence of that producer and epoch
+(docs/kafka.md). The answer's base offset is the one ``on_durable`` reports:
+a partition that applies appends later (the JetStream store,
+``Partition.is_applied``) only guesses it when the call returns. An
+idempotent producer's batch (producer id >= 0) is checked against the
+partition's last stored sequence of that producer and epoch
 (``Partition.producer_sequence``, kept through restarts by the log): the next
 sequence is appended, an already stored one answers
 DUPLICATE_SEQUENCE_NUMBER (the Java client and librdkafka treat it as
@@ -96,6 +99,10 @@ class ProduceWait:
             if isinstance(outcome, BaseException):
                 fields.update(error_code=int(E.KAFKA_STORAGE_ERROR), base_offset=-1,
                               error_message=f"the append did not become durable: {outcome}")
+            elif outcome.duplicate:  # the store found the producer's sequence stored meanwhile
+                fields.update(error_code=int(E.DUPLICATE_SEQUENCE_NUMBER), base_offset=-1)
+            else:  # where the records are: a partition that applies later only guessed at return
+                fields["base_offset"] = outcome.base_offset
             self.pending -= 1
             if self.pending == 0 and self.wake is not None:
                 self.wake()

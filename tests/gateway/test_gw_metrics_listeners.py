@@ -194,8 +194,8 @@ def test_nats_errors_are_counted(tmp_path):
             f = s.makefile("rb")
             f.readline()
             s.sendall(b'CONNECT {"verbose":false,"user":"iggy","pass":"iggy"}\r\nSUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n')
-            while f.readline() != b"PONG\r\n":
-                pass
+            for line in iter(f.readline, b"PONG\r\n"):  # EOF would spin forever
+                assert line, "the server closed the connection before its PONG"
             base = errors(gw)
             s.sendall(b"SUB a..b 2\r\nSUB .x 3\r\nPING\r\n")   # two "Invalid Subject" -ERRs, still open
             lines = []

@@ -17,6 +17,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from ferry_harness import running_gateway
 
+pytestmark = pytest.mark.store
+
 WAIT_S = 30  # a poll loop's limit: far above what these few records take
 NODE_DIR = Path(__file__).parent / "node"
 NODE = shutil.which("node")

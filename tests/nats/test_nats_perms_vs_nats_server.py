@@ -179,8 +179,8 @@ def test_monitoring_field_names_are_nats_servers(tmp_path):
             f.readline()
             s.sendall(b'CONNECT {"verbose":false,"user":"u","pass":"p","name":"n","lang":"l","version":"1"}\r\n'
                       b"SUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n")
-            while f.readline() != b"PONG\r\n":
-                pass
+            for line in iter(f.readline, b"PONG\r\n"):  # EOF would spin forever
+                assert line, "the server closed the connection before its PONG"
             docs = {ep: json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/{ep}", timeout=HANG_GUARD))
                     for ep in ("varz", "connz?subs=1&auth=1", "subsz", "healthz")}
         conn = docs["connz?subs=1&auth=1"]["connections"][0]
@@ -256,8 +256,8 @@ def test_message_and_byte_counts_are_nats_servers(tmp_path):
             f = s.makefile("rb")
             f.readline()
             s.sendall(traffic)
-            while f.readline() != b"PONG\r\n":
-                pass
+            for line in iter(f.readline, b"PONG\r\n"):  # EOF would spin forever
+                assert line, "the server closed the connection before its PONG"
             # nats-server folds a read loop's counts into /varz after that loop's
             # writes (the PONG may come first): read until two reads agree.
             fields = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
