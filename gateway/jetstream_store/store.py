@@ -80,6 +80,12 @@ PUBLISH_RETRY_S = 30.0
 # a burst of others.
 CLUSTER_OUTBOX_BYTES = 64 * 1024 * 1024
 PUBLISH_ANYWHERE_TRIES = 20  # a reorderable metadata write's attempts against a busy log
+# A stream another gateway has just created answers nothing (no responders) until its
+# replicas elect a leader, a few seconds on a 3-node cluster (the start-up steps above
+# wait for the same). Gateways started together on an empty store write the root user
+# in that window; a metadata write waits this long for the leader before it fails.
+NO_LEADER_WAIT_S = 10.0
+NO_LEADER_PAUSE_S = 0.1
 INFO_TIMEOUT_S = 2.0
 RUNNING_DIAL_TIMEOUT_S = 1.0  # one TCP dial of the blocking connection once the gateway runs  # one start-up probe of JetStream (retried until the start-up budget is spent)
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -255,8 +261,17 @@ class JetStreamStore:
 
     def publish(self, statements, after_seq: int) -> int:
         header = encode_headers(HeaderBlock((("Nats-Expected-Last-Sequence", str(after_seq)),)))
+        entry = encode_entry(statements)
+        deadline = time.monotonic() + NO_LEADER_WAIT_S
         try:
-            msg = self.blocking.request(self.layout.meta_subject, encode_entry(statements), header=header)
+            while True:
+                try:
+                    msg = self.blocking.request(self.layout.meta_subject, entry, header=header)
+                    break
+                except NoResponders:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(NO_LEADER_PAUSE_S)  # the stream's leader election (NO_LEADER_WAIT_S)
             return pub_ack(msg.payload)[0]
         except ApiError as exc:
             if exc.err_code == WRONG_LAST_SEQUENCE:
