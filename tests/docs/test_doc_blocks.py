@@ -20,7 +20,7 @@ Convention (docs/quickstart.md "Tests" points here):
   must be installed, at that version, in the interpreter that runs the block, so a reader
   who follows the line gets what the block was tested with.
 - Ports: blocks read the listeners' addresses from NATS_URL, NATS_WS_URL, NATS_MONITOR_URL,
-  IGGY_TCP, IGGY_WS, IGGY_HTTP and PRAVEGA_CONTROLLER (docs/quickstart.md), falling back to the
+  IGGY_TCP, IGGY_WS, IGGY_HTTP, PRAVEGA_CONTROLLER and KAFKA_BOOTSTRAP (docs/quickstart.md), falling back to the
   default ports; the test sets them to the test gateway's free ports. A line naming a default
   port must also name one of these variables (else the block would talk to whatever gateway
   runs on that port on this machine, not the test's). The admin commands (``ferry stream
@@ -48,13 +48,14 @@ from doc_blocks import ROOT, Block, all_blocks
 BLOCKS = all_blocks()
 BY_NAME = {b.name: b for b in BLOCKS}
 RUN_LIMIT_S = 600  # a hung block (a Spark job, a client waiting forever) must not hang the suite
-DEFAULT_PORTS = ("4222", "8443", "8222", "8090", "8092", "3000", "9090")
-PORT_VARS = ("NATS_URL", "NATS_WS_URL", "NATS_MONITOR_URL", "IGGY_TCP", "IGGY_WS", "IGGY_HTTP", "PRAVEGA_CONTROLLER")
+DEFAULT_PORTS = ("4222", "8443", "8222", "8090", "8092", "3000", "9090", "9092")
+PORT_VARS = ("NATS_URL", "NATS_WS_URL", "NATS_MONITOR_URL", "IGGY_TCP", "IGGY_WS", "IGGY_HTTP", "PRAVEGA_CONTROLLER",
+             "KAFKA_BOOTSTRAP")
 OFFSET = re.compile(r"offset\W{0,3}(\d+)")
 # The quick starts that must stay runnable (each has at least one tested block in its section).
 QUICK_STARTS = [("docs/nats.md", "## Quick start"), ("docs/iggy.md", "## Quick start"),
                 ("docs/http.md", "## Quick start"), ("docs/pravega.md", "## Quick start"),
-                ("docs/spark.md", "## Quick start"), ("docs/quickstart.md", "## First hour"),
+                ("docs/spark.md", "## Quick start"), ("docs/kafka.md", "## Quick start"), ("docs/quickstart.md", "## First hour"),
                 # the stream/topic block a reader pastes after `make run` (issue 28: paste-safe twice)
                 ("docs/quickstart.md", "## Admin commands")]
 
@@ -69,6 +70,7 @@ def _ports_env(gw) -> dict[str, str]:
             "NATS_MONITOR_URL": f"http://127.0.0.1:{p['nats_monitor']}", "IGGY_TCP": f"127.0.0.1:{p['iggy_tcp']}",
             "IGGY_WS": f"127.0.0.1:{p['iggy_ws']}", "IGGY_HTTP": f"http://127.0.0.1:{p['http']}",
             "PRAVEGA_CONTROLLER": f"tcp://127.0.0.1:{p['pravega_controller']}",
+            "KAFKA_BOOTSTRAP": f"127.0.0.1:{p['kafka']}",
             # the admin commands' own variable (a client setting, not a config key: the loader skips it)
             "FERRY_SERVER": f"http://127.0.0.1:{p['http']}"}
 
