@@ -370,6 +370,30 @@ class Table:
         return "\n".join(lines)
 
 
+def versus_iggy_table(*, unit: str, rate: str, cell_width: int, lat_width: int, cpu_width: int,
+                      cpu_digits: int) -> Table:
+    """The table of a protocol's benchmark against the Iggy path on the same gateway: size,
+    cell, client, ``rate`` (msgs/s, events/s), MB/s, ack latency p50/p99, the server's and
+    the client's CPU per ``unit`` and the ratio to the Iggy reference row."""
+    cpu = f"{{:.{cpu_digits}f}}"
+    return Table(
+        ("size", 5, lambda r: str(r["size"]) if r["cell"] else "", "size", "---:",
+         lambda r: str(r["size"]) if r["cell"] else ""),
+        Table.gap(),
+        ("<cell", cell_width, lambda r: r["cell"], "cell", "---", lambda r: r["cell"]),
+        ("<client", 52, lambda r: r["side"], "client", "---", lambda r: r["side"]),
+        (rate, 10, lambda r: f"{r['rate']:,.0f}", rate, "---:", lambda r: f"{r['rate']:,.0f}"),
+        ("MB/s", 8, lambda r: f"{r['mbs']:.1f}", "MB/s", "---:", lambda r: f"{r['mbs']:.1f}"),
+        ("p50 ms", lat_width, Table.ms("p50", "-"), "p50 ms", "---:", Table.ms("p50", "–")),
+        ("p99 ms", lat_width, Table.ms("p99", "-"), "p99 ms", "---:", Table.ms("p99", "–")),
+        (f"srv us/{unit}", cpu_width, lambda r: cpu.format(r["srv"]), f"srv µs/{unit}", "---:",
+         lambda r: cpu.format(r["srv"])),
+        (f"cli us/{unit}", cpu_width, lambda r: cpu.format(r["cli"]), f"cli µs/{unit}", "---:",
+         lambda r: cpu.format(r["cli"])),
+        ("x iggy", 8, Table.ratio("{:.2f}"), "× iggy", "---:", Table.ratio("**{:.2f}**")),
+    )
+
+
 # -- py-spy -------------------------------------------------------------------------------------
 class Profiler:
     """``py-spy record`` of a server while a cell runs (attached before "go", stopped by

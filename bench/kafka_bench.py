@@ -74,11 +74,11 @@ from _harness import (  # noqa: E402
     BenchFailure,
     Client,
     ServerProcess,
-    Table,
     ferry_env,
     in_temp_dir,
     pct,
     run_cell,
+    versus_iggy_table,
     wait_banner,
 )
 from iggy_bench import _recv_exactly, connect, frame, recv_reply  # noqa: E402  (puts ROOT, tests/support on sys.path)
@@ -446,20 +446,7 @@ def _confluent_version() -> str:
 CONFLUENT = _confluent_version()
 
 
-TABLE = Table(
-    ("size", 5, lambda r: str(r["size"]) if r["cell"] else "", "size", "---:",
-     lambda r: str(r["size"]) if r["cell"] else ""),
-    Table.gap(),
-    ("<cell", 31, lambda r: r["cell"], "cell", "---", lambda r: r["cell"]),
-    ("<client", 52, lambda r: r["side"], "client", "---", lambda r: r["side"]),
-    ("msgs/s", 10, lambda r: f"{r['rate']:,.0f}", "msgs/s", "---:", lambda r: f"{r['rate']:,.0f}"),
-    ("MB/s", 8, lambda r: f"{r['mbs']:.1f}", "MB/s", "---:", lambda r: f"{r['mbs']:.1f}"),
-    ("p50 ms", 9, Table.ms("p50", "-"), "p50 ms", "---:", Table.ms("p50", "–")),
-    ("p99 ms", 9, Table.ms("p99", "-"), "p99 ms", "---:", Table.ms("p99", "–")),
-    ("srv us/msg", 11, lambda r: f"{r['srv']:.2f}", "srv µs/msg", "---:", lambda r: f"{r['srv']:.2f}"),
-    ("cli us/msg", 11, lambda r: f"{r['cli']:.2f}", "cli µs/msg", "---:", lambda r: f"{r['cli']:.2f}"),
-    ("x iggy", 8, Table.ratio("{:.2f}"), "× iggy", "---:", Table.ratio("**{:.2f}**")),
-)
+TABLE = versus_iggy_table(unit="msg", rate="msgs/s", cell_width=31, lat_width=9, cpu_width=11, cpu_digits=2)
 
 
 def main() -> int:

@@ -70,12 +70,12 @@ from _harness import (  # noqa: E402
     Client,
     Profiler,
     ServerProcess,
-    Table,
     ferry_env,
     in_temp_dir,
     pct,
     run_cell,
     summarize_stacks,
+    versus_iggy_table,
     wait_banner,
 )
 from iggy_bench import connect, frame, recv_reply  # noqa: E402  (puts ROOT, tests/support on sys.path)
@@ -443,20 +443,7 @@ class Bench:
 
 
 PRAVEGA_VERSION = "0.3.8"
-TABLE = Table(
-    ("size", 5, lambda r: str(r["size"]) if r["cell"] else "", "size", "---:",
-     lambda r: str(r["size"]) if r["cell"] else ""),
-    Table.gap(),
-    ("<cell", 36, lambda r: r["cell"], "cell", "---", lambda r: r["cell"]),
-    ("<client", 52, lambda r: r["side"], "client", "---", lambda r: r["side"]),
-    ("events/s", 10, lambda r: f"{r['rate']:,.0f}", "events/s", "---:", lambda r: f"{r['rate']:,.0f}"),
-    ("MB/s", 8, lambda r: f"{r['mbs']:.1f}", "MB/s", "---:", lambda r: f"{r['mbs']:.1f}"),
-    ("p50 ms", 8, Table.ms("p50", "-"), "p50 ms", "---:", Table.ms("p50", "–")),
-    ("p99 ms", 8, Table.ms("p99", "-"), "p99 ms", "---:", Table.ms("p99", "–")),
-    ("srv us/ev", 10, lambda r: f"{r['srv']:.1f}", "srv µs/ev", "---:", lambda r: f"{r['srv']:.1f}"),
-    ("cli us/ev", 10, lambda r: f"{r['cli']:.1f}", "cli µs/ev", "---:", lambda r: f"{r['cli']:.1f}"),
-    ("x iggy", 8, Table.ratio("{:.2f}"), "× iggy", "---:", Table.ratio("**{:.2f}**")),
-)
+TABLE = versus_iggy_table(unit="ev", rate="events/s", cell_width=36, lat_width=8, cpu_width=10, cpu_digits=1)
 
 
 def main() -> int:
