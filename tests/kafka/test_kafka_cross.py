@@ -18,9 +18,7 @@ import asyncio
 import base64
 import json
 import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 from confluent_kafka import Producer
@@ -257,23 +255,10 @@ def test_kafka_and_jetstream_both_ways(gw):
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
     """A SparkSession with Ferry's data source, skipped as tests/spark/conftest.py skips."""
-    if os.environ.get("FERRY_REQUIRE_SPARK"):  # CI: a missing Spark or Java is a failure, not a skip
-        import pyarrow  # noqa: F401
-        import pyspark.sql.datasource  # noqa: F401
-
-        assert shutil.which("java"), "FERRY_REQUIRE_SPARK is set but there is no java on PATH"
-    pytest.importorskip("pyspark.sql.datasource", reason="pyspark 4.2+ (the Python data source API) not installed")
-    pytest.importorskip("pyarrow", reason="pyarrow not installed")
-    if shutil.which("java") is None:
-        pytest.skip("no Java on PATH")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-    from spark_session import shared_session
+    from spark_session import session_or_skip
 
     # not stopped here: the Spark tests on this worker share it (tests/support/spark_session.py)
-    yield shared_session(tmp_path_factory.mktemp("spark"), "ferry-kafka-cross")
+    yield session_or_skip(tmp_path_factory.mktemp("spark"), "ferry-kafka-cross")
 
 
 @pytest.mark.spark

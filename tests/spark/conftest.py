@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import sys
 
 import pytest
@@ -52,18 +51,9 @@ def client(ferry):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    if os.environ.get("FERRY_REQUIRE_SPARK"):  # CI: a missing Spark or Java is a failure, not a skip
-        import pyarrow  # noqa: F401
-        import pyspark.sql.datasource  # noqa: F401
+    from spark_session import session_or_skip
 
-        assert shutil.which("java"), "FERRY_REQUIRE_SPARK is set but there is no java on PATH"
-    pytest.importorskip("pyspark.sql.datasource")
-    pytest.importorskip("pyarrow")
-    if shutil.which("java") is None:
-        pytest.skip("no Java on PATH")
-    from spark_session import shared_session
-
-    s = shared_session(tmp_path_factory.mktemp("spark"), "ferry-tests")
+    s = session_or_skip(tmp_path_factory.mktemp("spark"), "ferry-tests")
     yield s
     for q in s.streams.active:
         q.stop()

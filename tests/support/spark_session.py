@@ -11,7 +11,12 @@ the session-scoped fixture in tests/spark/conftest.py stops it, at the end.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from pathlib import Path
+
+import pytest
 
 
 def build_session(tmp: Path, app_name: str):
@@ -43,3 +48,26 @@ def shared_session(tmp: Path, app_name: str):
     if _SHARED is None or _SHARED.sparkContext._jsc.sc().isStopped():
         _SHARED = build_session(tmp, app_name)
     return _SHARED
+
+
+def session_or_skip(tmp: Path, app_name: str):
+    """:func:`shared_session`, or a skip saying what is missing (pyspark 4.2+ with its
+    Python data source API, pyarrow, Java); with FERRY_REQUIRE_SPARK (CI) a missing part
+    is a failure instead. The environment the session's workers need is set first
+    (../shared/protocols/spark-datasource.md pitfalls 1 and 10)."""
+    if os.environ.get("FERRY_REQUIRE_SPARK"):  # CI: a missing Spark or Java is a failure, not a skip
+        import pyarrow  # noqa: F401
+        import pyspark.sql.datasource  # noqa: F401
+
+        assert shutil.which("java"), "FERRY_REQUIRE_SPARK is set but there is no java on PATH"
+    pytest.importorskip("pyspark.sql.datasource", reason="pyspark 4.2+ (the Python data source API) not installed")
+    pytest.importorskip("pyarrow", reason="pyarrow not installed")
+    if shutil.which("java") is None:
+        pytest.skip("no Java on PATH")
+    # Workers must run this interpreter (it has pyarrow and Ferry installed), loopback only.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Test-only JVM flags: C1 only and the serial GC start the session about a third faster.
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    return shared_session(tmp, app_name)
