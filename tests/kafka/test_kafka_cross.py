@@ -17,14 +17,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import subprocess
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from ferry_harness import running_gateway
-from iggy_clients import SCENARIO_TIMEOUT_S, client_python
+from iggy_clients import run_scenario as run_iggy
 from test_kafka_clients import WAIT_S, read_all, sasl
 
 nats = pytest.importorskip("nats")
@@ -64,57 +62,10 @@ def kafka_view(m) -> tuple:
 
 # -- apache-iggy 0.9.0: one script written next to the test's data, run in the client's venv --
 
-IGGY_SCRIPT = r'''
-import asyncio, base64, json, os, sys
-
-from apache_iggy import Consumer, HeaderKey as K, HeaderValue as V, IggyClient, PollingStrategy, SendMessage
-
-
-def typed(cls, kind, value):
-    return getattr(cls, kind)(base64.b64decode(value) if kind == "Raw" else value)
-
-
-def plain(h):
-    v = h.value
-    return base64.b64encode(v).decode() if isinstance(v, bytes) else v
-
-
-async def main(port, cmd):
-    c = IggyClient(f"127.0.0.1:{port}")
-    await c.connect()
-    await c.login_user("iggy", "iggy")
-    if cmd["op"] == "send":
-        msgs = [SendMessage(base64.b64decode(m["payload"]),
-                            user_headers={typed(K, kk, kv): typed(V, vk, vv) for kk, kv, vk, vv in m["headers"]})
-                for m in cmd["messages"]]
-        await c.send_messages(cmd["stream"], cmd["topic"], 0, msgs)
-        print(json.dumps({"sent": len(msgs)}), flush=True)
-        return
-    got = await c.poll_messages(cmd["stream"], cmd["topic"], consumer=Consumer.Single(1),
-                                polling_strategy=PollingStrategy.First(), count=cmd["count"], auto_commit=False,
-                                partition_id=0)
-    for m in got:
-        headers = sorted([type(k).__name__, plain(k), type(v).__name__, plain(v)]
-                         for k, v in (m.user_headers() or {}).items())
-        print(json.dumps({"offset": m.offset(), "payload": base64.b64encode(m.payload()).decode(),
-                          "headers": headers}), flush=True)
-
-
-asyncio.run(main(int(sys.argv[1]), json.loads(sys.argv[2])))
-sys.stdout.flush()
-os._exit(0)  # the SDK's Tokio runtime can abort at interpreter teardown; skip it
-'''
-
-
 def iggy(gw, tmp_path, cmd: dict) -> list[dict]:
-    script = tmp_path / "iggy_kafka.py"
-    script.write_text(IGGY_SCRIPT)
-    proc = subprocess.run([str(client_python(IGGY)), str(script), str(gw.ports["iggy_tcp"]), json.dumps(cmd)],
-                          check=False, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S,
-                          env={**os.environ, "PYTHONPATH": ""})
-    if proc.returncode != 0:
-        pytest.fail(f"apache-iggy {cmd['op']} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    """Run one apache-iggy 0.9.0 command (tests/iggy/clients/typed_headers.py) against the
+    gateway's Iggy TCP listener; its JSON lines."""
+    return run_iggy(IGGY, "typed_headers.py", gw.ports["iggy_tcp"], json.dumps(cmd))
 
 
 def test_kafka_and_iggy_both_ways(gw, tmp_path):
