@@ -205,12 +205,6 @@ def _header_block(index: int, record: Record) -> bytes:
 
 # -- canonical -> Kafka ------------------------------------------------------------
 
-def _zigzag_size(n: int) -> int:
-    """Bytes of ``n`` as a zigzag varint (records.py's record fields)."""
-    z = (n << 1) ^ (n >> 63)
-    return 1 if z < 0x80 else (z.bit_length() + 6) // 7
-
-
 def _text(kind: int, data: bytes) -> str:
     """The text form of a stored field (``HeaderValue.to_text``), checked as it is built."""
     return data.decode("utf-8") if kind == _STRING else HeaderValue(HeaderKind.from_code(kind), data).to_text()
@@ -220,17 +214,15 @@ def _kafka_bytes(kind: int, data: bytes) -> bytes:
     return data if kind == _STRING or kind == _RAW else _text(kind, data).encode("utf-8")
 
 
-def kafka_fields(block: bytes) -> tuple[bytes | None, bool, tuple[tuple[str, bytes], ...], int]:
-    """``(key, tombstone, headers, headers_size)`` of a stored canonical header block:
-    the Kafka key (None without key headers), whether the value is null, the Kafka
-    headers, and the bytes those headers take in a v2 record (count included).
+def kafka_fields(block: bytes) -> tuple[bytes | None, bool, tuple[tuple[str, bytes], ...]]:
+    """``(key, tombstone, headers)`` of a stored canonical header block: the Kafka key
+    (None without key headers), whether the value is null, and the Kafka headers.
 
     Raises MalformedHeaders (or another HeaderError) for a block that is not canonical."""
     unpack = _TLV.unpack_from
     key_parts: list[bytes] = []
     headers: list[tuple[str, bytes]] = []
     tombstone = False
-    hsize = 0
     pos, end = 0, len(block)
     try:
         while pos < end:
@@ -248,10 +240,7 @@ def kafka_fields(block: bytes) -> tuple[bytes | None, bool, tuple[tuple[str, byt
                 tombstone = tombstone or _text(vkind, vdata) == "true"
             else:
                 name = kdata.decode("utf-8") if kkind == _STRING else _text(kkind, kdata)
-                raw_name = kdata if kkind == _STRING else name.encode("utf-8")
-                value = _kafka_bytes(vkind, vdata)
-                headers.append((name, value))
-                hsize += _zigzag_size(len(raw_name)) + len(raw_name) + _zigzag_size(len(value)) + len(value)
+                headers.append((name, _kafka_bytes(vkind, vdata)))
     except (struct.error, UnicodeDecodeError) as exc:
         raise MalformedHeaders(f"stored header block is not canonical: {exc}", position=pos) from None
     if pos != end:
@@ -260,7 +249,7 @@ def kafka_fields(block: bytes) -> tuple[bytes | None, bool, tuple[tuple[str, byt
         key = None
     else:
         key = key_parts[0] if len(key_parts) == 1 else b"".join(key_parts)
-    return key, tombstone, tuple(headers), hsize + _zigzag_size(len(headers))
+    return key, tombstone, tuple(headers)
 
 
 class Fetched(NamedTuple):
@@ -352,30 +341,20 @@ def _encode(chunks, max_bytes: int, whole_first: bool) -> Fetched:
     return Fetched(b"".join(out), count, None if last is None else last + 1)
 
 
+_NULL = b"\x01"  # a null key or value: length -1, zigzag-encoded
+
+
 def _fields(tdb: bytes, odb: bytes, payload, headers) -> tuple[list, int]:
     """A record with a stored header block: its parts after the length, and its size."""
-    key, tombstone, pairs, hsize = kafka_fields(bytes(headers))
+    key, tombstone, pairs = kafka_fields(bytes(headers))
     fields: list = [b"\x00", tdb, odb]
-    body = 1 + len(tdb) + len(odb) + hsize
-    if key is None:
-        fields.append(b"\x01")
-        body += 1
-    else:
-        kb = _zigzag(len(key))
-        fields += (kb, key)
-        body += len(kb) + len(key)
-    if tombstone:
-        fields.append(b"\x01")
-        body += 1
-    else:
-        vb = _zigzag(len(payload))
-        fields += (vb, payload)
-        body += len(vb) + len(payload)
+    fields += (_NULL,) if key is None else (_zigzag(len(key)), key)
+    fields += (_NULL,) if tombstone else (_zigzag(len(payload)), payload)
     fields.append(_zigzag(len(pairs)))
     for name, value in pairs:
         raw = name.encode("utf-8")
         fields += (_zigzag(len(raw)), raw, _zigzag(len(value)), value)
-    return fields, body
+    return fields, sum(map(len, fields))
 
 
 def _close_batch(out: list, parts: list, n: int, base_offset: int, base_ts: int, max_td: int, od: int) -> None:
