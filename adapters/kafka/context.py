@@ -44,6 +44,8 @@ from core.errors import FerryError, TableKeyBadVersion
 from core.kvtables import NOT_EXISTS
 from core.permissions import Action
 
+from .fetch_sessions import FetchSessions
+
 NODE_ID = 1  # this gateway is Kafka's one broker; any non-negative id works for clients
 PRODUCER_ID_TABLE = "_kafka/producer-ids"
 PRODUCER_ID_KEY = b"next"
@@ -122,6 +124,7 @@ class KafkaContext:
         self.groups = groups
         self.anonymous = anonymous  # UserInfo the `anonymous_user` option names, or None
         self.cluster_id = cluster_id_of(str(broker.data_dir))
+        self.fetch_sessions = FetchSessions()  # KIP-227, per listener (adapters/kafka/fetch_sessions.py)
         self._pid_next = 0
         self._pid_end = 0
 

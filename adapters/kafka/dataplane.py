@@ -34,8 +34,9 @@ OFFSET_OUT_OF_RANGE. When fewer than ``min_bytes`` are found and
 ``max_wait_ms`` is above 0, the request waits (:class:`FetchWait`): the
 driver wakes it on the next append to any of its partitions or at its
 deadline and calls :meth:`DataPlane.fetch` again with the same request.
-Fetch sessions (KIP-227) are not kept: every response is a full one with
-session id 0, which every client accepts.
+The partitions a request reads are its own, or with an incremental fetch
+session (KIP-227, adapters/kafka/fetch_sessions.py) the session's, and an
+incremental answer lists only the partitions with news.
 
 **ListOffsets.** -2 is the log start, -1 the high watermark, -3 (v7) the
 last record; a timestamp is the first record appended at or after it
@@ -61,6 +62,7 @@ from core.permissions import Action
 from . import translate
 from .context import can_describe
 from .errors import ErrorCode as E
+from .fetch_sessions import FetchPlan
 from .messages import FETCH, LIST_OFFSETS, PRODUCE
 from .records import RecordBatchError, decode_produce_batch
 
@@ -127,6 +129,7 @@ class FetchWait:
     deadline_ms: int
     keys: list  # (stream_id, topic_id, partition_id) for broker.wait_for_append
     pending: object = None  # the session's (api key, version, correlation id)
+    plan: FetchPlan | None = None  # what it reads (adapters/kafka/fetch_sessions.py)
 
 
 def append_error(exc: BaseException) -> tuple[int, str]:
@@ -262,28 +265,42 @@ class DataPlane:
         return pid, last_seq
 
     # -- Fetch ----------------------------------------------------------------------------
-    def fetch(self, version: int, body, now_ms: int, deadline_ms: int | None = None):
-        """The Fetch response value, or a :class:`FetchWait` when it should wait."""
+    def fetch(self, version: int, body, now_ms: int, deadline_ms: int | None = None, plan: FetchPlan | None = None):
+        """The Fetch response value, or a :class:`FetchWait` when it should wait. ``plan`` is
+        what the request reads, decided once by the fetch-session cache (a long poll that
+        resumes passes its wait's plan: the session's epoch moved once)."""
+        if plan is None:
+            plan = self.ctx.fetch_sessions.plan(version, body, self, now_ms)
+        if plan.error:  # a session the listener does not know, or a wrong epoch: nothing is read
+            return FETCH.response.make(error_code=plan.error, session_id=0, responses=())
         budget = max(0, min(body.max_bytes, MAX_FETCH_RESPONSE_BYTES))
         total = 0
         keys = []
         topics = []
-        for t in body.topics:
-            info, err = self._topic(t.topic, Action.POLL_MESSAGES)
+        for name, wanted in plan.topics:
+            info, err = self._topic(name, Action.POLL_MESSAGES)
             parts: list[dict] = []
-            for p, resp in self._partitions(info, err, t.partitions, "partition_index", lambda p: p.partition, parts,
+            for w, resp in self._partitions(info, err, wanted, "partition_index", lambda w: w.partition, parts,
                                             high_watermark=-1, records=None):
-                keys.append((info.stream_id, info.id, p.partition))
-                limit = min(p.partition_max_bytes, budget - total)
-                total += self._fetch_partition(info, p, resp, limit, first=(total == 0))
-            topics.append((t.topic, parts))
+                keys.append((info.stream_id, info.id, w.partition))
+                limit = min(w.partition_max_bytes, budget - total)
+                total += self._fetch_partition(info, w, resp, limit, first=(total == 0))
+            topics.append((name, wanted, parts))
         if deadline_ms is None:
             deadline_ms = now_ms + max(0, min(body.max_wait_ms, self.ctx.options.fetch_wait_max_ms))
         if total < body.min_bytes and now_ms < deadline_ms and keys:
-            return FetchWait(version, body, deadline_ms, keys)
-        return FETCH.response.make(responses=tuple(
-            _FETCH_TOPIC.make(topic=name, partitions=tuple(_FETCH_PART.make(**f) for f in parts))
-            for name, parts in topics))
+            return FetchWait(version, body, deadline_ms, keys, plan=plan)
+        responses = []
+        for name, wanted, parts in topics:
+            kept = tuple(_FETCH_PART.make(**f) for w, f in zip(wanted, parts) if plan.report(name, w, f))
+            if kept or not plan.incremental:
+                responses.append(_FETCH_TOPIC.make(topic=name, partitions=kept))
+        plan.done()
+        return FETCH.response.make(session_id=plan.session_id, responses=tuple(responses))
+
+    def closed(self) -> None:
+        """The connection ended: its fetch sessions go (adapters/kafka/fetch_sessions.py)."""
+        self.ctx.fetch_sessions.forget(self)
 
     def _fetch_partition(self, info, p, resp: dict, limit: int, first: bool) -> int:
         """Fill ``resp`` for one partition; the record bytes it holds."""

@@ -148,6 +148,7 @@ async def kafka_connection(ctx, clock: GroupClock, stream: trio.abc.Stream, *,
     finally:
         for token in parked:
             ctx.groups.cancel(token)  # parked implies groups
+        session.data.closed()
         counters["connections_open"].dec(LISTENER)
         directory.closed(entry)
         await trio.aclose_forcefully(stream)

@@ -190,7 +190,7 @@ class KafkaSession:
             return _reply(frames.encode_response(p.api_key, p.version, p.correlation_id, wait.finish()))
         if isinstance(wait, FetchWait):
             try:
-                value = self.data.fetch(wait.version, wait.request, now_ms, wait.deadline_ms)
+                value = self.data.fetch(wait.version, wait.request, now_ms, wait.deadline_ms, wait.plan)
             except AccessDenied as exc:
                 return _close(str(exc))
             return self._fetch_outcome(wait.pending, value)
