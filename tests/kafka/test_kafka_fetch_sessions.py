@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from test_kafka_session import PASSWORD, Client, batch, produce
+# the session tests' broker and ctx fixtures (a broker on tmp_path with a root user)
+from test_kafka_session import Client, batch, broker, ctx, produce  # noqa: F401 - fixtures
 
-from adapters.kafka.context import KafkaContext, KafkaOptions
 from adapters.kafka.errors import ErrorCode as E
 from adapters.kafka.fetch_sessions import FetchSessions
 from adapters.kafka.messages import FETCH
 from adapters.kafka.records import decode_batches
-from core.broker import Broker
-from core.permissions import Permissions
 
 S = FETCH.request.structs
 
@@ -103,18 +101,6 @@ def test_epochs_wrap_to_one():
 
 
 # -- through the session, on a real broker ---------------------------------------------------------
-@pytest.fixture
-def broker(tmp_path):
-    with Broker.open(tmp_path / "data") as b:
-        b.meta.users.create_user("root", PASSWORD, permissions=Permissions.root())
-        yield b
-
-
-@pytest.fixture
-def ctx(broker):
-    return KafkaContext(broker, host="127.0.0.1", port=9092, options=KafkaOptions())
-
-
 @pytest.fixture
 def two(ctx, broker):
     broker.create_stream("f")
