@@ -49,7 +49,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # Stamps are keyed on the content of pyproject.toml, setup.py and the C extension
 # (not their mtimes), so a checkout that only touches them does not reinstall,
 # and any dependency or C change does (pip install -e rebuilds core/_speedups).
-PYPROJECT_KEY := $(shell cat pyproject.toml setup.py core/_speedups_le.h core/_speedups.c adapters/iggy/_speedups.c adapters/nats/_speedups.c adapters/spark/_speedups.c adapters/spark/_sinkenc.c adapters/pravega/_speedups.c | cksum | cut -d' ' -f1)
+PYPROJECT_KEY := $(shell cat pyproject.toml setup.py core/_speedups_le.h core/_speedups.c adapters/iggy/_speedups.c adapters/nats/_speedups.c adapters/spark/_speedups.c adapters/spark/_sinkenc.c adapters/pravega/_speedups.c adapters/kafka/_speedups.c | cksum | cut -d' ' -f1)
 RUN_STAMP := $(VENV)/.stamp-run-$(PYPROJECT_KEY)
 TEST_STAMP := $(VENV)/.stamp-test-$(PYPROJECT_KEY)
 

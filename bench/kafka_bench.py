@@ -23,6 +23,12 @@ a cell's time runs from the first ``go`` to the last process's end. Per ``--size
   Reference: N apache-iggy processes (``--iggy-client``), one partition each, sending
   ``send_messages`` batches of ``--iggy-batch`` lockstep for ``--seconds``; its latency is
   the call's, which every message of the batch waits.
+* ``produce`` with kcat (the Debian package: C, librdkafka; rows left out when it is not
+  installed): the same payloads, settings and partitions, ``kcat -P -l`` over a file of one
+  payload per line, as many messages as the reference sent per producer in ``--seconds``;
+  the partition's high watermark must move by exactly that count. No ack latency (kcat
+  does not report it); ``cli us/msg`` is kcat's CPU. These rows show the gateway's own
+  limit, which the confluent-kafka rows hide behind the Python client's CPU.
 * ``fetch``: one confluent-kafka ``Consumer`` reading everything the 1-producer, uncompressed
   produce cell stored, from the beginning, by ``assign`` (no group, so no coordinator
   round trips: fetch alone), counting every record. Reference: one apache-iggy process
@@ -201,6 +207,46 @@ def fetch():
     report(t0, t1, c0, n, nbytes, [], bad)
 
 produce() if cfg["mode"] == "produce" else fetch()
+sys.stdout.flush()
+os._exit(0)
+'''
+
+# kcat (C, librdkafka) as the producer: the Python client's own CPU per message (its
+# produce() call and delivery callback) was the larger cost of the confluent-kafka rows, so
+# these rows show what the gateway takes when the client is not the limit. The wrapper
+# writes the payloads as lines (kcat -l sends each line as one record), waits for go, runs
+# kcat for a count of messages sized to the Iggy reference's rate over --seconds, and
+# checks the partition's high watermark moved by exactly that count.
+KCAT_SCRIPT = COMMON + r'''
+import resource, subprocess
+from confluent_kafka import Consumer, TopicPartition
+path = cfg["file"]
+pool = payloads(cfg["seed"], cfg["size"], cfg["payloads"])
+with open(path, "wb") as f:
+    for i in range(cfg["count"]):
+        f.write(pool[i % len(pool)] + b"\n")
+conf = {"bootstrap.servers": f"127.0.0.1:{cfg['port']}", "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN", "sasl.username": cfg["user"], "sasl.password": cfg["password"]}
+c = Consumer({**conf, "group.id": "kafka-bench-unused", "enable.auto.commit": False})
+tp = TopicPartition(cfg["topic"], cfg["partition"])
+before = c.get_watermark_offsets(tp, timeout=60)[1]
+argv = ["kcat", "-P", "-b", conf["bootstrap.servers"], "-t", cfg["topic"], "-p", str(cfg["partition"]),
+        "-z", cfg["compression"], "-l", path, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+        "-X", f"sasl.username={cfg['user']}", "-X", f"sasl.password={cfg['password']}", "-X", "acks=all",
+        "-X", "enable.idempotence=true", "-X", f"linger.ms={cfg['linger_ms']}"]
+wait_go()
+t0 = time.monotonic()
+done = subprocess.run(argv, capture_output=True, timeout=cfg["limit_s"])
+t1 = time.monotonic()
+cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+os.unlink(path)
+bad = [] if done.returncode == 0 else [f"kcat exited {done.returncode}: {done.stderr.decode()[-300:]}"]
+after = c.get_watermark_offsets(tp, timeout=60)[1]
+c.close()
+if after - before != cfg["count"]:
+    bad.append(f"high watermark moved {after - before}, {cfg['count']} records sent")
+out(t0=t0, t1=t1, cpu=cpu.ru_utime + cpu.ru_stime, msgs=cfg["count"], bytes=cfg["count"] * cfg["size"], bad=bad,
+    n_lat=0, lat_us=[], p50=0.0, p99=0.0)
 sys.stdout.flush()
 os._exit(0)
 '''
@@ -414,6 +460,14 @@ class Bench:
         self.stored[topic] = row["per"]
         return row
 
+    def kcat_produce(self, size: int, compression: str, producers: int, ref: dict) -> dict:
+        a, topic = self.a, self.kafka_topic(size, compression, producers)
+        count = max(1000, int(ref["rate"] * a.seconds / producers))  # about --seconds at the reference's rate
+        return self.run(f"kcat produce {topic}", Path(sys.executable), KCAT_SCRIPT, [self.common(
+            port=self.gw.ports["kafka"], topic=topic, partition=p, size=size, compression=compression,
+            linger_ms=LINGER_MS, count=count, seed=SEED + p, file=str(self.tmp / f"kcat-{p}.txt"))
+            for p in range(producers)])
+
     def produce_cells(self, size: int, producers: int) -> None:
         ref = self.iggy_send(size, producers)
         cell = f"produce, {producers} producer{'s' if producers > 1 else ''}"
@@ -421,6 +475,9 @@ class Bench:
         for comp in self.a.compressions:
             row = self.kafka_produce(size, comp, producers)
             self.add(size, "", f"confluent-kafka {CONFLUENT}, acks=all, {comp}", row, ref)
+        if KCAT:
+            for comp in self.a.compressions:
+                self.add(size, "", f"{KCAT}, acks=all, {comp}", self.kcat_produce(size, comp, producers, ref), ref)
 
     def fetch_cells(self, size: int) -> None:
         a = self.a
@@ -444,6 +501,19 @@ def _confluent_version() -> str:
 
 
 CONFLUENT = _confluent_version()
+
+
+def _kcat_version() -> str | None:
+    """"kcat 1.7.1 (librdkafka 2.0.2)", or None when kcat is not installed (its rows are left out)."""
+    try:
+        text = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"Version (\S+) .*?librdkafka (\S+)", text)
+    return f"kcat {m.group(1)} (librdkafka {m.group(2)})" if m else None
+
+
+KCAT = _kcat_version()
 
 
 TABLE = versus_iggy_table(unit="msg", rate="msgs/s", cell_width=31, lat_width=9, cpu_width=11, cpu_digits=2)

@@ -219,7 +219,7 @@ class DataPlane:
         try:
             if p.records is None:
                 raise RecordBatchError(int(E.INVALID_RECORD), "a Produce partition needs one record batch")
-            batch = decode_produce_batch(p.records, version)
+            batch = decode_produce_batch(p.records, version, block=translate.COMPILED_BLOCK)
             block, nbytes = translate.to_block(batch)
             count = len(batch.records)
             producer = None

@@ -122,7 +122,8 @@ class FrameSplitter:
             start = pos + SIZE.size
             if len(buf) - start < size:
                 break
-            frames.append(bytes(buf[start : start + size]))
+            with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
+                frames.append(bytes(view[start : start + size]))
             pos = start + size
         if pos:
             del buf[:pos]

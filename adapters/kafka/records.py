@@ -144,7 +144,7 @@ class RecordBatch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    records: tuple[Record, ...]
+    records: tuple[Record, ...] | StoredRecords
 
     @property
     def compression(self) -> int:
@@ -369,13 +369,52 @@ def _encode_record(record: Record) -> bytes:
 
 # -- batches
 
+class StoredRecords(Sequence):
+    """A Produce batch's records that a compiled loop already turned into Ferry's stored
+    layout (``block``, ``nbytes``: adapters/kafka/translate.py ``to_block``): a record
+    it accepts is one the Python loop accepts, so nothing is decoded unless asked.
+    ``len`` is the batch's record count; indexing or iterating decodes them (once)."""
+
+    __slots__ = ("_data", "_pos", "_limit", "_count", "_decoded", "block", "nbytes")
+
+    def __init__(self, data: bytes, pos: int, limit: int, count: int, block: bytearray, nbytes: int) -> None:
+        self._data, self._pos, self._limit, self._count = data, pos, limit, count
+        self._decoded: tuple[Record, ...] | None = None
+        self.block: bytearray | None = block
+        self.nbytes = nbytes
+
+    def _records(self) -> tuple[Record, ...]:
+        if self._decoded is None:
+            self._decoded = _decode_records(self._data, self._pos, self._limit, self._count)
+        return self._decoded
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        return self._records()[index]
+
+    def __iter__(self):
+        return iter(self._records())
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None
+
+
 def decode_batches(buf: bytes | bytearray | memoryview, *,
-                   max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> list[RecordBatch]:
+                   max_decompressed: int = MAX_DECOMPRESSED_BYTES, block=None) -> list[RecordBatch]:
     """Every batch of ``buf`` (a Produce or Fetch partition's ``records``), checked.
 
     ``buf`` must end on a batch boundary: a partial trailing batch is CORRUPT_MESSAGE.
     (Kafka's broker silently drops such a tail; a Produce client never sends one, so
     here it means a broken client.) Empty ``buf`` gives no batches.
+
+    ``block``, when given, is tried first on each batch's (decompressed) records:
+    ``block(data, pos, limit, count, base_timestamp, log_append, max_timestamp)``
+    answers ``(stored block, payload bytes)`` or None; a block makes the batch's
+    records :class:`StoredRecords`, None decodes them here as without it.
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     size = len(data)
@@ -406,10 +445,16 @@ def decode_batches(buf: bytes | bytearray | memoryview, *,
         if count < 0:
             raise _invalid(f"record count {count}")
         if compression == COMPRESSION_NONE:
-            records = _decode_records(data, pos + HEADER_SIZE, end, count)
+            rdata, rpos, rend = data, pos + HEADER_SIZE, end
         else:
-            plain = decompress(compression, data[pos + HEADER_SIZE:end], max_decompressed)
-            records = _decode_records(plain, 0, len(plain), count)
+            rdata = decompress(compression, data[pos + HEADER_SIZE:end], max_decompressed)
+            rpos, rend = 0, len(rdata)
+        made = None if block is None else block(rdata, rpos, rend, count, base_timestamp,
+                                                bool(attributes & _TIMESTAMP_TYPE_BIT), max_timestamp)
+        if made is not None:
+            records = StoredRecords(rdata, rpos, rend, count, *made)
+        else:
+            records = _decode_records(rdata, rpos, rend, count)
         batches.append(RecordBatch(
             base_offset, leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
             max_timestamp, producer_id, producer_epoch, base_sequence, records))
@@ -418,7 +463,7 @@ def decode_batches(buf: bytes | bytearray | memoryview, *,
 
 
 def decode_produce_batch(buf: bytes | bytearray | memoryview, api_version: int, *,
-                         max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> RecordBatch:
+                         max_decompressed: int = MAX_DECOMPRESSED_BYTES, block=None) -> RecordBatch:
     """The one batch of a Produce (v3+) partition, with the checks Kafka's broker makes.
 
     Beyond :func:`decode_batches`: exactly one batch (``ProduceRequest.validateRecords``),
@@ -427,8 +472,9 @@ def decode_produce_batch(buf: bytes | bytearray | memoryview, api_version: int, 
     control batch, a base sequence for an idempotent producer. Kafka does not check the
     per-record offset deltas of a client batch (it renumbers a compressed one and
     overwrites the base offset of an uncompressed one), so neither does this.
+    ``block``: as for :func:`decode_batches`.
     """
-    batches = decode_batches(buf, max_decompressed=max_decompressed)
+    batches = decode_batches(buf, max_decompressed=max_decompressed, block=block)
     if not batches:
         raise _invalid("a Produce partition needs one record batch")
     if len(batches) > 1:

@@ -67,6 +67,7 @@ from __future__ import annotations
 import struct
 from typing import Iterable, NamedTuple
 
+from core.compiled import load as load_compiled
 from core.errors import CorruptSegment, MalformedHeaders
 from core.header_value import MAX_HEADER_FIELD, HeaderKind, HeaderValue
 from core.log.encoded import records_of
@@ -76,8 +77,8 @@ from core.message import MAX_HEADERS_SIZE
 from core.record import RECORD_HEADER, RECORD_HEADER_SIZE, RecordView, encode_record
 
 from .errors import ErrorCode
-from .records import (HEADER_SIZE, TIMESTAMP_LOG_APPEND_TIME, Record, RecordBatch, RecordBatchError, batch_header,
-                      zigzag_bytes as _zigzag)
+from .records import (HEADER_SIZE, TIMESTAMP_LOG_APPEND_TIME, Record, RecordBatch, RecordBatchError, StoredRecords,
+                      batch_header, zigzag_bytes as _zigzag)
 
 KEY_HEADER = "ferry-kafka-key"
 TOMBSTONE_HEADER = "ferry-kafka-tombstone"
@@ -129,7 +130,15 @@ def to_block(batch: RecordBatch) -> tuple[bytearray, int]:
     stamps ids, offsets, times and checksums into it in one pass; and the payload bytes.
 
     Raises RecordBatchError (INVALID_RECORD, INVALID_TIMESTAMP) naming the first
-    record that cannot be stored as sent; then nothing of the batch is stored."""
+    record that cannot be stored as sent; then nothing of the batch is stored.
+
+    A batch decoded with :data:`COMPILED_BLOCK` (``records.decode_produce_batch``'s
+    ``block``) already holds its block, made by the compiled twin of this loop; it is
+    handed out once (the append stamps it in place), a second call builds another."""
+    made = batch.records
+    if isinstance(made, StoredRecords) and made.block is not None:
+        block, made.block = made.block, None
+        return block, made.nbytes
     parts: list = []
     head = _STORED_HEAD.pack
     nbytes = 0
@@ -151,6 +160,20 @@ def to_block(batch: RecordBatch) -> tuple[bytearray, int]:
         parts += (head(ts * 1000 if ts > 0 else 0, len(block), len(payload)), payload, block)
         nbytes += len(payload)
     return bytearray().join(parts), nbytes
+
+
+# The compiled twin of the record decode and the loop above (adapters/kafka/_speedups.c),
+# for records.decode_produce_batch(..., block=COMPILED_BLOCK); None without the build
+# or under FERRY_PURE_PYTHON=1, and the Python loops run.
+def configure_compiled(module):
+    """Give the compiled module this file's constants of the canonical layout; its ``block``."""
+    module.configure(_KEY_HEAD, _TOMBSTONE_ENTRY, _RAW, _STRING, MAX_HEADER_FIELD, MAX_HEADERS_SIZE,
+                     MAX_TIMESTAMP_MS, RESERVED_PREFIX.encode())
+    return module.block
+
+
+_compiled = load_compiled("adapters.kafka._speedups")
+COMPILED_BLOCK = None if _compiled is None else configure_compiled(_compiled)
 
 
 def to_inputs(batch: RecordBatch) -> list[AppendInput]:
