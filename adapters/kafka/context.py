@@ -5,7 +5,8 @@ Theory of operation
 :class:`KafkaContext` is made once per listener: the broker, this gateway as
 Kafka's one node (node id, advertised host and port, cluster id), the
 listener's options (:class:`KafkaOptions`), the group coordinator's request
-handlers (``groups``, :mod:`adapters.kafka.group_api`) and the producer-id
+handlers (``groups``, :mod:`adapters.kafka.group_api`), the transaction
+coordinator (``txn``, :mod:`adapters.kafka.txn`) and the producer-id
 allocator. Topic names go through the one addressing rule
 (``core.addressing.topic_for_kafka`` / ``kafka_name_for``): ``S.T`` is topic
 ``T`` of stream ``S``, a name without a dot is a topic of the default stream.
@@ -45,6 +46,7 @@ from core.kvtables import NOT_EXISTS
 from core.permissions import Action
 
 from .fetch_sessions import FetchSessions
+from .txn import TxnCoordinator
 
 NODE_ID = 1  # this gateway is Kafka's one broker; any non-negative id works for clients
 PRODUCER_ID_TABLE = "_kafka/producer-ids"
@@ -127,6 +129,7 @@ class KafkaContext:
         self.fetch_sessions = FetchSessions()  # KIP-227, per listener (adapters/kafka/fetch_sessions.py)
         self._pid_next = 0
         self._pid_end = 0
+        self.txn = TxnCoordinator(self)
 
     # -- names -------------------------------------------------------------------------
     def resolve(self, name: str) -> tuple[str, str] | None:

@@ -11,7 +11,8 @@ checks a client batch (:func:`adapters.kafka.records.decode_produce_batch`),
 translated to canonical records in the stored layout, one block per batch
 (:func:`adapters.kafka.translate.to_block`), and appended with one
 ``broker.append_records`` call, which stamps the block in one pass as an Iggy
-send is. ``acks=0`` answers nothing; ``acks`` 1 and
+send is (a transactional batch is staged instead: :meth:`DataPlane._produce_txn`).
+``acks=0`` answers nothing; ``acks`` 1 and
 -1 answer when every partition's append is durable under the fsync policy
 (``on_durable``): Ferry has one copy, so "all in-sync replicas" and "the
 leader" are the same disk, and an acknowledged record survives ``kill -9``
@@ -39,9 +40,11 @@ session (KIP-227, adapters/kafka/fetch_sessions.py) the session's, and an
 incremental answer lists only the partitions with news.
 
 **ListOffsets.** -2 is the log start, -1 the high watermark, -3 (v7) the
-last record; a timestamp is the first record appended at or after it
-(``Partition.offset_for_timestamp``: Ferry indexes append times, so this is
-Kafka's answer for a topic with ``message.timestamp.type=LogAppendTime``).
+last record; a timestamp is the first record whose timestamp (the producer's
+CreateTime, what a Fetch shows) is at or after it, Kafka's answer for a
+CreateTime topic. Ferry indexes append times, so the search starts at the
+first record appended at or after it (``Partition.offset_for_timestamp``) and
+reads forward a bounded number of records (``_created_at_or_after``).
 
 **Log start.** Kafka's log start offset is the partition's recorded start
 seen by offset (``TopicState.partition_start_offset``): what retention left,
@@ -73,6 +76,12 @@ MAX_FETCH_RECORDS = 10_000
 # default is 50 MiB (ReplicaManager); clients ask for at most that.
 MAX_FETCH_RESPONSE_BYTES = 50 * 1024 * 1024
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+# A ListOffsets timestamp search reads at most this many records past the first one
+# appended at or after the time (``_created_at_or_after``): usually the answer is in
+# that record's batch; the bound keeps one request's work near one Fetch's
+# (MAX_FETCH_RECORDS) when producers back-dated a long run of records.
+TIMESTAMP_SCAN_RECORDS = MAX_FETCH_RECORDS
+TIMESTAMP_SCAN_CHUNK, TIMESTAMP_SCAN_CHUNK_BYTES = 500, 1 << 20  # per read: whole records, bounded memory
 LISTENER = "kafka"  # the metrics' listener label
 
 _PRODUCE_TOPIC = PRODUCE.response.structs["TopicProduceResponse"]
@@ -197,13 +206,12 @@ class DataPlane:
         for acks=0 (no answer is sent)."""
         acks = body.acks
         # Refusals of the whole request come before the partition checks, as in Kafka's
-        # ReplicaManager.appendRecords (acks) and KafkaApis (a transactional id).
+        # ReplicaManager.appendRecords (acks).
         refusal, reason = 0, None
         if acks not in (0, 1, -1):
             refusal = int(E.INVALID_REQUIRED_ACKS)
         elif body.transactional_id is not None:
-            refusal = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            reason = "transactions are not served by this listener yet"
+            return self._produce_txn(version, body, acks)
         wait = ProduceWait()
         for t in body.topic_data:
             parts: list[dict] = []
@@ -213,6 +221,43 @@ class DataPlane:
                                             parts, base_offset=-1, **extra):
                 self._produce_partition(version, info, p, resp, wait if acks else None)
             wait.topics.append((t.name, parts))
+        return wait if acks else None
+
+    def _produce_txn(self, version: int, body, acks: int) -> ProduceWait | None:
+        """A transactional Produce: each batch checked and translated as any other, then
+        staged durably by the transaction coordinator (adapters/kafka/txn.py) instead of
+        appended, so the answer comes at once. The records reach the log at commit, which
+        is when their offsets exist: the answer's base offset is -1 (docs/kafka.md
+        "Transactions")."""
+        wait = ProduceWait()
+        staged: list = []  # (response fields, coordinator item)
+        for t in body.topic_data:
+            parts: list[dict] = []
+            info, err = self._topic(t.name, Action.SEND_MESSAGES)
+            for p, resp in self._partitions(info, err, t.partition_data, "index", lambda p: p.index, parts,
+                                            base_offset=-1):
+                try:
+                    if p.records is None:
+                        raise RecordBatchError(int(E.INVALID_RECORD), "a Produce partition needs one record batch")
+                    batch = decode_produce_batch(p.records, version, block=translate.COMPILED_BLOCK)
+                    block, nbytes = translate.to_block(batch)
+                except (RecordBatchError, FerryError) as exc:
+                    resp["error_code"], resp["error_message"] = append_error(exc)
+                    continue
+                staged.append((resp, nbytes, (info, p.index, batch, block)))
+            wait.topics.append((t.name, parts))
+        if staged:
+            answers = self.ctx.txn.stage(body.transactional_id, self.access, [item for _r, _n, item in staged])
+            for (resp, nbytes, (info, index, batch, _blk)), (code, message) in zip(staged, answers):
+                resp["error_code"] = code
+                if message:
+                    resp["error_message"] = message
+                if not code:
+                    resp["log_start_offset"] = self._log_start(info, index)
+                    # counted when taken, as Kafka's MessagesInPerSec counts a transaction's
+                    # records when they are appended, whatever the transaction's end
+                    self.counters["messages_in"].inc(LISTENER, amount=len(batch.records))
+                    self.counters["bytes_in"].inc(LISTENER, amount=nbytes)
         return wait if acks else None
 
     def _produce_partition(self, version: int, info, p, resp: dict, wait: ProduceWait | None) -> None:
@@ -280,8 +325,12 @@ class DataPlane:
         for name, wanted in plan.topics:
             info, err = self._topic(name, Action.POLL_MESSAGES)
             parts: list[dict] = []
+            # A partition answered with an error carries an empty record set, never null:
+            # Kafka's ReplicaManager answers a read error with MemoryRecords.EMPTY
+            # (createLogReadResult), and librdkafka refuses a null one ("invalid
+            # MessageSetSize -1", rd_kafka_fetch_reply_handle_partition).
             for w, resp in self._partitions(info, err, wanted, "partition_index", lambda w: w.partition, parts,
-                                            high_watermark=-1, records=None):
+                                            high_watermark=-1, records=b""):
                 keys.append((info.stream_id, info.id, w.partition))
                 limit = min(w.partition_max_bytes, budget - total)
                 total += self._fetch_partition(info, w, resp, limit, first=(total == 0))
@@ -332,8 +381,12 @@ class DataPlane:
             parts: list[dict] = []
             for p, resp in self._partitions(info, err, t.partitions, "partition_index",
                                             lambda p: p.partition_index, parts):
-                part = self.broker.partition(info.stream_id, info.id, p.partition_index)
-                offset, ts = self._offset_for(part, p.timestamp, self._log_start(info, p.partition_index))
+                try:  # a timestamp search reads records: a failed read answers its Kafka code
+                    part = self.broker.partition(info.stream_id, info.id, p.partition_index)
+                    offset, ts = self._offset_for(part, p.timestamp, self._log_start(info, p.partition_index))
+                except FerryError as exc:
+                    resp["error_code"] = append_error(exc)[0]
+                    continue
                 resp.update(timestamp=ts, offset=offset, leader_epoch=0 if offset >= 0 else -1)
                 if version == 0:
                     resp["old_style_offsets"] = (offset,) if offset >= 0 else ()
@@ -359,5 +412,33 @@ class DataPlane:
             offset = max(part.offset_for_timestamp(timestamp * 1000), start)
             if offset >= part.next_offset:
                 return -1, -1  # no record at or after it: Kafka answers offset -1
+            found = _created_at_or_after(part, offset, timestamp)
+            if found is not None:
+                return found
         (view,) = part.read(offset, 1).records()
-        return offset, view.timestamp // 1000  # the record's append time, in ms
+        # The found record's own Kafka timestamp (Kafka's ListOffsets answers the record's
+        # timestamp, TimestampAndOffset in UnifiedLog.fetchOffsetByTimestamp): the time a
+        # Fetch shows for it, the producer's CreateTime, else the append time
+        # (translate.encode_read), not the append time the search used.
+        return offset, (view.origin_timestamp or view.timestamp) // 1000
+
+
+def _created_at_or_after(part, offset: int, timestamp: int) -> tuple[int, int] | None:
+    """Kafka's answer on a CreateTime topic (every Kafka topic here): the first record whose
+    timestamp, as a Fetch shows it, is at or after ``timestamp`` (ms), from ``offset``, the
+    first record *appended* at or after it: a record appended earlier was created earlier
+    too, unless its producer's clock ran ahead of the gateway's. ``(offset, timestamp)``,
+    ``(-1, -1)`` when no record till the end has such a timestamp (Kafka's "none"), or None
+    after TIMESTAMP_SCAN_RECORDS without one: the caller answers ``offset``, which is never
+    after Kafka's answer (a consumer that seeks there misses nothing)."""
+    end, scanned = part.next_offset, 0
+    while offset < end and scanned < TIMESTAMP_SCAN_RECORDS:
+        batch = part.read(offset, TIMESTAMP_SCAN_CHUNK, TIMESTAMP_SCAN_CHUNK_BYTES)
+        if not batch.count:
+            return None
+        for view in batch.records():
+            ts = (view.origin_timestamp or view.timestamp) // 1000
+            if ts >= timestamp:
+                return view.offset, ts
+        offset, scanned = batch.next_offset, scanned + batch.count
+    return (-1, -1) if offset >= end else None

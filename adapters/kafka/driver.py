@@ -20,7 +20,12 @@ Waiting outcomes:
 * a group request waits until the coordinator answers it, from this or
   another connection's request or from the coordinator's clock:
   :class:`GroupClock` runs ``tick`` at the coordinator's next deadline and is
-  poked after every group request, since a request can move that deadline.
+  poked after every group request, since a request can move that deadline;
+* an EndTxn(commit) waits for the durability callbacks of its transaction's
+  appends (adapters/kafka/txn.py). The same clock ticks the transaction
+  coordinator: transaction timeouts, and commits whose appends became durable
+  with no connection left to finish them. At start the listener rolls forward
+  the commits a stop interrupted (``TxnCoordinator.recover``).
 
 With a TLS context (the listener's tls_cert/tls_key) every accepted stream is
 a ``trio.SSLStream`` from its first byte, as a Kafka SSL listener is: clients
@@ -51,7 +56,7 @@ from core.metrics import listener_metrics, metrics_for
 
 from .context import Access
 from .frames import FrameSplitter
-from .session import GroupWait, KafkaSession, deliver
+from .session import GroupWait, KafkaSession, TxnWait, deliver
 from .dataplane import FetchWait, ProduceWait
 from .types import KafkaDecodeError
 
@@ -71,10 +76,12 @@ def now_ms() -> int:
 
 
 class GroupClock:
-    """Runs the coordinator's ``tick`` at its next deadline (module docstring)."""
+    """Runs the group and transaction coordinators' ``tick`` at their next deadline
+    (module docstring); either may be None."""
 
-    def __init__(self, groups) -> None:
+    def __init__(self, groups, txn=None) -> None:
         self.groups = groups
+        self.txn = txn
         self._poke = trio.Event()
 
     def poke(self) -> None:
@@ -82,11 +89,15 @@ class GroupClock:
 
     async def run(self) -> None:
         while True:
-            deadline = self.groups.next_deadline()
-            with trio.move_on_at(math.inf if deadline is None else deadline / 1000):
+            times = [t for t in (self.groups.next_deadline() if self.groups is not None else None,
+                                 self.txn.next_deadline() if self.txn is not None else None) if t is not None]
+            with trio.move_on_at(min(times) / 1000 if times else math.inf):
                 await self._poke.wait()
             self._poke = trio.Event()
-            deliver(self.groups.tick(now_ms()))
+            if self.groups is not None:
+                deliver(self.groups.tick(now_ms()))
+            if self.txn is not None:
+                self.txn.tick(now_ms())
 
 
 async def serve_kafka(ctx, host: str, port: int, conn_nursery, *, make_groups,
@@ -102,10 +113,13 @@ async def serve_kafka(ctx, host: str, port: int, conn_nursery, *, make_groups,
     if not ctx.port:
         ctx.port = bound
     ctx.groups = make_groups((ctx.node_id, ctx.host, ctx.port))
-    clock = GroupClock(ctx.groups)
+    clock = GroupClock(ctx.groups, ctx.txn)
+    ctx.txn.on_ready = clock.poke
+    resumed = ctx.txn.recover(now_ms())  # commits a stop cut short are completed before serving
+    if resumed:
+        log.info("kafka: rolling forward %d decided transaction commit(s)", resumed)
     async with trio.open_nursery() as nursery:
-        if ctx.groups is not None:
-            nursery.start_soon(clock.run)
+        nursery.start_soon(clock.run)
         task_status.started(bound)
         handler = partial(kafka_connection, ctx, clock, ssl_context=ssl_context)
         await trio.serve_listeners(handler, listeners, handler_nursery=conn_nursery)
@@ -213,7 +227,7 @@ async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters
                         await _wait_woken(wait)
                     finally:
                         parked.remove(wait)
-                elif isinstance(wait, ProduceWait):
+                elif isinstance(wait, (ProduceWait, TxnWait)):
                     await _wait_woken(wait)
                 elif isinstance(wait, FetchWait):
                     await _wait_fetch(ctx.broker, wait)
@@ -246,7 +260,7 @@ def _scram_login(ctx, username: str, ok: bool, credential):
 
 
 async def _wait_woken(wait) -> None:
-    """Until ``wait`` (a GroupWait or ProduceWait) is done: it calls its ``wake`` then."""
+    """Until ``wait`` (a GroupWait, ProduceWait or TxnWait) is done: it calls its ``wake`` then."""
     if wait.done:
         return
     done = trio.Event()

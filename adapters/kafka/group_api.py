@@ -4,10 +4,17 @@ Theory of operation
 -------------------
 FindCoordinator(10), JoinGroup(11), Heartbeat(12), LeaveGroup(13),
 SyncGroup(14), DescribeGroups(15), ListGroups(16), OffsetCommit(8),
-OffsetFetch(9), DeleteGroups(42) and OffsetDelete(47), in the versions
-:mod:`adapters.kafka.messages_groups` declares, on
-:class:`~adapters.kafka.groups.Coordinator` (membership, sans-I/O) and
-:class:`~adapters.kafka.offsets.GroupOffsets` (durable offsets). This gateway
+OffsetFetch(9), DeleteGroups(42), OffsetDelete(47), ConsumerGroupHeartbeat(68)
+and ConsumerGroupDescribe(69), in the versions :mod:`adapters.kafka.messages_groups` declares, on
+:class:`~adapters.kafka.groups.Coordinator` (classic membership, sans-I/O),
+:class:`~adapters.kafka.consumer_groups.ConsumerGroups` (KIP-848 groups,
+sans-I/O) and :class:`~adapters.kafka.offsets.GroupOffsets` (durable offsets,
+shared by both). A group id is either classic or consumer-protocol, as in
+Kafka: a JoinGroup for a consumer group with members answers
+INCONSISTENT_GROUP_PROTOCOL and a ConsumerGroupHeartbeat for a classic group
+with members GROUP_ID_NOT_FOUND ("not a consumer group"); an empty group of
+the other kind is dropped and the id changes sides
+(``maybeDeleteEmptyClassicGroup`` / ``maybeDeleteEmptyConsumerGroup``). This gateway
 is the coordinator of every group and transactional id: FindCoordinator
 always names it (key types 0 and 1; any other is INVALID_REQUEST).
 
@@ -27,7 +34,10 @@ OffsetDelete answer TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION
 per partition, the group's own error (``validateOffsetCommit``) only for the
 rest; OffsetFetch answers TOPIC_AUTHORIZATION_FAILED for a topic the user may
 not read, and a fetch of everything leaves out the topics the user may not
-read or that no longer exist. OffsetFetch v7's ``require_stable`` needs nothing:
+read or that no longer exist. A ConsumerGroupHeartbeat subscribing to a topic
+the user may not read answers TOPIC_AUTHORIZATION_FAILED naming it, and the
+member does not join (``KafkaApis.handleConsumerGroupHeartbeat`` checks the
+subscribed names so, with Describe). OffsetFetch v7's ``require_stable`` needs nothing:
 Ferry keeps no transactional offsets, so none is ever pending
 (UNSTABLE_OFFSET_COMMIT).
 """
@@ -38,17 +48,21 @@ from typing import Protocol
 
 from core.errors import FerryError
 
+from .admin import topic_uuid
+from .consumer_groups import ConsumerGroups, classic_view
 from .errors import ErrorCode as E
 from .groups import DEAD, EMPTY, STABLE, Coordinator, valid_group_id
-from .messages_groups import (DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP,
-                              LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, SYNC_GROUP)
+from .messages_groups import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS,
+                              FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE,
+                              OFFSET_FETCH, SYNC_GROUP)
 from .offsets import NO_OFFSET, CommitTooLarge, GroupOffsets, metadata_too_large
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types (CoordinatorType)
 _APIS = (FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS,
-         DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE)
+         DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
 _BY_KEY = {api.key: api for api in _APIS}
 _S = {api.key: api.response.structs for api in _APIS}
+_CGH = CONSUMER_GROUP_HEARTBEAT.response.structs  # its Assignment and TopicPartitions
 API_KEYS = frozenset(_BY_KEY)
 
 
@@ -61,21 +75,39 @@ class TopicAccess(Protocol):
     def partitions(self, topic: str) -> int | None:
         """The topic's partition count; None when there is no such topic."""
 
+    # ``ctx``: the listener's KafkaContext; the consumer protocol (KIP-848) names topics by id,
+    # derived from the TopicInfo (admin.topic_uuid, what Metadata v10+ answers).
+    ctx: object
+
+
+def _topic_lookup(topics: TopicAccess):
+    """name -> (topic id, partition count), or None: the consumer groups' view of a topic."""
+    ctx = topics.ctx
+
+    def lookup(name: str):
+        info = ctx.topic(name)
+        return None if info is None else (topic_uuid(info), info.partitions_count)
+    return lookup
+
 
 class GroupApi:
     """The group APIs of one listener (module docstring); ``node`` is (id, host, port)."""
 
-    def __init__(self, coordinator: Coordinator, offsets: GroupOffsets, node: tuple[int, str, int]) -> None:
+    def __init__(self, coordinator: Coordinator, offsets: GroupOffsets, node: tuple[int, str, int],
+                 consumer_groups: ConsumerGroups | None = None) -> None:
         self.coordinator = coordinator
+        self.consumer = consumer_groups if consumer_groups is not None else ConsumerGroups()
         self.offsets = offsets
         self.node = node
 
-    # -- the coordinator's clock, passed through ------------------------------------------------
+    # -- the coordinators' clocks, passed through ------------------------------------------------
     def tick(self, now_ms: int) -> list:
+        self.consumer.tick(now_ms)  # KIP-848 heartbeats never park: nothing to complete
         return self._values(self.coordinator.tick(now_ms))
 
     def next_deadline(self) -> int | None:
-        return self.coordinator.next_deadline()
+        times = [t for t in (self.coordinator.next_deadline(), self.consumer.next_deadline()) if t is not None]
+        return min(times) if times else None
 
     def cancel(self, token) -> None:
         self.coordinator.cancel(token)
@@ -102,7 +134,12 @@ class GroupApi:
     def handle(self, api_key: int, version: int, body, *, now_ms: int, token, client_id: str, topics: TopicAccess):
         """``(response value or None, completions)``; None: the request parked (``token``)."""
         c = self.coordinator
+        if api_key == CONSUMER_GROUP_HEARTBEAT.key:
+            return self._consumer_heartbeat(body, now_ms, client_id, topics), []
         if api_key == JOIN_GROUP.key:
+            if not self._classic_may_use(body.group_id):
+                return self._response(api_key, version, {"error_code": int(E.INCONSISTENT_GROUP_PROTOCOL),
+                                                         "member_id": body.member_id}), []
             rebalance_ms = body.rebalance_timeout_ms  # v0 has none: the session timeout (JoinGroupRequest)
             if version == 0 or rebalance_ms < 0:
                 rebalance_ms = body.session_timeout_ms
@@ -124,7 +161,8 @@ class GroupApi:
         handler = {FIND_COORDINATOR.key: self._find, OFFSET_COMMIT.key: self._commit,
                    OFFSET_FETCH.key: self._fetch, OFFSET_DELETE.key: self._delete_offsets,
                    LIST_GROUPS.key: self._list, DESCRIBE_GROUPS.key: self._describe,
-                   DELETE_GROUPS.key: self._delete_groups}[api_key]
+                   DELETE_GROUPS.key: self._delete_groups,
+                   CONSUMER_GROUP_DESCRIBE.key: self._consumer_describe}[api_key]
         return handler(version, body, now_ms, topics), []
 
     def _find(self, version: int, body, now_ms: int, topics):
@@ -152,6 +190,81 @@ class GroupApi:
             resp.make(member_id=m, group_instance_id=i, error_code=e) for (m, i), e in zip(members, errors))), \
             self._values(done)
 
+    # -- the consumer protocol (KIP-848) ------------------------------------------------------------
+    def _classic_may_use(self, group_id: str) -> bool:
+        """False when ``group_id`` is a consumer-protocol group with members; an empty one
+        is dropped so the id becomes classic (``maybeDeleteEmptyConsumerGroup``)."""
+        group = self.consumer.get(group_id)
+        if group is None:
+            return True
+        if group.members:
+            return False
+        self.consumer.delete(group_id)
+        return True
+
+    def _consumer_heartbeat(self, body, now_ms: int, client_id: str, topics: TopicAccess):
+        make = CONSUMER_GROUP_HEARTBEAT.response.make
+
+        def refuse(code: E, message: str):
+            return make(error_code=int(code), error_message=message, member_id=None, member_epoch=0,
+                        heartbeat_interval_ms=0, assignment=None)
+
+        classic = self.coordinator.describe(body.group_id) if body.group_id else None
+        if classic is not None:
+            if classic.members or classic.pending:
+                return refuse(E.GROUP_ID_NOT_FOUND, f"Group {body.group_id} is not a consumer group.")
+            if body.member_epoch == 0:  # maybeDeleteEmptyClassicGroup
+                self.coordinator.delete(body.group_id)
+        if body.subscribed_topic_names:
+            denied = sorted({name for name in body.subscribed_topic_names
+                             if topics.readable(name) == int(E.TOPIC_AUTHORIZATION_FAILED)})
+            if denied:
+                return refuse(E.TOPIC_AUTHORIZATION_FAILED,
+                              f"The group has subscribed to topics that are not authorized: {', '.join(denied)}")
+        fields = self.consumer.heartbeat(body, client_id=client_id, now=now_ms, topics=_topic_lookup(topics))
+        assignment = fields.pop("assignment")
+        if assignment is not None:
+            part = _CGH["TopicPartitions"].cls
+            assignment = _CGH["Assignment"].cls(topic_partitions=tuple(
+                part(topic_id=tid, partitions=tuple(parts)) for tid, parts in assignment))
+        return make(assignment=assignment, **fields)
+
+    def _consumer_describe(self, version: int, body, now_ms: int, topics):
+        """``GroupMetadataManager.consumerGroupDescribe`` after KafkaApis' checks: a group that
+        is not a consumer-protocol one answers GROUP_ID_NOT_FOUND (librdkafka then asks
+        DescribeGroups), one whose members name a topic the user may not read
+        TOPIC_AUTHORIZATION_FAILED (``handleConsumerGroupDescribe``)."""
+        S = _S[CONSUMER_GROUP_DESCRIBE.key]
+        out = []
+        for gid in body.group_ids:
+            group = self.consumer.get(gid) if valid_group_id(gid) else None
+            if group is None:
+                code = E.GROUP_ID_NOT_FOUND if valid_group_id(gid) else E.INVALID_GROUP_ID
+                out.append(S["DescribedGroup"].make(error_code=int(code), group_id=gid, group_state=DEAD,
+                                                    error_message=f"Group {gid} is not a consumer group."))
+                continue
+            names = {tid: name for name, (tid, _n) in group.metadata.items()}
+            seen = set(names.values()) | group.subscribed_names()
+            if any(topics.readable(name) == int(E.TOPIC_AUTHORIZATION_FAILED) for name in seen):
+                out.append(S["DescribedGroup"].make(
+                    error_code=int(E.TOPIC_AUTHORIZATION_FAILED), group_id=gid, group_state="",
+                    error_message="The group has described topic(s) that the client is not authorized to read."))
+                continue
+
+            def assignment(parts: dict):
+                return S["Assignment"].make(topic_partitions=tuple(
+                    S["TopicPartitions"].make(topic_id=tid, topic_name=names[tid], partitions=tuple(sorted(ps)))
+                    for tid, ps in sorted(parts.items(), key=lambda kv: names.get(kv[0], "")) if tid in names))
+            members = tuple(S["Member"].make(
+                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
+                client_id=m.client_id, client_host="", subscribed_topic_names=tuple(sorted(m.subscribed)),
+                assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})))
+                for m in group.members.values())
+            out.append(S["DescribedGroup"].make(
+                error_code=0, group_id=gid, group_state=group.state, group_epoch=group.epoch,
+                assignment_epoch=group.assignment_epoch, assignor_name=group.assignor(), members=members))
+        return CONSUMER_GROUP_DESCRIBE.response.make(groups=tuple(out))
+
     # -- offsets ------------------------------------------------------------------------------------
     def _commit(self, version: int, body, now_ms: int, topics):
         out, valid = [], []  # out: (topic, [[partition, error]]); valid: rows the coordinator decides
@@ -177,11 +290,25 @@ class GroupApi:
                 S["OffsetCommitResponsePartition"].make(partition_index=i, error_code=e) for i, e in rows))
             for name, rows in out))
 
+    def check_commit(self, group_id: str, generation: int, member_id: str, *, now_ms: int,
+                     instance_id: str | None = None, version: int, transactional: bool = False) -> int:
+        """The error code of a commit from (generation or member epoch, member) to whichever
+        coordinator holds ``group_id`` (``OffsetMetadataManager.validateOffsetCommit``):
+        OffsetCommit's check, and TxnOffsetCommit's with ``transactional``."""
+        if self.consumer.get(group_id) is not None:
+            return self.consumer.check_commit(group_id, generation, member_id, version=version,
+                                              transactional=transactional)
+        err = self.coordinator.check_commit(group_id, generation, member_id, now=now_ms, instance_id=instance_id)
+        if err == int(E.ILLEGAL_GENERATION) and version >= 9 and not transactional \
+                and self.coordinator.describe(group_id) is None:
+            err = int(E.GROUP_ID_NOT_FOUND)  # OffsetCommit v9+ names a missing group
+        return err
+
     def _store(self, version: int, body, now_ms: int, valid: list) -> None:
         """The coordinator's part of a commit (``OffsetMetadataManager.commitOffset``)."""
-        err = self.coordinator.check_commit(
-            body.group_id, body.generation_id_or_member_epoch if version >= 1 else -1,
-            body.member_id if version >= 1 else "", now=now_ms, instance_id=body.group_instance_id)
+        err = self.check_commit(body.group_id, body.generation_id_or_member_epoch if version >= 1 else -1,
+                                body.member_id if version >= 1 else "", now_ms=now_ms,
+                                instance_id=body.group_instance_id, version=version)
         entries, stored = [], []
         for name, p, row in valid:
             if err:
@@ -245,9 +372,10 @@ class GroupApi:
         gid = body.group_id
         if not valid_group_id(gid):
             return OFFSET_DELETE.response.make(error_code=int(E.INVALID_GROUP_ID), topics=())
-        if self.coordinator.describe(gid) is None and not self.offsets.has(gid):
+        consumer = self.consumer.get(gid) is not None
+        if self.coordinator.describe(gid) is None and not consumer and not self.offsets.has(gid):
             return OFFSET_DELETE.response.make(error_code=int(E.GROUP_ID_NOT_FOUND), topics=())
-        err = self.coordinator.check_offset_delete(gid)
+        err = 0 if consumer else self.coordinator.check_offset_delete(gid)  # ConsumerGroup.validateOffsetDelete
         if err:
             return OFFSET_DELETE.response.make(error_code=err, topics=())
         out = []
@@ -256,7 +384,8 @@ class GroupApi:
             count = topics.partitions(t.name) if not code else None
             if not code and count is None:
                 code = int(E.UNKNOWN_TOPIC_OR_PARTITION)
-            if not code and self.coordinator.is_subscribed(gid, t.name):
+            subscribed = self.consumer.is_subscribed if consumer else self.coordinator.is_subscribed
+            if not code and subscribed(gid, t.name):
                 code = int(E.GROUP_SUBSCRIBED_TO_TOPIC)
             codes = [code or (0 if 0 <= p.partition_index < count else int(E.UNKNOWN_TOPIC_OR_PARTITION))
                      for p in t.partitions]
@@ -273,7 +402,7 @@ class GroupApi:
         """group id -> (protocol type, state) of every group, live or with offsets only
         (those read as Empty consumer groups, as they were before a restart)."""
         out = {gid: ("consumer", EMPTY) for gid in self.offsets.groups()}
-        for gid, ptype, state in self.coordinator.listing():
+        for gid, ptype, state in self.coordinator.listing() + self.consumer.listing():
             out[gid] = (ptype, state)
         return out
 
@@ -294,6 +423,10 @@ class GroupApi:
                 out.append(S["DescribedGroup"].make(error_code=int(E.INVALID_GROUP_ID), group_id=gid,
                                                     group_state=DEAD))
                 continue
+            modern = self.consumer.get(gid)
+            if modern is not None:
+                out.append(self._describe_consumer_group(modern))
+                continue
             group = self.coordinator.describe(gid)
             if group is None:
                 known = self.offsets.has(gid)
@@ -310,6 +443,23 @@ class GroupApi:
                                                 protocol_data=group.protocol if stable else "", members=members))
         return DESCRIBE_GROUPS.response.make(groups=tuple(out))
 
+    def _describe_consumer_group(self, group):
+        """A KIP-848 group through DescribeGroups: its state, protocol type "consumer", the
+        assignor as the protocol and its members with their subscription and assignment in
+        the classic consumer protocol's bytes (``classic_view``). Kafka answers such a group
+        only through ConsumerGroupDescribe, which Ferry does not serve; admin clients fall
+        back to DescribeGroups."""
+        S = _S[DESCRIBE_GROUPS.key]
+        members = []
+        for m in group.members.values():
+            metadata, assignment = classic_view(group, m)
+            members.append(S["DescribedGroupMember"].make(
+                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id, client_host="",
+                member_metadata=metadata, member_assignment=assignment))
+        members = tuple(members)
+        return S["DescribedGroup"].make(error_code=0, group_id=group.group_id, group_state=group.state,
+                                        protocol_type="consumer", protocol_data=group.assignor(), members=members)
+
     def _delete_groups(self, version: int, body, now_ms: int, topics):
         """Empty (or offsets-only) groups go with their offsets; live ones answer NON_EMPTY_GROUP."""
         result = _S[DELETE_GROUPS.key]["DeletableGroupResult"]
@@ -318,8 +468,8 @@ class GroupApi:
             if not valid_group_id(gid):
                 out.append(result.make(group_id=gid, error_code=int(E.INVALID_GROUP_ID)))
                 continue
-            live = self.coordinator.describe(gid) is not None
-            code = self.coordinator.delete(gid)
+            live = self.coordinator.describe(gid) is not None or self.consumer.get(gid) is not None
+            code = self.coordinator.delete(gid) or self.consumer.delete(gid)
             if not code:
                 try:
                     had_offsets = self.offsets.delete_group(gid)

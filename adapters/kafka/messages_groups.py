@@ -1,8 +1,9 @@
 """Kafka's consumer-group APIs, declared once as tables (see :mod:`adapters.kafka.table`).
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete, request
-and response, in the versions Ferry serves. Fields, version ranges, nullable
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete,
+ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), request and
+response, in the versions Ferry serves. Fields, version ranges, nullable
 versions, tags and defaults are the facts of Kafka's message spec files
 (``clients/src/main/resources/common/message``); :mod:`adapters.kafka.messages`
 gathers every API into the one table.
@@ -11,7 +12,7 @@ gathers every API into the one table.
 from __future__ import annotations
 
 from .table import Api, F, S
-from .types import ARRAY, BOOL, BYTES, INT16, INT32, INT64, INT8, STRING
+from .types import ARRAY, BOOL, BYTES, INT16, INT32, INT64, INT8, STRING, UUID
 
 FIND_COORDINATOR = Api(10, "FindCoordinator", "0-4", flexible="3+", request=(
     F("Key", STRING, "0-3"),
@@ -100,7 +101,9 @@ LEAVE_GROUP = Api(13, "LeaveGroup", "0-4", flexible="4+", request=(
         F("ErrorCode", INT16, "3+"))), "3+"),
 ))
 
-OFFSET_COMMIT = Api(8, "OffsetCommit", "0-8", flexible="8+", request=(
+# v9 is v8 on the wire; it is the version KIP-848 members must commit with
+# (ConsumerGroup.validateOffsetCommit), and an unknown group answers GROUP_ID_NOT_FOUND.
+OFFSET_COMMIT = Api(8, "OffsetCommit", "0-9", flexible="8+", request=(
     F("GroupId", STRING),
     F("GenerationIdOrMemberEpoch", INT32, "1+", default=-1),
     F("MemberId", STRING, "1+"),
@@ -199,12 +202,78 @@ OFFSET_DELETE = Api(47, "OffsetDelete", "0", flexible=None, request=(
             F("ErrorCode", INT16))))))),
 ))
 
+# KIP-848's heartbeat (ConsumerGroupHeartbeatRequest/Response.json): v0 has the coordinator
+# name the member, v1 (KIP-1082) lets the client do it and adds SubscribedTopicRegex.
+# librdkafka 2.16 sends v1 only (rd_kafka_ConsumerGroupHeartbeatRequest).
+CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", "0-1", flexible="0+", request=(
+    F("GroupId", STRING),
+    F("MemberId", STRING),
+    F("MemberEpoch", INT32),
+    F("InstanceId", STRING, nullable="0+", default=None),
+    F("RackId", STRING, nullable="0+", default=None),
+    F("RebalanceTimeoutMs", INT32, default=-1),
+    F("SubscribedTopicNames", ARRAY(STRING), nullable="0+", default=None),
+    F("SubscribedTopicRegex", STRING, "1+", nullable="1+", default=None),
+    F("ServerAssignor", STRING, nullable="0+", default=None),
+    F("TopicPartitions", ARRAY(S("TopicPartitions",
+        F("TopicId", UUID),
+        F("Partitions", ARRAY(INT32)))), nullable="0+", default=None),
+), response=(
+    F("ThrottleTimeMs", INT32),
+    F("ErrorCode", INT16),
+    F("ErrorMessage", STRING, nullable="0+", default=None),
+    F("MemberId", STRING, nullable="0+", default=None),
+    F("MemberEpoch", INT32),
+    F("HeartbeatIntervalMs", INT32),
+    F("Assignment", S("Assignment",
+        F("TopicPartitions", ARRAY(S("TopicPartitions",
+            F("TopicId", UUID),
+            F("Partitions", ARRAY(INT32)))))), nullable="0+", default=None),
+))
+
+# ConsumerGroupDescribe{Request,Response}.json: v0 is what librdkafka 2.16's admin client
+# sends (rd_kafka_ConsumerGroupDescribeRequest), falling back to DescribeGroups for a group
+# answered GROUP_ID_NOT_FOUND; v1 (MemberType) is not served.
+_CGD_ASSIGNMENT = S("Assignment",
+    F("TopicPartitions", ARRAY(S("TopicPartitions",
+        F("TopicId", UUID),
+        F("TopicName", STRING),
+        F("Partitions", ARRAY(INT32))))))
+
+CONSUMER_GROUP_DESCRIBE = Api(69, "ConsumerGroupDescribe", "0", flexible="0+", request=(
+    F("GroupIds", ARRAY(STRING)),
+    F("IncludeAuthorizedOperations", BOOL),
+), response=(
+    F("ThrottleTimeMs", INT32),
+    F("Groups", ARRAY(S("DescribedGroup",
+        F("ErrorCode", INT16),
+        F("ErrorMessage", STRING, nullable="0+", default=None),
+        F("GroupId", STRING),
+        F("GroupState", STRING),
+        F("GroupEpoch", INT32),
+        F("AssignmentEpoch", INT32),
+        F("AssignorName", STRING),
+        F("Members", ARRAY(S("Member",
+            F("MemberId", STRING),
+            F("InstanceId", STRING, nullable="0+", default=None),
+            F("RackId", STRING, nullable="0+", default=None),
+            F("MemberEpoch", INT32),
+            F("ClientId", STRING),
+            F("ClientHost", STRING),
+            F("SubscribedTopicNames", ARRAY(STRING)),
+            F("SubscribedTopicRegex", STRING, nullable="0+", default=None),
+            F("Assignment", _CGD_ASSIGNMENT),
+            F("TargetAssignment", _CGD_ASSIGNMENT)))),
+        F("AuthorizedOperations", INT32, default=-2147483648)))),
+))
+
 GROUP_APIS = (
     FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS,
-    DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
+    DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE,
 )
 
 __all__ = [
+    "CONSUMER_GROUP_DESCRIBE", "CONSUMER_GROUP_HEARTBEAT",
     "DELETE_GROUPS", "DESCRIBE_GROUPS", "FIND_COORDINATOR", "GROUP_APIS", "HEARTBEAT", "JOIN_GROUP",
     "LEAVE_GROUP", "LIST_GROUPS", "OFFSET_COMMIT", "OFFSET_DELETE", "OFFSET_FETCH", "SYNC_GROUP",
 ]

@@ -17,7 +17,8 @@ one request frame and acts on the :class:`Outcome` before the next:
   which the driver puts through ``UserStore.scram_login`` (the login guard and
   audit under the connection's actor) and gives to :meth:`KafkaSession.login_done`;
 * ``Wait(...)``: a Produce waiting for durability, a Fetch waiting for data,
-  or a group request parked in the coordinator; the driver waits and asks
+  a group request parked in the coordinator, or an EndTxn(commit) waiting for
+  its transaction's appends (:class:`TxnWait`); the driver waits and asks
   :meth:`KafkaSession.resume` for the outcome.
 
 **Authentication** is SASL/PLAIN or SASL/SCRAM-SHA-256/512 against Ferry's
@@ -49,19 +50,22 @@ from .context import AccessDenied
 from .dataplane import DataPlane, FetchWait, ProduceWait
 from .errors import ErrorCode as E
 from .messages import API, api_versions
-from .messages_txn import INIT_PRODUCER_ID
+from .messages_txn import END_TXN, INIT_PRODUCER_ID
 from .sasl import MECHANISMS, Sasl, Step
 from .types import KafkaDecodeError
 
-__all__ = ["MECHANISMS", "GroupWait", "KafkaSession", "Outcome", "deliver"]
+__all__ = ["MECHANISMS", "GroupWait", "KafkaSession", "Outcome", "TxnWait", "deliver"]
 
-GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
+GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69})
 PRE_AUTH_KEYS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 DATA_KEYS = {0: "produce", 1: "fetch", 2: "list_offsets"}
 ADMIN_KEYS = {3: "metadata", 19: "create_topics", 20: "delete_topics", 21: "delete_records", 32: "describe_configs",
               37: "create_partitions", 44: "incremental_alter_configs", 60: "describe_cluster"}
-SERVED = frozenset(PRE_AUTH_KEYS | set(DATA_KEYS) | set(ADMIN_KEYS) | {22} | GROUP_KEYS)
-SERVED_WITHOUT_GROUPS = SERVED - GROUP_KEYS
+# The transaction APIs (adapters/kafka/txn.py); served with the group APIs, since a
+# client finds its transaction coordinator through FindCoordinator.
+TXN_KEYS = {24: "add_partitions", 25: "add_offsets", 26: "end_txn", 28: "txn_offset_commit"}
+SERVED = frozenset(PRE_AUTH_KEYS | set(DATA_KEYS) | set(ADMIN_KEYS) | {22} | GROUP_KEYS | set(TXN_KEYS))
+SERVED_WITHOUT_GROUPS = SERVED - GROUP_KEYS - set(TXN_KEYS)
 
 
 @dataclass(slots=True)
@@ -90,6 +94,29 @@ class GroupWait:
         self.answer = value
         if self.wake is not None:
             self.wake()
+
+
+@dataclass(eq=False)
+class TxnWait:
+    """An EndTxn(commit) waiting for its appends to be durable (adapters/kafka/txn.py
+    ``Completion``); the driver waits as for a ProduceWait."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    completion: object
+
+    @property
+    def done(self) -> bool:
+        return self.completion.done
+
+    @property
+    def wake(self):
+        return None
+
+    @wake.setter
+    def wake(self, wake) -> None:
+        self.completion.waiters.append(wake)
 
 
 @dataclass(slots=True)
@@ -178,7 +205,9 @@ class KafkaSession:
         if key == 2:
             return _reply(frames.encode_response(key, version, corr, self.data.list_offsets(version, body)))
         if key == 22:
-            return _reply(frames.encode_response(key, version, corr, self._init_producer_id(body)))
+            return _reply(frames.encode_response(key, version, corr, self._init_producer_id(version, body, now_ms)))
+        if key in TXN_KEYS:
+            return self._txn(key, version, corr, body, now_ms)
         return self._group(key, version, corr, body, now_ms)
 
     # -- waits --------------------------------------------------------------------------------
@@ -196,6 +225,10 @@ class KafkaSession:
             return self._fetch_outcome(wait.pending, value)
         if isinstance(wait, GroupWait):
             return _reply(frames.encode_response(wait.api_key, wait.version, wait.correlation_id, wait.answer))
+        if isinstance(wait, TxnWait):
+            code = self.ctx.txn.finish(wait.completion, now_ms)
+            return _reply(frames.encode_response(wait.api_key, wait.version, wait.correlation_id,
+                                                 END_TXN.response.make(error_code=code)))
         raise TypeError(f"not a wait: {wait!r}")
 
     @staticmethod
@@ -229,11 +262,21 @@ class KafkaSession:
         info = self.ctx.topic(topic)
         return None if info is None else info.partitions_count
 
+    # -- transactions (adapters/kafka/txn.py) --------------------------------------------------
+    def _txn(self, key: int, version: int, corr: int, body, now_ms: int) -> Outcome:
+        value = getattr(self.ctx.txn, TXN_KEYS[key])(version, body, self.access, now_ms)
+        if key == 26 and not hasattr(value, "error_code"):  # a commit's appends, not yet durable
+            wait = TxnWait(key, version, corr, value)
+            if not wait.done:
+                return Outcome("wait", wait=wait)
+            value = END_TXN.response.make(error_code=self.ctx.txn.finish(value, now_ms))
+        return _reply(frames.encode_response(key, version, corr, value))
+
     # -- producer ids ------------------------------------------------------------------------
-    def _init_producer_id(self, body):
+    def _init_producer_id(self, version: int, body, now_ms: int):
         if body.transactional_id is not None:
-            return INIT_PRODUCER_ID.response.make(
-                error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), producer_id=-1, producer_epoch=-1)
+            code, pid, epoch = self.ctx.txn.init_producer_id(version, body, self.access, now_ms)
+            return INIT_PRODUCER_ID.response.make(error_code=code, producer_id=pid, producer_epoch=epoch)
         try:
             pid = self.ctx.next_producer_id()
         except FerryError:

@@ -158,22 +158,56 @@ def ARRAY(item) -> Array:  # noqa: N802 - reads like the spec's type names
     return Array(item)
 
 
+class NullableStruct(WireType):
+    """A struct value that may be null: Kafka's generated code writes an int8 before it,
+    -1 for null and 1 for a struct that follows (``ConsumerGroupHeartbeatResponseData.write``,
+    the heartbeat's Assignment); librdkafka reads that byte as "present"."""
+
+    min_size = 1
+
+    def __init__(self, inner: WireType) -> None:
+        self.inner = inner
+        self.name = f"nullable {inner.name}"
+        self.py = inner.py
+
+    def read(self, buf, pos, end):
+        marker, pos = INT8.read(buf, pos, end)
+        return (None, pos) if marker < 0 else self.inner.read(buf, pos, end)
+
+    def write(self, out, value):
+        if value is None:
+            out.append(b"\xff")
+            return
+        out.append(b"\x01")
+        self.inner.write(out, value)
+
+    def strategy(self):
+        from hypothesis import strategies as st
+
+        return st.none() | self.inner.strategy()
+
+
 class StructField(Versioned):
-    """A field whose value is one nested struct (not a list): the struct in the version."""
+    """A field whose value is one nested struct (not a list): the struct in the version,
+    behind a presence byte in the versions the field is nullable (:class:`NullableStruct`)."""
 
     def __init__(self, struct) -> None:
         self.struct = struct
         self.name = struct.name
         self.py = struct.cls
+        self._nullable: dict[int, NullableStruct] = {}
 
     def form(self, flexible, nullable, version):
-        if nullable:
-            raise TypeError(f"{self.name}: nullable struct fields are not supported")
-        return self.struct.at(version)
+        if not nullable:
+            return self.struct.at(version)
+        form = self._nullable.get(version)
+        if form is None:
+            form = self._nullable[version] = NullableStruct(self.struct.at(version))
+        return form
 
 
 __all__ = [
     "ARRAY", "Array", "BOOL", "BYTES", "BYTES_FORMS", "FLOAT64", "INT16", "INT32", "INT64", "INT8", "KAFKA",
-    "KafkaDecodeError", "MAX_STRING", "MAX_VERSION", "NULLABLE_STRING", "RECORDS", "RECORDS_FORMS", "STRING",
+    "KafkaDecodeError", "MAX_STRING", "MAX_VERSION", "NULLABLE_STRING", "NullableStruct", "RECORDS", "RECORDS_FORMS", "STRING",
     "STRING_FORMS", "StructField", "UINT16", "UUID", "UVARINT", "VARINT", "VARLONG", "Versioned", "ZERO_UUID",
 ]

@@ -100,4 +100,4 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
 
 LISTENER = ListenerSpec(name="kafka", default_port=9092, transport="tcp", serve=serve, options=OPTIONS,
                         description="Kafka (librdkafka, kafka-python, aiokafka, kafkajs): produce, fetch, groups, "
-                                    "TLS optional")
+                                    "transactions, TLS optional")

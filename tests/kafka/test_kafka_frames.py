@@ -160,7 +160,7 @@ def test_a_known_tag_must_fill_its_size_exactly():
 
 # --- unknown keys and unsupported versions ---------------------------------------------------
 
-@pytest.mark.parametrize("key", [4, 999, -1, 68], ids=["LeaderAndIsr", "999", "-1", "ConsumerGroupHeartbeat"])
+@pytest.mark.parametrize("key", [4, 999, -1, 71], ids=["LeaderAndIsr", "999", "-1", "GetTelemetrySubscriptions"])
 def test_an_unknown_api_key_carries_the_correlation_id(key):
     payload = key.to_bytes(2, "big", signed=True) + h("0001 | 12345678 | ffff")
     with pytest.raises(UnknownApiKey) as caught:

@@ -117,13 +117,14 @@ def test_api_versions_answer_is_derived_from_the_table():
 SERVED = {
     "ApiVersions": (18, 0, 3), "Metadata": (3, 0, 12), "Produce": (0, 3, 9), "Fetch": (1, 4, 12),
     "ListOffsets": (2, 0, 7), "FindCoordinator": (10, 0, 4), "JoinGroup": (11, 0, 7), "SyncGroup": (14, 0, 5),
-    "Heartbeat": (12, 0, 4), "LeaveGroup": (13, 0, 4), "OffsetCommit": (8, 0, 8), "OffsetFetch": (9, 0, 7),
+    "Heartbeat": (12, 0, 4), "LeaveGroup": (13, 0, 4), "OffsetCommit": (8, 0, 9), "OffsetFetch": (9, 0, 7),
     "InitProducerId": (22, 0, 4), "CreateTopics": (19, 0, 7), "DeleteTopics": (20, 0, 6),
     "CreatePartitions": (37, 0, 3), "DescribeConfigs": (32, 0, 4), "SaslHandshake": (17, 0, 1),
     "SaslAuthenticate": (36, 0, 2), "ListGroups": (16, 0, 4), "DescribeGroups": (15, 0, 5),
     "DeleteGroups": (42, 0, 2), "OffsetDelete": (47, 0, 0), "AddPartitionsToTxn": (24, 0, 3),
     "AddOffsetsToTxn": (25, 0, 3), "EndTxn": (26, 0, 3), "TxnOffsetCommit": (28, 0, 3), "DescribeCluster": (60, 0, 1),
     "DeleteRecords": (21, 0, 2), "IncrementalAlterConfigs": (44, 0, 1),
+    "ConsumerGroupHeartbeat": (68, 0, 1), "ConsumerGroupDescribe": (69, 0, 0),
 }
 
 

@@ -16,6 +16,7 @@ from adapters.kafka.messages_txn import INIT_PRODUCER_ID
 from adapters.kafka.records import Record, decode_batches, encode_batch
 from adapters.kafka.session import MECHANISMS, KafkaSession
 from core.broker import Broker
+from core.errors import StorageError
 from core.permissions import GlobalPermissions, Permissions
 
 PASSWORD = "secret-password"
@@ -277,3 +278,54 @@ def test_bad_batches_get_kafka_errors_and_store_nothing(ctx, broker):
     assert broker.partition("b", "t", 0).next_offset == 0
     assert produce(c, "b.t", batch(b"x"), acks=0) is None
     assert broker.partition("b", "t", 0).next_offset == 1
+
+
+def test_list_offsets_answers_the_found_records_create_time(ctx, broker):
+    # found by tests/kafka/test_kafka_client_matrix.py: kafka-python's and aiokafka's
+    # offsets_for_times gave the append time while a Fetch of the same record shows the
+    # producer's CreateTime; Kafka answers the found record's own timestamp.
+    c = Client(ctx)
+    c.login()
+    broker.create_stream("ts")
+    broker.create_topic("ts", "t", 1)
+    created = 1_600_000_000_000  # ms, long before this append
+    assert produce(c, "ts.t", batch(b"a", b"b", base_timestamp=created)).error_code == 0
+    L = LIST_OFFSETS.request.structs
+    lo = c.call(LIST_OFFSETS, 7, replica_id=-1, topics=(L["ListOffsetsTopic"].make(name="ts.t", partitions=(
+        L["ListOffsetsPartition"].make(partition_index=0, timestamp=0),
+        L["ListOffsetsPartition"].make(partition_index=0, timestamp=-3))),))
+    assert [(p.offset, p.timestamp) for p in lo.topics[0].partitions] == [(0, created), (1, created)]
+
+
+def test_list_offsets_by_timestamp_searches_create_times(ctx, broker, monkeypatch):
+    # Kafka answers the first record whose CreateTime is at or after the time; Ferry's
+    # index holds append times, later than a batch's create times (linger, back-dated
+    # records): the search reads on from the first record appended at or after it.
+    from adapters.kafka import dataplane
+    c = Client(ctx)
+    c.login()
+    broker.create_stream("ct")
+    broker.create_topic("ct", "t", 1)
+    t0 = 1_600_000_000_000
+    records = [Record(offset_delta=i, timestamp_delta=10 * i, value=b"%d" % i) for i in range(8)]
+    assert produce(c, "ct.t", encode_batch(records, base_timestamp=t0)).error_code == 0
+    L = LIST_OFFSETS.request.structs
+
+    def lookup(*times):
+        lo = c.call(LIST_OFFSETS, 7, replica_id=-1, topics=(L["ListOffsetsTopic"].make(name="ct.t", partitions=tuple(
+            L["ListOffsetsPartition"].make(partition_index=0, timestamp=t) for t in times)),))
+        return [(p.offset, p.timestamp) for p in lo.topics[0].partitions]
+
+    assert lookup(t0, t0 + 25, t0 + 70, t0 + 71) == [(0, t0), (3, t0 + 30), (7, t0 + 70), (-1, -1)]
+    monkeypatch.setattr(dataplane, "TIMESTAMP_SCAN_CHUNK", 2)
+    monkeypatch.setattr(dataplane, "TIMESTAMP_SCAN_RECORDS", 4)
+    # past the bound: the first record appended at or after it, never after Kafka's answer
+    assert lookup(t0 + 25, t0 + 35) == [(3, t0 + 30), (0, t0)]  # offset 4 is the fifth record read
+
+    def failing_read(*_args, **_kw):
+        raise StorageError("disk gone")
+    monkeypatch.setattr(type(broker.partition("ct", "t", 0)), "read", failing_read)
+    lo = c.call(LIST_OFFSETS, 7, replica_id=-1, topics=(L["ListOffsetsTopic"].make(name="ct.t", partitions=(
+        L["ListOffsetsPartition"].make(partition_index=0, timestamp=t0),)),))
+    (part,) = lo.topics[0].partitions
+    assert (part.error_code, part.offset) == (E.KAFKA_STORAGE_ERROR, -1)  # Kafka's answer, not a traceback
