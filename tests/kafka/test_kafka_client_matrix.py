@@ -313,9 +313,13 @@ class KafkaPythonOps:
 
     def consumer(self, group, topic):
         from kafka import KafkaConsumer
+        # metadata_max_age_ms: a CI run saw kafka-python's group leader assign before its
+        # first Metadata answer came ("No partition metadata for topic"), leaving the group
+        # with nothing assigned until the next refresh (5 minutes by default); a changed
+        # topic's metadata makes it rejoin, so refresh often.
         return KafkaConsumer(topic, **self.conf, group_id=group, auto_offset_reset="earliest",
                              session_timeout_ms=GROUP_SESSION_MS, heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
-                             max_poll_interval_ms=GROUP_POLL_INTERVAL_MS)
+                             max_poll_interval_ms=GROUP_POLL_INTERVAL_MS, metadata_max_age_ms=1000)
 
     @staticmethod
     def _rec(r) -> tuple:
