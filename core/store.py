@@ -26,6 +26,13 @@ live delivery), metadata changed under the broker (``resync``), consumer-group
 members across gateways (``group_members``), plain NATS publishes from other
 gateways (``plain_publish``) and metrics (``add_metrics``).
 
+Two more calls serve protocols whose clients pick a server themselves (Kafka's
+brokers, docs/kafka.md "Scale-out"): a listener :meth:`Store.advertise` gives the
+address its clients reach it at, and :meth:`Store.peers` lists every live
+gateway's, so each gateway can compute the same placement of partitions and
+groups; :meth:`Store.log_end` says how far the stored log reaches beyond this
+gateway's copy of a partition, for a read above it.
+
 :class:`EmbeddedStore` is the default: partitions are the on-disk log under
 ``data_dir``, the SQLite file is the metadata itself, an append is readable
 when it returns (``applied`` fires before :meth:`Store.append` returns), and
@@ -54,6 +61,8 @@ GroupKey = tuple[int, int, int]  # (stream id, topic id, group id)
 # How an append was made, for live delivery of its records (Broker.append):
 # (topic, live subject, origin, native, publisher, reply).
 Published = tuple["TopicInfo", "str | None", str, object, object, "str | None"]
+# Live gateways serving one listener (Store.peers): (gateway id, host, port), this one first.
+Peers = tuple[tuple[str, str, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +137,20 @@ class Store(Protocol):
         """Offer a plain (not stored) NATS publish to other gateways' subscribers; False
         when there are none to offer it to."""
 
+    def advertise(self, listener: str, host: str, port: int) -> None:
+        """This gateway's ``listener`` (e.g. "kafka") is reached at ``host:port``: tell
+        the other gateways (:meth:`peers`)."""
+
+    def peers(self, listener: str) -> Peers:
+        """Every live gateway that advertised ``listener``, this gateway's own entry
+        first, as ``(gateway id, host, port)``; the same tuple object while nothing
+        changed (callers may cache on it). Empty: no peers, a single node."""
+
+    def log_end(self, key: PartKey, part: Partition) -> int | None:
+        """The offset after the last record the stored log holds for ``part``, at least
+        ``part.next_offset``; None while it is not known (the store asks, and a later
+        call answers). This gateway's copy may be behind the stored log."""
+
 
 class EmbeddedStore:
     """The embedded log: everything on this machine's disk (module docstring)."""
@@ -180,5 +203,14 @@ class EmbeddedStore:
     def forward_publish(self, subject: str, reply: str, header: bytes, payload: bytes) -> bool:
         return False
 
+    def advertise(self, listener: str, host: str, port: int) -> None:
+        return None
 
-__all__ = ["EmbeddedStore", "GroupKey", "PartKey", "Published", "Store", "StoreEvents"]
+    def peers(self, listener: str) -> Peers:
+        return ()  # one gateway: every protocol's single-node answers
+
+    def log_end(self, key: PartKey, part: Partition) -> int | None:
+        return part.next_offset  # the embedded log is the stored log
+
+
+__all__ = ["EmbeddedStore", "GroupKey", "PartKey", "Peers", "Published", "Store", "StoreEvents"]

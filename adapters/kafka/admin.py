@@ -28,7 +28,11 @@ topic whose ``cleanup.policy=compact`` was silently ignored would lose data its
 users expect to keep. DescribeConfigs reports a key set on the topic as
 DYNAMIC_TOPIC_CONFIG, else its default as DEFAULT_CONFIG, so an alter shows
 in the next describe. Replication factors above 1 are
-INVALID_REPLICATION_FACTOR with Kafka's message, since there is one broker.
+INVALID_REPLICATION_FACTOR with Kafka's message, since there is one broker;
+a manual replica assignment (CreateTopics, CreatePartitions) is valid when
+each partition's replica list names one registered broker (one copy; with one
+gateway, this one), and is checked as Kafka's controller checks one
+(INVALID_REPLICA_ASSIGNMENT otherwise).
 
 IncrementalAlterConfigs (KIP-339) checks a request as Kafka's
 ``ConfigAdminManager.preprocess`` does before anything else (a resource named
@@ -67,6 +71,7 @@ from .errors import ErrorCode as E
 from .messages import METADATA
 from .messages_admin import (CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER,
                              DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
+from .placement import topic_key
 
 MAX_PARTITIONS = 1000  # Iggy's per-topic limit, which the core enforces
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # ConfigResource.Type ids
@@ -237,7 +242,10 @@ class Admin:
                     name = found[0]
                 allow = body.allow_auto_topic_creation if version >= 4 else True
                 topics.append(self._named_metadata(name, allow))
-        brokers = (_M_BROKER.make(node_id=ctx.node_id, host=ctx.host, port=ctx.port, rack=None),)
+        # every gateway serving Kafka is a broker (adapters/kafka/placement.py); the one asked
+        # names itself controller: any gateway takes the admin requests a controller gets
+        brokers = tuple(_M_BROKER.make(node_id=b.node_id, host=b.host, port=b.port, rack=None)
+                        for b in ctx.placement().brokers())
         return METADATA.response.make(brokers=brokers, cluster_id=ctx.cluster_id, controller_id=ctx.node_id,
                                       topics=tuple(topics))
 
@@ -260,10 +268,12 @@ class Admin:
         return self._topic_metadata(name, info)
 
     def _topic_metadata(self, name: str, info):
-        node = self.ctx.node_id
+        placement = self.ctx.placement()  # one copy per partition: its leader is its one replica
+        key = topic_key(info)
+        leaders = [placement.leader(key, pid).node_id for pid in range(info.partitions_count)]
         parts = tuple(_M_PART.make(error_code=0, partition_index=pid, leader_id=node, leader_epoch=0,
                                    replica_nodes=(node,), isr_nodes=(node,), offline_replicas=())
-                      for pid in range(info.partitions_count))
+                      for pid, node in enumerate(leaders))
         return _M_TOPIC.make(error_code=0, name=name, topic_id=topic_uuid(info), is_internal=False,
                              partitions=parts)
 
@@ -316,15 +326,18 @@ class Admin:
             return _CT_RESULT.make(name=t.name, error_code=int(E.TOPIC_ALREADY_EXISTS),
                                    error_message=f"Topic '{t.name}' already exists.")
         if t.assignments:
-            return _CT_RESULT.make(name=t.name, error_code=int(E.INVALID_REQUEST),
-                                   error_message="replica assignments are not accepted: there is one broker")
-        if t.replication_factor not in (-1, 1):
+            err, msg = self._manual_assignment(t)
+            if err:
+                return _CT_RESULT.make(name=t.name, error_code=err, error_message=msg)
+            partitions = len(t.assignments)
+        elif t.replication_factor not in (-1, 1):
             return _CT_RESULT.make(
                 name=t.name, error_code=int(E.INVALID_REPLICATION_FACTOR),
                 error_message=(f"Unable to replicate the partition {t.replication_factor} time(s): The target "
                                "replication factor of {0} cannot be reached because only 1 broker(s) are "
                                "registered.").replace("{0}", str(t.replication_factor)))
-        partitions = ctx.options.default_partitions if t.num_partitions == -1 else t.num_partitions
+        else:
+            partitions = ctx.options.default_partitions if t.num_partitions == -1 else t.num_partitions
         try:
             settings, at_creation = self._settings(t.configs, partitions)
         except ConfigProblem as exc:
@@ -404,6 +417,53 @@ class Admin:
                                            error_code=err, error_message=msg))
         return DELETE_TOPICS.response.make(responses=tuple(results))
 
+    def _manual_assignment(self, t) -> tuple[int, str | None]:
+        """(0, None) when CreateTopics topic ``t``'s replica assignments are valid on this
+        one-broker cluster, else (error code, message): Kafka's checks
+        (ReplicationControlManager.createTopic): replication factor and partition count
+        -1 (INVALID_REQUEST), partitions once each and numbered 0..n-1, replica lists
+        valid (INVALID_REPLICA_ASSIGNMENT, :meth:`_replicas_problem`)."""
+        if t.replication_factor != -1:
+            return int(E.INVALID_REQUEST), ("A manual partition assignment was specified, but replication factor "
+                                            "was not set to -1.")
+        if t.num_partitions != -1:
+            return int(E.INVALID_REQUEST), ("A manual partition assignment was specified, but numPartitions was "
+                                            "not set to -1.")
+        seen = set()
+        for a in t.assignments:
+            if a.partition_index in seen:
+                return int(E.INVALID_REPLICA_ASSIGNMENT), ("Found multiple manual partition assignments for "
+                                                           f"partition {a.partition_index}")
+            seen.add(a.partition_index)
+        problem = self._replicas_problem(a.broker_ids for a in t.assignments)
+        if problem:
+            return int(E.INVALID_REPLICA_ASSIGNMENT), problem
+        if seen != set(range(len(seen))):
+            return int(E.INVALID_REPLICA_ASSIGNMENT), "partitions should be a consecutive 0-based integer sequence"
+        return 0, None
+
+    def _replicas_problem(self, replica_lists) -> str | None:
+        """Why a manual assignment's replica lists are invalid here, or None. Kafka's
+        ReplicationControlManager.validateManualPartitionAssignment refuses an empty list,
+        a broker not registered, a broker named twice; Ferry keeps one copy of a partition,
+        so a list names one broker (which gateway leads it is Ferry's placement,
+        adapters/kafka/placement.py: with one gateway, this one)."""
+        registered = {b.node_id for b in self.ctx.placement().brokers()}
+        for ids in replica_lists:
+            if not ids:
+                return "The manual partition assignment includes an empty replica list."
+            for broker_id in ids:
+                if broker_id not in registered:
+                    return (f"The manual partition assignment includes broker {broker_id}, but no such broker is "
+                            "registered.")
+            if len(set(ids)) != len(ids):
+                twice = next(b for b in ids if ids.count(b) > 1)
+                return f"The manual partition assignment includes the broker {twice} more than once."
+            if len(ids) > 1:
+                return (f"The manual partition assignment names {len(ids)} replicas: Ferry keeps one copy of a "
+                        "partition, so an assignment names one broker.")
+        return None
+
     def create_partitions(self, version: int, body):
         results = []
         for t in body.topics:
@@ -418,8 +478,12 @@ class Admin:
                                                        f"which is higher than the requested {t.count}.")
             elif t.count > MAX_PARTITIONS:
                 err, msg = int(E.INVALID_PARTITIONS), f"Number of partitions must be at most {MAX_PARTITIONS}."
-            elif t.assignments:
-                err, msg = int(E.INVALID_REQUEST), "replica assignments are not accepted: there is one broker"
+            elif t.assignments is not None and len(t.assignments) != t.count - info.partitions_count:
+                err, msg = int(E.INVALID_REPLICA_ASSIGNMENT), (
+                    f"Attempted to add {t.count - info.partitions_count} additional partition(s), but only "
+                    f"{len(t.assignments)} assignment(s) were specified.")
+            elif t.assignments and (problem := self._replicas_problem(a.broker_ids for a in t.assignments)):
+                err, msg = int(E.INVALID_REPLICA_ASSIGNMENT), problem
             elif not body.validate_only:
                 try:
                     self.broker.add_partitions(info.stream_id, info.id, t.count - info.partitions_count)
@@ -575,4 +639,5 @@ class Admin:
         ctx = self.ctx
         return DESCRIBE_CLUSTER.response.make(
             cluster_id=ctx.cluster_id, controller_id=ctx.node_id,
-            brokers=(_CLUSTER_BROKER.make(broker_id=ctx.node_id, host=ctx.host, port=ctx.port, rack=None),))
+            brokers=tuple(_CLUSTER_BROKER.make(broker_id=b.node_id, host=b.host, port=b.port, rack=None)
+                          for b in ctx.placement().brokers()))

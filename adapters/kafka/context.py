@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 :class:`KafkaContext` is made once per listener: the broker, this gateway as
-Kafka's one node (node id, advertised host and port, cluster id), the
+a Kafka node (advertised host and port, cluster id; the node id and the other
+brokers come from :meth:`KafkaContext.placement`, adapters/kafka/placement.py,
+over the live gateways the store lists: ``Store.peers``), the
 listener's options (:class:`KafkaOptions`), the group coordinator's request
 handlers (``groups``, :mod:`adapters.kafka.group_api`), the transaction
 coordinator (``txn``, :mod:`adapters.kafka.txn`) and the producer-id
@@ -46,9 +48,11 @@ from core.kvtables import NOT_EXISTS
 from core.permissions import Action
 
 from .fetch_sessions import FetchSessions
+from .placement import SINGLE_NODE_ID, Placement
 from .txn import TxnCoordinator
 
-NODE_ID = 1  # this gateway is Kafka's one broker; any non-negative id works for clients
+NODE_ID = SINGLE_NODE_ID  # this gateway's node id without peers (adapters/kafka/placement.py)
+LISTENER_NAME = "kafka"  # the name the listener advertises under (core/store.py Store.advertise)
 PRODUCER_ID_TABLE = "_kafka/producer-ids"
 PRODUCER_ID_KEY = b"next"
 PRODUCER_ID_BLOCK = 1000  # ids taken per durable write (Kafka's ProducerIdManager blocks are 1000 too)
@@ -120,8 +124,8 @@ class KafkaContext:
     def __init__(self, broker, *, host: str, port: int, options: KafkaOptions = KafkaOptions(),
                  groups=None, anonymous=None) -> None:
         self.broker = broker
-        self.node_id = NODE_ID
         self.host, self.port = host, port
+        self._placement: tuple[object, Placement] | None = None  # (what it was built from, it)
         self.options = options
         self.groups = groups
         self.anonymous = anonymous  # UserInfo the `anonymous_user` option names, or None
@@ -130,6 +134,21 @@ class KafkaContext:
         self._pid_next = 0
         self._pid_end = 0
         self.txn = TxnCoordinator(self)
+
+    # -- brokers (adapters/kafka/placement.py) -----------------------------------------
+    def placement(self) -> Placement:
+        """Leaders and coordinators for the live gateways now: rebuilt only when the
+        store's peer list (the same tuple while unchanged) or this address changed."""
+        store = getattr(self.broker, "store", None)
+        peers = store.peers(LISTENER_NAME) if store is not None else ()
+        made = self._placement
+        if made is None or made[0] is not peers or (not peers and made[1].me.port != self.port):
+            made = self._placement = (peers, Placement(peers, host=self.host, port=self.port))
+        return made[1]
+
+    @property
+    def node_id(self) -> int:
+        return self.placement().me.node_id
 
     # -- names -------------------------------------------------------------------------
     def resolve(self, name: str) -> tuple[str, str] | None:

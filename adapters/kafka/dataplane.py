@@ -31,7 +31,11 @@ success), a gap OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's
 into record batches up to the partition's and the response's byte limits,
 the first batch whole even past them so a consumer always progresses
 (KIP-74). An offset outside ``[log start, high watermark]`` answers
-OFFSET_OUT_OF_RANGE. When fewer than ``min_bytes`` are found and
+OFFSET_OUT_OF_RANGE, except one above the high watermark that the stored log
+may hold (``Store.log_end``: over the JetStream store, this gateway's copy can
+be a few ms behind the cluster when a client moves here from another leader):
+that is an empty partition, as Kafka answers an offset between the high
+watermark and the log end. When fewer than ``min_bytes`` are found and
 ``max_wait_ms`` is above 0, the request waits (:class:`FetchWait`): the
 driver wakes it on the next append to any of its partitions or at its
 deadline and calls :meth:`DataPlane.fetch` again with the same request.
@@ -67,6 +71,7 @@ from .context import can_describe
 from .errors import ErrorCode as E
 from .fetch_sessions import FetchPlan
 from .messages import FETCH, LIST_OFFSETS, PRODUCE
+from .placement import topic_key
 from .records import RecordBatchError, decode_produce_batch
 
 # Records read from the log per partition per fetch: bounds the work of one
@@ -184,11 +189,14 @@ class DataPlane:
         below what retention left (core/topicops.py ``partition_start_offset``)."""
         return self.broker.topic_state.partition_start_offset(info.stream_id, info.id, partition_id)
 
-    @staticmethod
-    def _partitions(info, err: int, items, index_key: str, index_of, out: list, **defaults):
+    def _partitions(self, info, err: int, items, index_key: str, index_of, out: list, **defaults):
         """Each requested partition's response fields (appended to ``out``), yielding
         ``(item, fields)`` for those to serve: none when the topic check failed (``err``),
-        and UNKNOWN_TOPIC_OR_PARTITION for an index the topic does not have."""
+        UNKNOWN_TOPIC_OR_PARTITION for an index the topic does not have, and
+        NOT_LEADER_OR_FOLLOWER for one another gateway leads (adapters/kafka/placement.py;
+        Kafka's ``ReplicaManager`` answers a partition it does not lead so, and the client
+        asks Metadata for the leader again)."""
+        placement = self.ctx.placement()
         for item in items:
             index = index_of(item)
             fields = {index_key: index, "error_code": err, **defaults}
@@ -197,6 +205,9 @@ class DataPlane:
                 continue
             if not 0 <= index < info.partitions_count:
                 fields["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if not placement.leads(topic_key(info), index):
+                fields["error_code"] = int(E.NOT_LEADER_OR_FOLLOWER)
                 continue
             yield item, fields
 
@@ -358,6 +369,9 @@ class DataPlane:
             hwm, start = part.next_offset, self._log_start(info, p.partition)
             resp.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
             if not start <= p.fetch_offset <= hwm:
+                if p.fetch_offset > hwm and self._stored_above(info, p.partition, part, p.fetch_offset):
+                    resp["records"] = b""  # not here yet (module docstring, "Fetch")
+                    return 0
                 resp["error_code"] = int(E.OFFSET_OUT_OF_RANGE)
                 return 0
             if p.fetch_offset == hwm or (limit <= 0 and not first):
@@ -372,6 +386,13 @@ class DataPlane:
         self.counters["messages_out"].inc(LISTENER, amount=fetched.count)
         self.counters["bytes_out"].inc(LISTENER, amount=len(fetched.data))
         return len(fetched.data)
+
+    def _stored_above(self, info, pid: int, part, offset: int) -> bool:
+        """May ``offset``, above this gateway's high watermark, be in the stored log? Its
+        end may not be known yet (the store asks): then yes, the safe answer (an empty
+        partition, which the client fetches again; OFFSET_OUT_OF_RANGE would reset it)."""
+        end = self.broker.store.log_end((info.stream_id, info.id, pid), part)
+        return end is None or offset <= end
 
     # -- ListOffsets ------------------------------------------------------------------------
     def list_offsets(self, version: int, body):

@@ -14,9 +14,13 @@ Kafka: a JoinGroup for a consumer group with members answers
 INCONSISTENT_GROUP_PROTOCOL and a ConsumerGroupHeartbeat for a classic group
 with members GROUP_ID_NOT_FOUND ("not a consumer group"); an empty group of
 the other kind is dropped and the id changes sides
-(``maybeDeleteEmptyClassicGroup`` / ``maybeDeleteEmptyConsumerGroup``). This gateway
-is the coordinator of every group and transactional id: FindCoordinator
-always names it (key types 0 and 1; any other is INVALID_REQUEST).
+(``maybeDeleteEmptyClassicGroup`` / ``maybeDeleteEmptyConsumerGroup``).
+FindCoordinator names a group's coordinator as :mod:`adapters.kafka.placement`
+decides (this gateway, unless several serve Kafka over the JetStream store),
+and this gateway for a transactional id (key types 0 and 1; any other is
+INVALID_REQUEST). A request about a group another gateway coordinates answers
+NOT_COORDINATOR, as Kafka's ``isCoordinatorForGroup`` check does, and
+ListGroups lists only the groups coordinated here.
 
 :meth:`GroupApi.handle` answers a request at once, or parks it (JoinGroup,
 SyncGroup) and returns None. Parked requests are answered through the
@@ -56,6 +60,7 @@ from .messages_groups import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT,
                               FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE,
                               OFFSET_FETCH, SYNC_GROUP)
 from .offsets import NO_OFFSET, CommitTooLarge, GroupOffsets, metadata_too_large
+from .placement import not_coordinator_fields
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types (CoordinatorType)
 _APIS = (FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS,
@@ -94,7 +99,10 @@ class GroupApi:
     """The group APIs of one listener (module docstring); ``node`` is (id, host, port)."""
 
     def __init__(self, coordinator: Coordinator, offsets: GroupOffsets, node: tuple[int, str, int],
-                 consumer_groups: ConsumerGroups | None = None) -> None:
+                 consumer_groups: ConsumerGroups | None = None, placement=None) -> None:
+        # ``placement``: () -> adapters.kafka.placement.Placement (KafkaContext.placement);
+        # None: this gateway coordinates every group, as ``node``
+        self.placement = placement
         self.coordinator = coordinator
         self.consumer = consumer_groups if consumer_groups is not None else ConsumerGroups()
         self.offsets = offsets
@@ -133,6 +141,11 @@ class GroupApi:
     # -- requests ---------------------------------------------------------------------------------
     def handle(self, api_key: int, version: int, body, *, now_ms: int, token, client_id: str, topics: TopicAccess):
         """``(response value or None, completions)``; None: the request parked (``token``)."""
+        group_id = getattr(body, "group_id", None)  # the one-group APIs (not_coordinator_fields)
+        if group_id is not None and not self._here(group_id):
+            fields = not_coordinator_fields(api_key, version, body)
+            if fields is not None:
+                return self._response(api_key, version, fields), []
         c = self.coordinator
         if api_key == CONSUMER_GROUP_HEARTBEAT.key:
             return self._consumer_heartbeat(body, now_ms, client_id, topics), []
@@ -165,19 +178,35 @@ class GroupApi:
                    CONSUMER_GROUP_DESCRIBE.key: self._consumer_describe}[api_key]
         return handler(version, body, now_ms, topics), []
 
+    def _here(self, group_id: str) -> bool:
+        """Does this gateway coordinate ``group_id`` (adapters/kafka/placement.py)?"""
+        return self.placement is None or self.placement().coordinates(group_id)
+
+    def _where(self, key_type: int, key: str) -> tuple[int, str, int]:
+        """(node id, host, port) of the coordinator of ``key``: placement's for a group,
+        this gateway for a transactional id (module docstring)."""
+        if self.placement is None:
+            return self.node
+        placement = self.placement()
+        b = placement.coordinator(key) if key_type == GROUP else placement.me
+        return b.node_id, b.host, b.port
+
     def _find(self, version: int, body, now_ms: int, topics):
-        node_id, host, port = self.node
         key_type = body.key_type if version >= 1 else GROUP
         err = 0 if key_type in (GROUP, TRANSACTION) else int(E.INVALID_REQUEST)
         message = None if not err else f"unknown coordinator key type {key_type}"
-        where = (node_id, host, port) if not err else (-1, "", -1)
+        nowhere = (-1, "", -1)
         if version < 4:
+            where = self._where(key_type, body.key) if not err else nowhere
             return FIND_COORDINATOR.response.make(error_code=err, error_message=message, node_id=where[0],
                                                   host=where[1], port=where[2])
         coord = _S[FIND_COORDINATOR.key]["Coordinator"]
-        return FIND_COORDINATOR.response.make(coordinators=tuple(
-            coord.make(key=k, node_id=where[0], host=where[1], port=where[2], error_code=err, error_message=message)
-            for k in body.coordinator_keys))
+        out = []
+        for k in body.coordinator_keys:
+            where = self._where(key_type, k) if not err else nowhere
+            out.append(coord.make(key=k, node_id=where[0], host=where[1], port=where[2], error_code=err,
+                                  error_message=message))
+        return FIND_COORDINATOR.response.make(coordinators=tuple(out))
 
     def _leave(self, version: int, body, now_ms: int):
         members = [(body.member_id, None)] if version < 3 else [(m.member_id, m.group_instance_id)
@@ -237,6 +266,10 @@ class GroupApi:
         S = _S[CONSUMER_GROUP_DESCRIBE.key]
         out = []
         for gid in body.group_ids:
+            if valid_group_id(gid) and not self._here(gid):
+                out.append(S["DescribedGroup"].make(error_code=int(E.NOT_COORDINATOR), group_id=gid,
+                                                    group_state=""))
+                continue
             group = self.consumer.get(gid) if valid_group_id(gid) else None
             if group is None:
                 code = E.GROUP_ID_NOT_FOUND if valid_group_id(gid) else E.INVALID_GROUP_ID
@@ -295,6 +328,8 @@ class GroupApi:
         """The error code of a commit from (generation or member epoch, member) to whichever
         coordinator holds ``group_id`` (``OffsetMetadataManager.validateOffsetCommit``):
         OffsetCommit's check, and TxnOffsetCommit's with ``transactional``."""
+        if not self._here(group_id):  # TxnOffsetCommit's coordinator check (OffsetCommit's is in handle)
+            return int(E.NOT_COORDINATOR)
         if self.consumer.get(group_id) is not None:
             return self.consumer.check_commit(group_id, generation, member_id, version=version,
                                               transactional=transactional)
@@ -411,7 +446,8 @@ class GroupApi:
         listed = _S[LIST_GROUPS.key]["ListedGroup"]
         return LIST_GROUPS.response.make(error_code=0, groups=tuple(
             listed.make(group_id=gid, protocol_type=ptype, group_state=state)
-            for gid, (ptype, state) in sorted(self._states().items()) if not wanted or state.lower() in wanted))
+            for gid, (ptype, state) in sorted(self._states().items())
+            if (not wanted or state.lower() in wanted) and self._here(gid)))
 
     def _describe(self, version: int, body, now_ms: int, topics):
         """``GroupMetadataManager.describeGroups``: members' metadata and the protocol
@@ -419,9 +455,10 @@ class GroupApi:
         S = _S[DESCRIBE_GROUPS.key]
         out = []
         for gid in body.groups:
-            if not valid_group_id(gid):
-                out.append(S["DescribedGroup"].make(error_code=int(E.INVALID_GROUP_ID), group_id=gid,
-                                                    group_state=DEAD))
+            if not valid_group_id(gid) or not self._here(gid):
+                code = E.INVALID_GROUP_ID if not valid_group_id(gid) else E.NOT_COORDINATOR
+                out.append(S["DescribedGroup"].make(error_code=int(code), group_id=gid,
+                                                    group_state=DEAD if code == E.INVALID_GROUP_ID else ""))
                 continue
             modern = self.consumer.get(gid)
             if modern is not None:
@@ -465,8 +502,9 @@ class GroupApi:
         result = _S[DELETE_GROUPS.key]["DeletableGroupResult"]
         out = []
         for gid in body.groups_names:
-            if not valid_group_id(gid):
-                out.append(result.make(group_id=gid, error_code=int(E.INVALID_GROUP_ID)))
+            if not valid_group_id(gid) or not self._here(gid):
+                code = E.INVALID_GROUP_ID if not valid_group_id(gid) else E.NOT_COORDINATOR
+                out.append(result.make(group_id=gid, error_code=int(code)))
                 continue
             live = self.coordinator.describe(gid) is not None or self.consumer.get(gid) is not None
             code = self.coordinator.delete(gid) or self.consumer.delete(gid)

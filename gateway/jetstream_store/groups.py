@@ -25,6 +25,14 @@ with odds of one in 2**31).
 While a change propagates (one round trip, or ``LEASE_S`` after a crash) two
 gateways may briefly disagree, so a partition can be polled by two members:
 delivery stays at least once, as in the embedded log after a member leaves.
+
+The same key carries the addresses this gateway's listeners advertise
+(``"listeners": {"kafka": [host, port]}``, Store.advertise): the live keys
+that carry one are the gateways serving that listener (Store.peers), which the
+Kafka listener turns into its brokers, partition leaders and group
+coordinators (adapters/kafka/placement.py). A key without it (a gateway of an
+older version, or one without that listener) is no peer; a peer goes with its
+lease.
 """
 
 from __future__ import annotations
@@ -101,6 +109,9 @@ class GroupCoordinator:
         self.last_seq = 0  # our key's last stream sequence (compare-and-set)
         self._dirty = trio.Event()
         self._known: set[str] = set()  # group keys handed to the broker
+        self.advertised: dict[str, list] = {}  # listener -> [host, port] of this gateway (Store.advertise)
+        self.endpoints: dict[str, dict[str, tuple[str, int]]] = {}  # other gateway id -> listener -> address
+        self._peers: dict[str, tuple] = {}  # listener -> Store.peers' answer, until the live set changes
 
     def ensure_bucket(self) -> None:
         """Create the KV bucket (as ``nats kv add`` would) on the blocking connection."""
@@ -124,6 +135,33 @@ class GroupCoordinator:
         self._apply()
         self._dirty.set()
 
+    def advertise(self, listener: str, host: str, port: int) -> None:
+        self.advertised[listener] = [host, int(port)]
+        self._peers.clear()
+        self._dirty.set()
+
+    def peers(self, listener: str) -> tuple:
+        """Store.peers: this gateway first (when it advertised ``listener``), then the
+        live others that did, by gateway id; one tuple object until a change."""
+        cached = self._peers.get(listener)
+        if cached is None:
+            mine = self.advertised.get(listener)
+            if mine is None:
+                cached = ()  # not advertised here: no placement to share
+            else:
+                others = sorted((g, *eps[listener]) for g, eps in self.endpoints.items() if listener in eps)
+                cached = ((self.me, mine[0], mine[1]), *others)
+            self._peers[listener] = cached
+        return cached
+
+    def _set_endpoints(self, gateway: str, found: dict[str, tuple[str, int]] | None) -> None:
+        if self.endpoints.get(gateway) != found:
+            if found:
+                self.endpoints[gateway] = found
+            else:
+                self.endpoints.pop(gateway, None)
+            self._peers.clear()
+
     def _own(self) -> dict[str, list]:
         return {g: [[m, at] for m, at in members.items()] for g, members in self.local.items()}
 
@@ -139,7 +177,10 @@ class GroupCoordinator:
 
     def _write(self) -> None:
         nc = self.nc
-        body = json.dumps({"groups": self._own(), "at": now_us()}, separators=(",", ":")).encode()
+        doc = {"groups": self._own(), "at": now_us()}
+        if self.advertised:
+            doc["listeners"] = self.advertised
+        body = json.dumps(doc, separators=(",", ":")).encode()
         header = encode_headers(HeaderBlock((("Nats-Expected-Last-Subject-Sequence", str(self.last_seq)),)))
 
         def answered(outcome) -> None:
@@ -170,6 +211,7 @@ class GroupCoordinator:
             groups = {str(k): [[int(m), int(at)] for m, at in v] for k, v in doc["groups"].items()}
         except (ValueError, KeyError, TypeError, AttributeError):
             return  # not ours to understand
+        self._set_endpoints(gateway, _endpoints(doc.get("listeners")))
         self.entries[gateway] = groups
         self.heard[gateway] = trio.current_time() - age
         self._apply()
@@ -181,6 +223,7 @@ class GroupCoordinator:
             log.info("consumer-group lease of gateway %s expired: its members leave", gateway)
             del self.heard[gateway]
             self.entries.pop(gateway, None)
+            self._set_endpoints(gateway, None)
         if dead:
             self._apply()
 
@@ -194,6 +237,19 @@ class GroupCoordinator:
         for gkey, members in ordered.items():
             events.group_members(group_key(gkey), members)
         self._known = set(ordered)
+
+
+def _endpoints(listeners) -> dict[str, tuple[str, int]] | None:
+    """A key's ``"listeners"`` as listener -> (host, port); entries that are not a host
+    and a port in 1..65535 are skipped (no key, or an older gateway's: none)."""
+    if not isinstance(listeners, dict):
+        return None
+    out = {}
+    for name, addr in listeners.items():
+        if (isinstance(addr, list) and len(addr) == 2 and isinstance(addr[0], str) and addr[0]
+                and isinstance(addr[1], int) and 0 < addr[1] < 65536):
+            out[str(name)] = (addr[0], addr[1])
+    return out or None
 
 
 __all__ = ["GroupCoordinator", "LEASE_S", "order_members", "remote_member_id"]

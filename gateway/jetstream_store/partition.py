@@ -78,6 +78,8 @@ class RemotePartition(Partition):
         self._waiting: list[tuple[int, int, int, int, OnDurable]] = []  # (last, tie, base, count, callback)
         self._tie = 0
         self._wake_remote: Callable[[], None] = lambda: None
+        self._known_end: int | None = None  # the stream's end, asked by log_end, used once
+        self._asking_end = False
 
     def set_remote_wakeup(self, wake: Callable[[], None]) -> None:
         """The cluster driver's ``wake()``, called when the outbox turns non-empty."""
@@ -185,6 +187,29 @@ class RemotePartition(Partition):
         self.in_flight = max(0, self.in_flight - count)
         if on_durable is not None:
             _fire(on_durable, exc)
+
+    # -- Store.log_end: how far the stream reaches beyond this cache ------------------------
+    def log_end(self, ask: Callable[[Callable[[int | None], None]], None]) -> int | None:
+        """The stream's end from one ``STREAM.INFO`` asked (through ``ask``) at the previous
+        call, used once, so a client that saw offset P elsewhere before asking here gets an
+        end >= P; None while it is being asked. ``ask(answered)`` sends the request and
+        calls ``answered(last sequence or None)``; it raises when it cannot send."""
+        if self._known_end is not None:
+            end, self._known_end = self._known_end, None
+            return max(end, self._next_offset)
+        if self._asking_end:
+            return None
+        self._asking_end = True
+
+        def answered(last_seq: int | None) -> None:
+            self._asking_end = False
+            self._known_end = last_seq  # sequence n is offset n - 1: the last sequence is the end
+        try:
+            ask(answered)
+        except Exception:  # noqa: BLE001 - not running, or the connection is gone: ask again next time
+            self._asking_end = False
+            raise
+        return None
 
     # -- the mirror: stored messages, in sequence order --------------------------------
     @property

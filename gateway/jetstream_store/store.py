@@ -316,6 +316,27 @@ class JetStreamStore:
     def group_changed(self, key, member_id: int, joined: bool) -> None:
         self.groups.changed(key, member_id, joined)
 
+    # -- Store.advertise, Store.peers (through the FERRY_GROUPS keys), Store.log_end ----------
+    def advertise(self, listener: str, host: str, port: int) -> None:
+        self.groups.advertise(listener, host, port)
+
+    def peers(self, listener: str):
+        return self.groups.peers(listener)
+
+    def log_end(self, key, part: RemotePartition) -> int | None:
+        """The stream's end as the partition last asked it (RemotePartition.log_end)."""
+        def ask(answered) -> None:
+            def reply(outcome) -> None:
+                try:
+                    answered(int(api_answer(outcome.payload).get("state", {}).get("last_seq", 0)))
+                except (AttributeError, ApiError, ValueError, TypeError):
+                    answered(None)  # no answer: the next call asks again
+            self.nc.request_cb(f"$JS.API.STREAM.INFO.{self.parts[key][1]}", b"", None, reply)
+        try:
+            return part.log_end(ask)
+        except (AttributeError, KeyError, ConnectionLost, SlowCluster):  # not running, or no such stream
+            return None
+
     def unsettled(self) -> bool:
         """Appends taken and not yet acknowledged (queued for, or awaiting, the cluster)."""
         return any(entry[0].unsettled for entry in self.parts.values())

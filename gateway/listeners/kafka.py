@@ -35,7 +35,7 @@ tls_key                    ""       PEM private key (may be inside tls_cert)
 
 from __future__ import annotations
 
-from adapters.kafka.context import MAX_DEFAULT_PARTITIONS, KafkaContext, KafkaOptions
+from adapters.kafka.context import LISTENER_NAME, MAX_DEFAULT_PARTITIONS, KafkaContext, KafkaOptions
 from adapters.kafka.driver import serve_kafka
 from adapters.kafka.group_api import GroupApi
 from adapters.kafka.groups import Coordinator
@@ -92,7 +92,12 @@ async def serve(broker, cfg, conn_nursery, *, task_status) -> None:
     ctx = KafkaContext(broker, host=host, port=port, options=options, anonymous=anonymous)
 
     def make_groups(node):
-        return GroupApi(Coordinator(initial_rebalance_delay_ms=delay), GroupOffsets(broker.tables), node)
+        # The address is known now (the bound port when none is configured): over the
+        # JetStream store the other gateways learn it, and every gateway serving Kafka is
+        # a broker (docs/kafka.md "Scale-out"); the embedded store ignores it.
+        broker.store.advertise(LISTENER_NAME, ctx.host, ctx.port)
+        return GroupApi(Coordinator(initial_rebalance_delay_ms=delay), GroupOffsets(broker.tables), node,
+                        placement=ctx.placement)
 
     await serve_kafka(ctx, cfg.host, cfg.port, conn_nursery, make_groups=make_groups, ssl_context=ssl_context,
                       task_status=task_status)

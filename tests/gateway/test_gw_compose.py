@@ -32,7 +32,7 @@ STACKS = {
     "docker-compose.yml": set(DEFAULT_LISTENERS),
     "nats.yml": {"nats", "nats_monitor"},
     "iggy.yml": {"iggy_tcp", "iggy_quic", "iggy_ws", "http"},
-    "scaleout.yml": {"nats", "nats_monitor", "iggy_tcp", "http"},
+    "scaleout.yml": {"nats", "nats_monitor", "iggy_tcp", "http", "kafka"},
 }
 HTTP_LISTENERS = {"http", "nats_monitor"}  # the ones that answer GET /healthz
 VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")  # compose's ${NAME:-default}

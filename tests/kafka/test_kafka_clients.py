@@ -169,8 +169,9 @@ def test_kafka_python_idempotent_producer_and_group_of_two(gw):
     prod.close()
     assert sorted((m.partition, m.offset) for m in offsets) == sorted((p, o) for p in range(4) for o in range(10))
     group = f"grp-{topic}"
+    # metadata_max_age_ms: see test_kafka_client_matrix.py KafkaPythonOps.consumer
     consumers = [KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                               consumer_timeout_ms=500, **kp_sasl(gw)) for _ in range(2)]
+                               consumer_timeout_ms=500, metadata_max_age_ms=1000, **kp_sasl(gw)) for _ in range(2)]
     seen: set = set()  # (partition, offset, value): a rebalance may hand a partition over mid-read
     for _ in range(WAIT_S * 2):
         for c in consumers:
