@@ -63,7 +63,7 @@ define quiet_pip
 		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
 endef
 
-.PHONY: run test test-fast test-pure install install-test clean-venv help print-python
+.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite
 .DEFAULT_GOAL := help
 
 help:
@@ -71,6 +71,7 @@ help:
 	@echo "make test   - run the test suite in .venv"
 	@echo "make test-fast - the unit tier only (no sockets, no processes), in a few minutes"
 	@echo "make test-pure - the same suite with FERRY_PURE_PYTHON=1 (no compiled loops)"
+	@echo "make rdkafka-suite - librdkafka's own tests against ferry serve (about 10 minutes after a 5-minute first build; RDKAFKA_ARGS=\"--tests 0001-0030\")"
 	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
 
 print-python:
@@ -136,6 +137,15 @@ test-fast: $(TEST_STAMP)
 # "Compiled loops"): what runs where no C compiler was found.
 test-pure: $(TEST_STAMP) $(NODE_STAMP) $(KAFKA_NODE_STAMP)
 	@FERRY_PURE_PYTHON=1 $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
+
+# librdkafka's own test suite against `ferry serve` (docs/kafka.md "librdkafka's test
+# suite"): the first run fetches and builds it into ~/.cache/ferry/rdkafka-suite (needs
+# npm and a C toolchain, about 5 minutes), then each test runs alone against a gateway
+# started for the run: about 10 minutes more, too long for `make test`.
+# RDKAFKA_ARGS="--tests 0001,0030-0040" picks tests (--help lists the options).
+RDKAFKA_ARGS ?=
+rdkafka-suite: $(RUN_STAMP)
+	@$(BIN)/python tests/kafka/librdkafka/run_suite.py $(RDKAFKA_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -35,44 +35,6 @@ static xxh3_fn xxh3_64 = NULL;
 #define HEAD 64 /* RECORD_HEADER_SIZE */
 
 
-/* Strict UTF-8, as Python's decoder: no overlong forms, no surrogates, nothing
- * past U+10FFFF. */
-static int
-utf8_ok(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 1;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            if (c == 0xE0) lo = 0xA0;       /* overlong */
-            else if (c == 0xED) hi = 0x9F;  /* surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            if (c == 0xF0) lo = 0x90;       /* overlong */
-            else if (c == 0xF4) hi = 0x8F;  /* past U+10FFFF */
-        } else
-            return 0;
-        if (n - i - 1 < need)
-            return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t k = 2; k <= need; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
-                return 0;
-        i += need + 1;
-    }
-    return 1;
-}
-
 /* Byte width of each header kind's values (core/header_value.py _FIXED_SIZE):
  * 0 for RAW and STRING (1..255 bytes), -1 for codes that are no kind. */
 static const int kind_width[256] = {
@@ -96,7 +58,7 @@ field_ok(const unsigned char *b, size_t pos, size_t end)
         return 0;
     if (width > 0 && (len != (uint32_t)width || (kind == 3 && b[start] > 1)))
         return 0;
-    if (kind == 2 && !utf8_ok(b + start, len))
+    if (kind == 2 && !ferry_utf8_ok(b + start, len))
         return 0;
     return start + len;
 }

@@ -83,48 +83,6 @@ zz32(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
     return 0;
 }
 
-/* Strict UTF-8, as Python's decode("utf-8"): no overlong forms, no surrogates,
- * nothing past U+10FFFF, no truncated sequence. */
-static int
-utf8_ok(const unsigned char *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        Py_ssize_t need;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 1;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            if (c == 0xE0)
-                lo = 0xA0;
-            else if (c == 0xED)
-                hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            if (c == 0xF0)
-                lo = 0x90;
-            else if (c == 0xF4)
-                hi = 0x8F;
-        } else
-            return 0;
-        if (n - i - 1 < need)
-            return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (Py_ssize_t k = 2; k <= need; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
-                return 0;
-        i += need + 1;
-    }
-    return 1;
-}
-
 static unsigned char *
 put_tlv(unsigned char *w, int kind, const unsigned char *data, Py_ssize_t n)
 {
@@ -228,7 +186,7 @@ walk(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count,
             const unsigned char *name = b + pos;
             Py_ssize_t namen = (Py_ssize_t)n;
             pos += namen;
-            if (!utf8_ok(name, namen))
+            if (!ferry_utf8_ok(name, namen))
                 return -1;
             if (zz32(b, &pos, end, &n) < 0)
                 return -1;
@@ -265,7 +223,7 @@ walk(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count,
                 return -1;
             if (w) {
                 w = put_tlv(w, string_kind, name, namen);
-                w = put_tlv(w, utf8_ok(hv, hvn) ? string_kind : raw_kind, hv, hvn);
+                w = put_tlv(w, ferry_utf8_ok(hv, hvn) ? string_kind : raw_kind, hv, hvn);
             }
         }
         if (pos != end)

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -48,9 +49,11 @@ def topic_name(prefix: str = "t") -> str:
 
 
 def drain(c, n: int) -> list:
-    """Poll ``c`` until ``n`` records came and one more poll found nothing (or WAIT_S)."""
-    got = []
-    for _ in range(WAIT_S * 10):
+    """Poll ``c`` until ``n`` records came and one more poll found nothing, or WAIT_S
+    passed without a record (a time since the last record, not a count of polls, so
+    a long read is not cut short)."""
+    got, last = [], time.monotonic()
+    while time.monotonic() - last < WAIT_S:
         m = c.poll(0.1)
         if m is None:
             if len(got) >= n:
@@ -58,6 +61,7 @@ def drain(c, n: int) -> list:
             continue
         assert m.error() is None, m.error()
         got.append(m)
+        last = time.monotonic()
     return got
 
 

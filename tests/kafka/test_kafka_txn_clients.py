@@ -12,14 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from ferry_harness import running_gateway
-from test_kafka_clients import WAIT_S, kp_sasl, read_all, sasl, topic_name
+from test_kafka_clients import WAIT_S, drain, kp_sasl, read_all, sasl, topic_name
 
 pytestmark = pytest.mark.store
 
@@ -130,24 +129,14 @@ def test_kafka_python_commit_and_abort(gw):
 
 def read_until(gw, topic: str, n: int) -> list:
     """The records of both partitions read_committed until ``n`` came and a poll found no
-    more, or WAIT_S without a record (drain() counts polls, fewer than ``n`` here)."""
+    more, or WAIT_S without a record."""
     c = Consumer({**sasl(gw), "group.id": "unused", "enable.auto.commit": False,
                   "isolation.level": "read_committed"})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
-    got, last = [], time.monotonic()
     try:
-        while time.monotonic() - last < WAIT_S:
-            m = c.poll(0.2)
-            if m is None:
-                if len(got) >= n:
-                    break
-                continue
-            assert m.error() is None, m.error()
-            got.append(m)
-            last = time.monotonic()
+        return drain(c, n)
     finally:
         c.close()
-    return got
 
 
 # The transformer: reads the input in a group, writes each record transformed to the output
