@@ -28,7 +28,8 @@ the YAML with PyYAML and starts each service as a process on this host:
 * **Round trip**, with real clients through the host ports the stack publishes: NATS
   publish/subscribe (nats.yml), the Iggy HTTP API with httpx (iggy.yml), a NATS publish
   read back over Iggy HTTP (docker-compose.yml), a NATS publish on one gateway received by
-  a subscriber on the other through the JetStream cluster (scaleout.yml).
+  a subscriber on the other through the JetStream cluster, and Kafka records produced
+  through one gateway and read through the other (scaleout.yml).
 
 Not run: the full stack's ``spark-archive`` job (a Spark JVM; its command and the
 pipeline are covered by test_gw_compose.py and tests/spark), reported with the reason.
@@ -154,6 +155,9 @@ class Stack:
                           "FERRY_SERVER_DATA_DIR": str(self._host_path(name, str(cfg.server.data_dir)))}
         for lc in cfg.enabled_listeners():
             env[f"FERRY_{lc.name.upper()}_PORT"] = str(self.port[(name, lc.port, lc.transport)])
+        if "FERRY_KAFKA_ADVERTISED_PORT" in declared:  # a published host port, as Kafka clients reach it
+            env["FERRY_KAFKA_ADVERTISED_HOST"] = "127.0.0.1"
+            env["FERRY_KAFKA_ADVERTISED_PORT"] = str(self.host_port[int(declared["FERRY_KAFKA_ADVERTISED_PORT"])])
         if cfg.store.urls:
             env["FERRY_STORE_URL"] = self._rewrite(name, ",".join(cfg.store.urls))
         return env
@@ -363,6 +367,38 @@ def test_scaleout_stack_nats_crosses_gateways(tmp_path):
         assert (msg.subject, msg.data, msg.headers) == ("orders.eu", b"through the stack", {"via": "compose"})
         with _http(stack, 4000) as b:  # B's HTTP API over the cluster's metadata
             assert b.get("/healthz").status_code == 200
+        _kafka_crosses_gateways(stack)
+
+
+def _kafka_crosses_gateways(stack) -> None:
+    """Records produced through gateway A (host port 9092) to every partition of a topic,
+    read back by a client bootstrapped at gateway B (10092): Metadata names both gateways
+    at their published ports and the clients follow each partition's leader."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    def conf(host_port: int) -> dict:
+        return {"bootstrap.servers": f"127.0.0.1:{stack.host_port[host_port]}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": "iggy", "sasl.password": "iggy"}
+    admin = AdminClient(conf(9092))
+    assert len(admin.list_topics(timeout=WAIT_S).brokers) == 2  # both gateways are brokers
+    admin.create_topics([NewTopic("compose-kafka", num_partitions=4)])["compose-kafka"].result(WAIT_S)
+    producer = Producer({**conf(9092), "enable.idempotence": True})
+    for p in range(4):
+        producer.produce("compose-kafka", value=b"p%d" % p, partition=p)
+    assert producer.flush(WAIT_S) == 0
+    consumer = Consumer({**conf(10092), "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("compose-kafka", p, OFFSET_BEGINNING) for p in range(4)])
+    got, deadline = [], time.monotonic() + WAIT_S
+    try:
+        while len(got) < 4 and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append((m.partition(), m.value()))
+    finally:
+        consumer.close()
+    assert sorted(got) == [(p, b"p%d" % p) for p in range(4)]
 
 
 def test_every_stack_is_run_here():
