@@ -72,7 +72,7 @@ from .errors import ErrorCode as E
 from .fetch_sessions import FetchPlan
 from .messages import FETCH, LIST_OFFSETS, PRODUCE
 from .placement import topic_key
-from .records import RecordBatchError, decode_produce_batch
+from .records import RecordBatchError, decode_produce_batch, producer_key, sequence_error
 
 # Records read from the log per partition per fetch: bounds the work of one
 # response beside the byte limits (Kafka's own fetch is bounded by bytes only).
@@ -307,18 +307,14 @@ class DataPlane:
     def _sequence(part, batch, resp) -> tuple[str, int] | None:
         """The ``producer=(id, last sequence)`` of an idempotent batch, or None after
         setting the error (module docstring)."""
-        pid = f"kafka:{batch.producer_id}:{batch.producer_epoch}"
-        last_seq = batch.base_sequence + len(batch.records) - 1
-        stored = part.producer_sequence(pid)
-        if stored is not None:
-            if last_seq <= stored:
-                resp["error_code"] = int(E.DUPLICATE_SEQUENCE_NUMBER)
-                return None
-            if batch.base_sequence != stored + 1:
-                resp["error_code"] = int(E.OUT_OF_ORDER_SEQUENCE_NUMBER)
-                resp["error_message"] = f"expected sequence {stored + 1}, got {batch.base_sequence}"
-                return None
-        return pid, last_seq
+        pid = producer_key(batch.producer_id, batch.producer_epoch)
+        refused = sequence_error(batch, part.producer_sequence(pid))
+        if refused is not None:
+            resp["error_code"], message = refused
+            if message:
+                resp["error_message"] = message
+            return None
+        return pid, batch.last_sequence
 
     # -- Fetch ----------------------------------------------------------------------------
     def fetch(self, version: int, body, now_ms: int, deadline_ms: int | None = None, plan: FetchPlan | None = None):

@@ -174,6 +174,11 @@ class RecordBatch:
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
 
+    @property
+    def last_sequence(self) -> int:
+        """An idempotent batch's last record's sequence number."""
+        return self.base_sequence + len(self.records) - 1
+
     def offset_of(self, record: Record) -> int:
         return self.base_offset + record.offset_delta
 
@@ -401,6 +406,28 @@ class StoredRecords(Sequence):
         return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
 
     __hash__ = None
+
+
+def producer_key(producer_id: int, producer_epoch: int) -> str:
+    """The producer name Ferry's log keeps a Kafka producer's sequences under
+    (``Partition.producer_sequence``, the ``producer=`` of an append): one per producer id
+    and epoch, since Kafka's sequences start again with each epoch."""
+    return f"kafka:{producer_id}:{producer_epoch}"
+
+
+def sequence_error(batch: RecordBatch, stored: int | None) -> tuple[int, str | None] | None:
+    """Kafka's rule for an idempotent batch against the last sequence stored for its
+    producer and epoch (``ProducerAppendInfo.checkSequence``; None: nothing stored): None
+    to take it, DUPLICATE_SEQUENCE_NUMBER for a batch already stored (the Java client
+    and librdkafka treat it as success), OUT_OF_ORDER_SEQUENCE_NUMBER for a gap; as
+    ``(error code, message or None)``."""
+    if stored is None:
+        return None
+    if batch.last_sequence <= stored:
+        return int(ErrorCode.DUPLICATE_SEQUENCE_NUMBER), None
+    if batch.base_sequence != stored + 1:
+        return int(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER), f"expected sequence {stored + 1}, got {batch.base_sequence}"
+    return None
 
 
 def decode_batches(buf: bytes | bytearray | memoryview, *,

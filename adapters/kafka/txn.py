@@ -63,6 +63,7 @@ from .errors import ErrorCode as E
 from .groups import valid_group_id
 from .messages_txn import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT
 from .offsets import CommitTooLarge, GroupOffsets, metadata_too_large
+from .records import producer_key, sequence_error
 
 log = logging.getLogger("ferry.kafka")
 
@@ -476,7 +477,7 @@ class TxnCoordinator:
         c = Completion(doc.txn_id, doc.gen)
         c.waiters.append(self._poke)
         self._completing[doc.txn_id] = c
-        producer = f"kafka:{doc.pid}:{doc.epoch}"
+        producer = producer_key(doc.pid, doc.epoch)
         broker = self.ctx.broker
         try:
             for sid, tid, p, count, last_seq, block in ts.staged_batches(self.tables, doc):
@@ -562,7 +563,7 @@ class TxnCoordinator:
                 if out[-1][0]:
                     continue
                 key = ts.part_key(info.stream_id, info.id, index)
-                last_seq = batch.base_sequence + len(batch.records) - 1
+                last_seq = batch.last_sequence
                 c, h = ts.batch_rows(doc, doc.batches, info.stream_id, info.id, index, len(batch.records),
                                      last_seq, block)
                 chunks += c
@@ -590,16 +591,13 @@ class TxnCoordinator:
         key = ts.part_key(info.stream_id, info.id, index)
         if doc.state != ts.ONGOING or key not in doc.parts:
             return int(E.INVALID_TXN_STATE), "the partition was not added to the transaction"
-        stored = doc.seqs.get(key)
+        stored = doc.seqs.get(key)  # this epoch's last staged sequence, else the log's
         if stored is None:
             stored = self.ctx.broker.partition(info.stream_id, info.id, index).producer_sequence(
-                f"kafka:{doc.pid}:{doc.epoch}")
-        last_seq = batch.base_sequence + len(batch.records) - 1
-        if stored is not None:
-            if last_seq <= stored:
-                return int(E.DUPLICATE_SEQUENCE_NUMBER), None
-            if batch.base_sequence != stored + 1:
-                return int(E.OUT_OF_ORDER_SEQUENCE_NUMBER), f"expected sequence {stored + 1}, got {batch.base_sequence}"
+                producer_key(doc.pid, doc.epoch))
+        refused = sequence_error(batch, stored)
+        if refused is not None:
+            return refused
         if doc.staged + nbytes > MAX_STAGED_BYTES:
             return int(E.RECORD_LIST_TOO_LARGE), f"a transaction stages at most {MAX_STAGED_BYTES} bytes"
         return 0, None
