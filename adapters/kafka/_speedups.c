@@ -83,6 +83,26 @@ zz32(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
     return 0;
 }
 
+/* A length-prefixed field of a record (zigzag varint length, -1 for null) at
+ * b[*pos..end): 1 and its bytes, 0 for null (no bytes), -1 when malformed. */
+static int
+field(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, const unsigned char **data, Py_ssize_t *len)
+{
+    int64_t n;
+    *data = NULL;
+    *len = 0;
+    if (zz32(b, pos, end, &n) < 0)
+        return -1;
+    if (n == -1)
+        return 0;
+    if (n < 0 || n > end - *pos)
+        return -1;
+    *data = b + *pos;
+    *len = (Py_ssize_t)n;
+    *pos += *len;
+    return 1;
+}
+
 static unsigned char *
 put_tlv(unsigned char *w, int kind, const unsigned char *data, Py_ssize_t n)
 {
@@ -108,7 +128,7 @@ walk(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count,
     unsigned char *w = out;
     Py_ssize_t size_all = 0, payload_all = 0;
     for (Py_ssize_t r = 0; r < count; r++) {
-        int64_t size, n, hcount;
+        int64_t size, hcount;
         uint64_t u;
         if (zz32(b, &pos, limit, &size) < 0 || size <= 0 || size > limit - pos)
             return -1;
@@ -119,31 +139,12 @@ walk(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count,
         int64_t td = zigzag(u);
         if (uvarint(b, &pos, end, 32, &u) < 0) /* the offset delta: unused, as in to_block */
             return -1;
-        const unsigned char *key = NULL, *value = NULL;
-        Py_ssize_t keyn = 0, valuen = 0;
-        if (zz32(b, &pos, end, &n) < 0)
+        const unsigned char *key, *value;
+        Py_ssize_t keyn, valuen;
+        int has_value;
+        if (field(b, &pos, end, &key, &keyn) < 0 || (has_value = field(b, &pos, end, &value, &valuen)) < 0)
             return -1;
-        if (n >= 0) {
-            if (n > end - pos)
-                return -1;
-            key = b + pos;
-            keyn = (Py_ssize_t)n;
-            pos += keyn;
-        } else if (n != -1)
-            return -1;
-        if (zz32(b, &pos, end, &n) < 0)
-            return -1;
-        int tomb_here = 0;
-        if (n >= 0) {
-            if (n > end - pos)
-                return -1;
-            value = b + pos;
-            valuen = (Py_ssize_t)n;
-            pos += valuen;
-        } else if (n == -1)
-            tomb_here = 1;
-        else
-            return -1;
+        int tomb_here = !has_value; /* a null value: the tombstone header */
         if (zz32(b, &pos, end, &hcount) < 0 || hcount < 0 || 2 * hcount > end - pos)
             return -1;
         /* the record's stored header: origin timestamp, block length, payload length */
@@ -181,25 +182,11 @@ walk(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t count,
                 }
         }
         for (int64_t h = 0; h < hcount; h++) {
-            if (zz32(b, &pos, end, &n) < 0 || n < 0 || n > end - pos)
-                return -1;
-            const unsigned char *name = b + pos;
-            Py_ssize_t namen = (Py_ssize_t)n;
-            pos += namen;
-            if (!ferry_utf8_ok(name, namen))
-                return -1;
-            if (zz32(b, &pos, end, &n) < 0)
-                return -1;
-            const unsigned char *hv = NULL;
-            Py_ssize_t hvn = 0;
-            if (n >= 0) {
-                if (n > end - pos)
-                    return -1;
-                hv = b + pos;
-                hvn = (Py_ssize_t)n;
-                pos += hvn;
-            } else if (n != -1)
-                return -1;
+            const unsigned char *name, *hv;
+            Py_ssize_t namen, hvn;
+            if (field(b, &pos, end, &name, &namen) != 1 || !ferry_utf8_ok(name, namen)
+                || field(b, &pos, end, &hv, &hvn) < 0)
+                return -1; /* a header key is never null, and always UTF-8 */
             if (namen == 0 || hvn == 0)
                 continue; /* dropped, as translate.py documents */
             if (namen > max_field || hvn > max_field)
