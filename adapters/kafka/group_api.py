@@ -41,9 +41,9 @@ not read, and a fetch of everything leaves out the topics the user may not
 read or that no longer exist. A ConsumerGroupHeartbeat subscribing to a topic
 the user may not read answers TOPIC_AUTHORIZATION_FAILED naming it, and the
 member does not join (``KafkaApis.handleConsumerGroupHeartbeat`` checks the
-subscribed names so, with Describe). OffsetFetch v7's ``require_stable`` needs nothing:
-Ferry keeps no transactional offsets, so none is ever pending
-(UNSTABLE_OFFSET_COMMIT).
+subscribed names so, with Describe). OffsetFetch v7's ``require_stable`` is never
+answered UNSTABLE_OFFSET_COMMIT: a transaction's offsets are staged apart and reach the
+group only as its commit completes (adapters/kafka/txn.py; docs/kafka.md "Transactions").
 """
 
 from __future__ import annotations
