@@ -197,6 +197,8 @@ class DataPlane:
         Kafka's ``ReplicaManager`` answers a partition it does not lead so, and the client
         asks Metadata for the leader again)."""
         placement = self.ctx.placement()
+        # the topic's placement key, once per topic; None: this gateway leads every partition
+        key = None if err or placement.single else topic_key(info)
         for item in items:
             index = index_of(item)
             fields = {index_key: index, "error_code": err, **defaults}
@@ -206,7 +208,7 @@ class DataPlane:
             if not 0 <= index < info.partitions_count:
                 fields["error_code"] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            if not placement.leads(topic_key(info), index):
+            if key is not None and not placement.leads(key, index):
                 fields["error_code"] = int(E.NOT_LEADER_OR_FOLLOWER)
                 continue
             yield item, fields
