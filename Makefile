@@ -63,7 +63,7 @@ define quiet_pip
 		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
 endef
 
-.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite
+.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite fuzz
 .DEFAULT_GOAL := help
 
 help:
@@ -72,6 +72,7 @@ help:
 	@echo "make test-fast - the unit tier only (no sockets, no processes), in a few minutes"
 	@echo "make test-pure - the same suite with FERRY_PURE_PYTHON=1 (no compiled loops)"
 	@echo "make rdkafka-suite - librdkafka's own tests against ferry serve (about 10 minutes after a 5-minute first build; RDKAFKA_ARGS=\"--tests 0001-0030\")"
+	@echo "make fuzz - coverage-guided fuzzing (atheris), FUZZ_SECONDS=60 per target, FUZZ_TARGETS=\"iggy_command nats_server\" to choose"
 	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
 
 print-python:
@@ -146,6 +147,23 @@ test-pure: $(TEST_STAMP) $(NODE_STAMP) $(KAFKA_NODE_STAMP)
 RDKAFKA_ARGS ?=
 rdkafka-suite: $(RUN_STAMP)
 	@$(BIN)/python tests/kafka/librdkafka/run_suite.py $(RDKAFKA_ARGS)
+
+# Coverage-guided fuzzing of the decoders (issue 30, docs/testing.md "Fuzzing"): each
+# target of tests/fuzz/targets.py for FUZZ_SECONDS under atheris/libFuzzer, one after
+# the other (each is one process on one core). Seeds are copied to a temporary folder,
+# so the repository does not grow; crash inputs go to FUZZ_CRASHES. Exit 1 if any
+# target crashed. The issue's definition of done: make fuzz FUZZ_SECONDS=600.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(shell $(BIN)/python -c "import sys; sys.path.insert(0, 'tests/fuzz'); import targets; print(' '.join(targets.TARGETS))" 2>/dev/null)
+FUZZ_CRASHES ?= $(VENV)/fuzz-crashes
+fuzz: $(TEST_STAMP)
+	@mkdir -p $(FUZZ_CRASHES); failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+		$(BIN)/python tests/fuzz/run.py $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_CRASHES)/$$t- || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "crashed:$$failed (inputs in $(FUZZ_CRASHES))" >&2; exit 1; fi
 
 clean-venv:
 	rm -rf $(VENV)

@@ -41,6 +41,7 @@ from .kvtables import KvTables
 from .live import Delivery, LiveHub
 from .log import AppendInput, AppendResult, LogConfig, Partition
 from .log.encoded import records_of
+from .log.segment import fsync_dir, fsync_unsynced_dirs, make_dirs
 from .message import MAX_HEADERS_SIZE, Headers, Message, now_us
 from .metadata import Ident, Metadata
 from .metrics import metrics_for
@@ -131,7 +132,11 @@ class Broker:
         broker's :class:`~core.store.StoreEvents` before anything is read (the
         JetStream store replicates the metadata and catches it up there)."""
         data_dir = Path(data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(data_dir)
+        # Its name must survive a power cut whoever created it (``ferry serve`` takes its
+        # lock in it first): without this fsync the whole directory, metadata and
+        # acknowledged records, was gone after a cut (tests/gateway/test_powerloss.py).
+        fsync_dir(data_dir.resolve().parent)
         cfg = cfg or BrokerConfig()
         meta = Metadata(data_dir / METADATA_FILE)
         broker = cls(data_dir, cfg, meta, store)
@@ -183,12 +188,13 @@ class Broker:
         if self.closed:
             return
         self.closed = True
-        self.live.wake_all()
+        self.wake_readers()
         # One partition's failed final write must not keep the others from being
         # written and closed, nor leave the metadata store open: finish them all,
         # then report the first failure (its appends already got the error).
         first_error: BaseException | None = None
-        for part in self._partitions.values():
+        parts = list(self._partitions.values())
+        for part in parts:
             try:
                 part.flush()
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the rest
@@ -197,6 +203,7 @@ class Broker:
             finally:
                 part.close()
         self._partitions.clear()
+        first_error = first_error or fsync_unsynced_dirs(parts, self.data_dir)
         self.meta.close()
         if first_error is not None:
             raise first_error
@@ -650,6 +657,22 @@ class Broker:
     def wait_for_append(self, stream_id: int, topic_id: int, partition_id: int, wake: Callable[[], None]):
         """One-shot ``wake()`` after the next append to that partition; returns a cancel function."""
         return self.live.add_waiter((stream_id, topic_id, partition_id), wake)
+
+    def wake_readers(self) -> None:
+        """Wake every parked reader, appends' and durable-end waiters alike (shutdown:
+        long polls and parked Pravega reads re-check and see ``draining``)."""
+        self.live.wake_all()
+        for part in self._partitions.values():
+            part.durable.wake()
+
+    def wait_for_durable(self, stream_id: int, topic_id: int, partition_id: int, wake: Callable[[], None]):
+        """One-shot ``wake()`` once that partition's durable end moves (``Partition.durable``): for
+        readers served durable data only (Pravega, Kafka). Returns a cancel function. A partition
+        not open here waits as ``wait_for_append`` does (deleting one wakes those waiters)."""
+        part = self._partitions.get((stream_id, topic_id, partition_id))
+        if part is None:
+            return self.wait_for_append(stream_id, topic_id, partition_id, wake)
+        return part.durable.add_waiter(wake)
 
     def totals(self) -> BrokerTotals:
         """Counts over the whole broker, for Iggy's GetStats, HTTP ``/stats`` and

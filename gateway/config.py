@@ -46,6 +46,7 @@ from core.log.config import (
     MAX_SEGMENT_BYTES,
     LogConfig,
 )
+from core.log.iddedup import DEFAULT_EXPIRY_US, DEFAULT_MAX_ENTRIES, MAX_ENTRIES_LIMIT, MAX_EXPIRY_US
 
 if TYPE_CHECKING:
     from core.addressing import Binding
@@ -112,6 +113,17 @@ SECTIONS: Mapping[str, Mapping[str, Key]] = MappingProxyType({
                              lo=MIN_USERNAME_BYTES, hi=MAX_USERNAME_BYTES),
         "root_password": Key("str", DEFAULT_ROOT_PASSWORD, "its password (change it!)",
                              lo=MIN_PASSWORD_BYTES, hi=MAX_PASSWORD_BYTES),
+    },
+    # Iggy's server-wide message deduplication (its [system.message_deduplication]:
+    # enabled = false, max_entries = 10000, expiry = "1 m"); docs/iggy.md.
+    "iggy": {
+        "message_deduplication": Key("bool", False, "Iggy sends drop a message whose id its partition stored "
+                                     "recently (a topic may override it)"),
+        "deduplication_max_entries": Key("int", DEFAULT_MAX_ENTRIES, "message ids remembered per partition",
+                                         lo=1, hi=MAX_ENTRIES_LIMIT),
+        "deduplication_expiry_seconds": Key("float", DEFAULT_EXPIRY_US / 1e6, "an id is forgotten this long "
+                                            "after it was stored (0: only the entry count bounds the window)",
+                                            lo=0, hi=MAX_EXPIRY_US // 1_000_000),
     },
     # Scale-out (docs/scale-out.md): where the broker's durable state lives.
     "store": {
@@ -229,6 +241,15 @@ class ListenerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class IggyConfig:
+    """``[iggy]``: Iggy's message deduplication default (adapters/iggy/dedup.py)."""
+
+    message_deduplication: bool = False
+    deduplication_max_entries: int = DEFAULT_MAX_ENTRIES
+    deduplication_expiry_seconds: float = DEFAULT_EXPIRY_US / 1e6
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The validated configuration of one gateway process."""
 
@@ -240,6 +261,7 @@ class Config:
     retention_interval_s: float = DEFAULT_RETENTION_INTERVAL_S
     source: Path | None = None
     store: StoreConfig = field(default_factory=StoreConfig)
+    iggy: IggyConfig = field(default_factory=IggyConfig)
 
     def listener(self, name: str) -> ListenerConfig:
         for lc in self.listeners:
@@ -489,6 +511,7 @@ def _build(values, known, bindings, path) -> Config:
         retention_interval_s=retention,
         source=path,
         store=_store(_section(values, "store")),
+        iggy=IggyConfig(**_section(values, "iggy")),
     )
 
 
@@ -547,6 +570,7 @@ __all__ = [
     "AuthConfig",
     "Config",
     "ConfigError",
+    "IggyConfig",
     "ListenerConfig",
     "Origin",
     "Resolved",

@@ -32,6 +32,7 @@ from typing import IO, Mapping
 
 import trio
 
+from adapters.iggy import dedup as iggy_dedup
 from core.broker import Broker
 from core.errors import InvalidArgument, StorageError, StreamAlreadyExists, StreamNotFound, TopicAlreadyExists, TopicNotFound
 from core.flusher import run_broker_tasks
@@ -98,6 +99,9 @@ async def run_gateway(
                 store.close()
             raise
         broker.diagnostics = diagnostics.for_gateway(cfg).install()  # what snapshots report
+        iggy_dedup.configure(broker, iggy_dedup.DedupSettings(  # [iggy]: Iggy's message deduplication
+            cfg.iggy.message_deduplication, cfg.iggy.deduplication_max_entries,
+            round(cfg.iggy.deduplication_expiry_seconds * 1_000_000)))
         try:
             async with trio.open_nursery() as cluster:
                 if store is not None:  # the cluster connection, the pump and the mirrors
@@ -163,7 +167,7 @@ async def _run_broker(broker, cfg, stop, registry, out, task_status) -> None:
                 await stop.wait()
                 log.info("shutting down", extra={"grace_seconds": cfg.server.grace_seconds})
                 broker.draining = True
-                broker.live.wake_all()  # long polls re-check and see draining
+                broker.wake_readers()  # long polls and parked reads re-check and see draining
                 accept.cancel_scope.cancel()
             conns.cancel_scope.deadline = trio.current_time() + cfg.server.grace_seconds
         if conns.cancel_scope.cancelled_caught:

@@ -19,7 +19,8 @@ SHARED = {"adapters.wire", "adapters.peer", "adapters.wsmask"}
 # "Adapter dependencies"; all trio-free).
 DECLARED = {
     "http": {
-        "adapters.iggy", "adapters.iggy.errors", "adapters.iggy.options", "adapters.iggy.render",
+        "adapters.iggy", "adapters.iggy.dedup", "adapters.iggy.errors", "adapters.iggy.options",
+        "adapters.iggy.render",
         "adapters.iggy.replies", "adapters.iggy.session", "adapters.iggy.snapshot",
         "adapters.iggy.table", "adapters.iggy.types",
         "adapters.nats.jetstream.api", "adapters.nats.jetstream.streams",

@@ -21,6 +21,8 @@ from core.errors import FerryError, NotFound
 from core.permissions import Action
 from core.record import MAX_PAYLOAD
 
+from adapters.iggy.dedup import filter_send
+
 from . import models
 from .errors import JSON_TYPE, HttpError, Response, from_core, internal_error, not_found_entity
 from .handler import App, Ctx, EventStream, Park, Route, empty, json_response
@@ -79,8 +81,18 @@ def send_messages(app: App, ctx: Ctx):
     ack = _Durable(topic.stream_id, topic.id)
     # One unstamped block, stamped in one pass by the core (core/log/encoded.py), not
     # one record encoding per message; the core checks sizes and header blocks the same.
-    app.broker.append_records(topic.stream_id, topic.id, block_of(items), len(items), partition=partition,
-                              key=key, on_durable=ack.done, origin="http")
+    block, count = block_of(items), len(items)
+    # Iggy's message deduplication, as on the binary send (adapters/iggy/dedup.py).
+    kept = filter_send(app.broker, topic, partition, key, block, count)
+    if kept is not None:
+        partition, key, block, count = kept.partition, None, kept.block, kept.count
+    if kept is not None and not count:  # every message was a duplicate: 201 all the same
+        kept.part.ack_after_pending(ack.done)
+    else:
+        app.broker.append_records(topic.stream_id, topic.id, block, count, partition=partition,
+                                  key=key, on_durable=ack.done, origin="http")
+        if kept is not None:
+            kept.stored()
     app.counters["messages_in"].inc(app.listener, amount=len(items))
     app.counters["bytes_in"].inc(app.listener, amount=sum(len(i.payload) for i in items))
     return Park(ack.subscribe, ack.outcome, None)

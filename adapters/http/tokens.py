@@ -147,7 +147,9 @@ class TokenService:
         except jwt.PyJWTError as exc:
             raise TokenError(f"invalid token ({type(exc).__name__})") from None
         sub, jti, exp = raw.get("sub"), raw.get("jti"), raw.get("exp")
-        if not (isinstance(sub, str) and sub.isdigit() and len(sub) <= 10 and isinstance(jti, str)
+        # ASCII digits only: str.isdigit() also takes "²" and other Unicode digits that
+        # int() refuses (a ValueError, not a TokenError; tests/fuzz/regressions/http_jwt).
+        if not (isinstance(sub, str) and sub.isascii() and sub.isdigit() and len(sub) <= 10 and isinstance(jti, str)
                 and isinstance(exp, int)):
             raise TokenError("invalid token claims")
         created = raw.get("ferry_uc")

@@ -16,6 +16,7 @@ from core.permissions import Action
 
 from . import render
 from . import replies as R
+from .dedup import filter_send
 from .errors import CURRENT_DIALECT, IggyError, IggyStatus
 from .events import Deferred, Reply
 from .handler_rules import _not_found_is_empty, _partition_plane
@@ -125,9 +126,19 @@ def send_messages(s, v):
     if batch.payload_bytes > MAX_BATCH_PAYLOAD:
         raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
     block, producer = take_producer_block(batch)  # Ferry's idempotent-send tag (producer.py)
+    count = batch.count
     with _partition_plane(s):
-        s.broker.append_records(t.stream_id, t.id, block, batch.count, partition=partition, key=key,
+        # Iggy's message deduplication, when on for the topic (dedup.py): repeated ids dropped.
+        kept = filter_send(s.broker, t, partition, key, block, count)
+        if kept is not None:
+            if not kept.count:  # every message was a duplicate: the send still succeeds
+                kept.part.ack_after_pending(pending.fire)
+                return pending
+            partition, key, block, count = kept.partition, None, kept.block, kept.count
+        s.broker.append_records(t.stream_id, t.id, block, count, partition=partition, key=key,
                                 producer=producer, on_durable=pending.fire, origin="iggy")
+    if kept is not None:
+        kept.stored()
     return pending
 
 

@@ -624,7 +624,7 @@ class Admin:
             return NO_LOW_WATERMARK, int(E.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             if offset == HIGH_WATERMARK:
-                offset = self.broker.partition(info.stream_id, info.id, pid).next_offset
+                offset = self.broker.partition(info.stream_id, info.id, pid).durable_next_offset  # the HW
             return self.broker.topic_state.truncate_partition_to_offset(info.stream_id, info.id, pid, offset), 0
         except InvalidOffset:
             return NO_LOW_WATERMARK, int(E.OFFSET_OUT_OF_RANGE)

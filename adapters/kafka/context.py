@@ -49,12 +49,15 @@ from core.permissions import Action
 
 from .fetch_sessions import FetchSessions
 from .placement import SINGLE_NODE_ID, Placement
+from .recent_batches import RecentBatches
 from .txn import TxnCoordinator
 
 NODE_ID = SINGLE_NODE_ID  # this gateway's node id without peers (adapters/kafka/placement.py)
 LISTENER_NAME = "kafka"  # the name the listener advertises under (core/store.py Store.advertise)
 PRODUCER_ID_TABLE = "_kafka/producer-ids"
 PRODUCER_ID_KEY = b"next"
+CLUSTER_TABLE = "_kafka/cluster"
+CLUSTER_ID_KEY = b"id"
 PRODUCER_ID_BLOCK = 1000  # ids taken per durable write (Kafka's ProducerIdManager blocks are 1000 too)
 PRODUCER_ID_TRIES = 5  # reads of the counter while other gateways take blocks at the same moment
 MAX_DEFAULT_PARTITIONS = 1000  # Iggy's per-topic partition limit, which the core enforces
@@ -129,11 +132,38 @@ class KafkaContext:
         self.options = options
         self.groups = groups
         self.anonymous = anonymous  # UserInfo the `anonymous_user` option names, or None
-        self.cluster_id = cluster_id_of(str(broker.data_dir))
+        self._cluster_id: str | None = None  # read or made once (the property below)
         self.fetch_sessions = FetchSessions()  # KIP-227, per listener (adapters/kafka/fetch_sessions.py)
+        self.recent_batches = RecentBatches()  # retries' answers (adapters/kafka/recent_batches.py)
         self._pid_next = 0
         self._pid_end = 0
         self.txn = TxnCoordinator(self)
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster's id, the same on every gateway of one store: kept in the key-value
+        tables (replicated by the JetStream store), made on first use from the data
+        directory (the id a single gateway always reported). A per-gateway id made
+        librdkafka warn that one client was "connected to multiple clusters" in
+        scale-out (bench/fault_schedule.py); Kafka keeps one in ZooKeeper/KRaft meta.properties."""
+        if self._cluster_id is None:
+            self._cluster_id = self._stored_cluster_id()
+        return self._cluster_id
+
+    def _stored_cluster_id(self) -> str:
+        tables = self.broker.tables
+        tables.create(CLUSTER_TABLE)  # no-op when it exists
+        for _ in range(PRODUCER_ID_TRIES):
+            (entry,) = tables.get(CLUSTER_TABLE, [CLUSTER_ID_KEY])
+            if entry is not None:
+                return entry[1].decode()
+            made = cluster_id_of(str(self.broker.data_dir))
+            try:
+                tables.update(CLUSTER_TABLE, [(CLUSTER_ID_KEY, made.encode(), NOT_EXISTS)])
+                return made
+            except TableKeyBadVersion:  # another gateway stored its id first: read that one
+                continue
+        raise TableKeyBadVersion(f"{CLUSTER_TABLE}: the cluster id kept changing")
 
     # -- brokers (adapters/kafka/placement.py) -----------------------------------------
     def placement(self) -> Placement:

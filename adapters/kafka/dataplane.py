@@ -3,8 +3,13 @@
 Theory of operation
 -------------------
 Kafka's offsets are Ferry's: a partition's records are numbered from 0
-without gaps, so a Kafka offset names the stored record of the same offset
-and the high watermark is the partition's next offset.
+without gaps, so a Kafka offset names the stored record of the same offset.
+The high watermark is the partition's *durable* end
+(``Partition.durable_next_offset``, core/log/durable.py): Kafka serves
+consumers committed records only (its documentation, Design,
+"Replication"), and with one copy a record is committed once durable under
+the fsync policy. Fetch serves nothing above it, ListOffsets LATEST answers
+it, and a waiting Fetch wakes when it moves, not on the append.
 
 **Produce.** Each partition's one record batch is checked as Kafka's broker
 checks a client batch (:func:`adapters.kafka.records.decode_produce_batch`),
@@ -23,8 +28,11 @@ idempotent producer's batch (producer id >= 0) is checked against the
 partition's last stored sequence of that producer and epoch
 (``Partition.producer_sequence``, kept through restarts by the log): the next
 sequence is appended, an already stored one answers
-DUPLICATE_SEQUENCE_NUMBER (the Java client and librdkafka treat it as
-success), a gap OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's
+the first attempt's base offset with no error once that is durable, as Kafka
+answers a retry of one of a producer's last five batches (RecentBatches,
+adapters/kafka/recent_batches.py; a batch stored before this gateway started
+answers DUPLICATE_SEQUENCE_NUMBER, which the Java client and librdkafka treat
+as success), a gap OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's
 ``ProducerStateManager`` rules for a producer whose state the broker holds).
 
 **Fetch.** Per partition, stored records from the fetch offset are turned
@@ -37,8 +45,8 @@ be a few ms behind the cluster when a client moves here from another leader):
 that is an empty partition, as Kafka answers an offset between the high
 watermark and the log end. When fewer than ``min_bytes`` are found and
 ``max_wait_ms`` is above 0, the request waits (:class:`FetchWait`): the
-driver wakes it on the next append to any of its partitions or at its
-deadline and calls :meth:`DataPlane.fetch` again with the same request.
+driver wakes it when the durable end of any of its partitions moves or at
+its deadline and calls :meth:`DataPlane.fetch` again with the same request.
 The partitions a request reads are its own, or with an incremental fetch
 session (KIP-227, adapters/kafka/fetch_sessions.py) the session's, and an
 incremental answer lists only the partitions with news.
@@ -108,17 +116,27 @@ class ProduceWait:
     wake: object = None
     pending_request: object = None  # the session's (api key, version, correlation id)
 
-    def callback(self, fields: dict):
+    def callback(self, fields: dict, retry=None):
+        """``on_durable`` for one partition's append. ``retry``: for an idempotent batch,
+        ``(recent batches, key, first sequence, last sequence)``: a duplicate answers the
+        first attempt's base offset when it is known (adapters/kafka/recent_batches.py),
+        and a stored batch is remembered for its retries."""
         self.pending += 1
 
         def on_durable(outcome) -> None:
             if isinstance(outcome, BaseException):
                 fields.update(error_code=int(E.KAFKA_STORAGE_ERROR), base_offset=-1,
                               error_message=f"the append did not become durable: {outcome}")
-            elif outcome.duplicate:  # the store found the producer's sequence stored meanwhile
-                fields.update(error_code=int(E.DUPLICATE_SEQUENCE_NUMBER), base_offset=-1)
+            elif outcome.duplicate:  # a retry: answered once what was pending (the original) is durable
+                found = retry[0].find(*retry[1:]) if retry is not None else None
+                if found is None:
+                    fields.update(error_code=int(E.DUPLICATE_SEQUENCE_NUMBER), base_offset=-1)
+                else:
+                    fields.update(error_code=0, base_offset=found)
             else:  # where the records are: a partition that applies later only guessed at return
                 fields["base_offset"] = outcome.base_offset
+                if retry is not None:
+                    retry[0].remember(retry[1], retry[2], retry[3], outcome.base_offset)
             self.pending -= 1
             if self.pending == 0 and self.wake is not None:
                 self.wake()
@@ -141,7 +159,7 @@ class FetchWait:
     version: int
     request: object
     deadline_ms: int
-    keys: list  # (stream_id, topic_id, partition_id) for broker.wait_for_append
+    keys: list  # (stream_id, topic_id, partition_id) for broker.wait_for_durable
     pending: object = None  # the session's (api key, version, correlation id)
     plan: FetchPlan | None = None  # what it reads (adapters/kafka/fetch_sessions.py)
 
@@ -280,13 +298,18 @@ class DataPlane:
             batch = decode_produce_batch(p.records, version, block=translate.COMPILED_BLOCK)
             block, nbytes = translate.to_block(batch)
             count = len(batch.records)
-            producer = None
+            producer = retry = None
             part = self.broker.partition(info.stream_id, info.id, p.index)
             if batch.producer_id >= 0:
-                producer = self._sequence(part, batch, resp)
+                pid = producer_key(batch.producer_id, batch.producer_epoch)
+                retry = (self.ctx.recent_batches, (info.stream_id, info.id, p.index, pid),
+                         batch.base_sequence, batch.last_sequence)
+                producer = self._sequence(part, batch, pid, resp)
                 if producer is None:
+                    if resp.get("error_code") == int(E.DUPLICATE_SEQUENCE_NUMBER):
+                        self._answer_retry(part, retry, resp, wait)
                     return
-            on_durable = wait.callback(resp) if wait is not None else None
+            on_durable = wait.callback(resp, retry) if wait is not None else None
             try:
                 result = self.broker.append_records(info.stream_id, info.id, block, count, partition=p.index,
                                                     producer=producer, on_durable=on_durable, origin="kafka")
@@ -298,18 +321,30 @@ class DataPlane:
             resp["error_code"], resp["error_message"] = append_error(exc)
             return
         if result.duplicate:  # a sequence stored since our check (another connection of the producer)
-            resp["error_code"] = int(E.DUPLICATE_SEQUENCE_NUMBER)
-            return
+            if wait is None:
+                resp["error_code"] = int(E.DUPLICATE_SEQUENCE_NUMBER)
+            return  # else on_durable answers it, as _answer_retry does
         resp["base_offset"] = result.base_offset
         resp["log_start_offset"] = self._log_start(info, p.index)
         self.counters["messages_in"].inc(LISTENER, amount=count)
         self.counters["bytes_in"].inc(LISTENER, amount=nbytes)
 
     @staticmethod
-    def _sequence(part, batch, resp) -> tuple[str, int] | None:
+    def _answer_retry(part, retry, resp: dict, wait: ProduceWait | None) -> None:
+        """A retry of a batch already taken: Kafka answers the first attempt's base offset
+        with no error (adapters/kafka/recent_batches.py), and only once that attempt is
+        durable: the answer waits for what is pending on the partition, which holds the
+        original if it is not yet written (``Partition.ack_after_pending``)."""
+        if wait is None:
+            return  # acks=0: nothing is answered
+        resp["error_code"] = 0
+        resp.pop("error_message", None)
+        part.ack_after_pending(wait.callback(resp, retry))
+
+    @staticmethod
+    def _sequence(part, batch, pid: str, resp) -> tuple[str, int] | None:
         """The ``producer=(id, last sequence)`` of an idempotent batch, or None after
         setting the error (module docstring)."""
-        pid = producer_key(batch.producer_id, batch.producer_epoch)
         refused = sequence_error(batch, part.producer_sequence(pid))
         if refused is not None:
             resp["error_code"], message = refused
@@ -364,7 +399,7 @@ class DataPlane:
         """Fill ``resp`` for one partition; the record bytes it holds."""
         try:
             part = self.broker.partition(info.stream_id, info.id, p.partition)
-            hwm, start = part.next_offset, self._log_start(info, p.partition)
+            hwm, start = part.durable_next_offset, self._log_start(info, p.partition)  # durable only
             resp.update(high_watermark=hwm, last_stable_offset=hwm, log_start_offset=start)
             if not start <= p.fetch_offset <= hwm:
                 if p.fetch_offset > hwm and self._stored_above(info, p.partition, part, p.fetch_offset):
@@ -375,7 +410,7 @@ class DataPlane:
             if p.fetch_offset == hwm or (limit <= 0 and not first):
                 resp["records"] = b""
                 return 0
-            batch = part.read(p.fetch_offset, MAX_FETCH_RECORDS, max(limit, 1))
+            batch = part.read(p.fetch_offset, min(MAX_FETCH_RECORDS, hwm - p.fetch_offset), max(limit, 1))
             fetched = translate.encode_read(batch, max_bytes=limit, whole_first=first)
         except FerryError as exc:
             resp["error_code"] = append_error(exc)[0]
@@ -416,22 +451,23 @@ class DataPlane:
     def _offset_for(part, timestamp: int, start: int) -> tuple[int, int]:
         """(offset, timestamp ms) Kafka answers for a ListOffsets timestamp (module docstring);
         no record below ``start``, the log start offset, is answered."""
+        end = part.durable_next_offset  # the high watermark: nothing above it is answered
         if timestamp == LATEST:
-            return part.next_offset, -1
+            return end, -1
         if timestamp == EARLIEST:
             return start, -1
         if timestamp == MAX_TIMESTAMP:
-            offset = part.last_offset
-            if offset is None or offset < start:
+            offset = end - 1
+            if offset < part.first_offset or offset < start:
                 return -1, -1
         elif timestamp < 0:
             return -1, -1
         else:
             # searched from the log start offset, as UnifiedLog.fetchOffsetByTimestamp does
             offset = max(part.offset_for_timestamp(timestamp * 1000), start)
-            if offset >= part.next_offset:
+            if offset >= end:
                 return -1, -1  # no record at or after it: Kafka answers offset -1
-            found = _created_at_or_after(part, offset, timestamp)
+            found = _created_at_or_after(part, offset, end, timestamp)
             if found is not None:
                 return found
         (view,) = part.read(offset, 1).records()
@@ -442,17 +478,17 @@ class DataPlane:
         return offset, (view.origin_timestamp or view.timestamp) // 1000
 
 
-def _created_at_or_after(part, offset: int, timestamp: int) -> tuple[int, int] | None:
+def _created_at_or_after(part, offset: int, end: int, timestamp: int) -> tuple[int, int] | None:
     """Kafka's answer on a CreateTime topic (every Kafka topic here): the first record whose
     timestamp, as a Fetch shows it, is at or after ``timestamp`` (ms), from ``offset``, the
     first record *appended* at or after it: a record appended earlier was created earlier
     too, unless its producer's clock ran ahead of the gateway's. ``(offset, timestamp)``,
-    ``(-1, -1)`` when no record till the end has such a timestamp (Kafka's "none"), or None
-    after TIMESTAMP_SCAN_RECORDS without one: the caller answers ``offset``, which is never
+    ``(-1, -1)`` when no record below ``end`` (the high watermark) has such a timestamp (Kafka's
+    "none"), or None after TIMESTAMP_SCAN_RECORDS without one: the caller answers ``offset``, which is never
     after Kafka's answer (a consumer that seeks there misses nothing)."""
-    end, scanned = part.next_offset, 0
+    scanned = 0
     while offset < end and scanned < TIMESTAMP_SCAN_RECORDS:
-        batch = part.read(offset, TIMESTAMP_SCAN_CHUNK, TIMESTAMP_SCAN_CHUNK_BYTES)
+        batch = part.read(offset, min(TIMESTAMP_SCAN_CHUNK, end - offset), TIMESTAMP_SCAN_CHUNK_BYTES)
         if not batch.count:
             return None
         for view in batch.records():

@@ -15,8 +15,8 @@ Waiting outcomes:
   a SCRAM login (the proof already checked by the session, no hashing left)
   asks ``UserStore.scram_login`` on this task, whose actor is the connection's;
 * a Produce waits for the flusher's durability callbacks of its appends;
-* a Fetch waits for the next append to any of its partitions
-  (``broker.wait_for_append``) or its deadline, then reads again;
+* a Fetch waits until the high watermark (the durable end) of one of its
+  partitions moves (``broker.wait_for_durable``) or its deadline, then reads again;
 * a group request waits until the coordinator answers it, from this or
   another connection's request or from the coordinator's clock:
   :class:`GroupClock` runs ``tick`` at the coordinator's next deadline and is
@@ -270,7 +270,7 @@ async def _wait_woken(wait) -> None:
 
 async def _wait_fetch(broker, wait: FetchWait) -> None:
     woken = trio.Event()
-    cancels = [broker.wait_for_append(*key, woken.set) for key in wait.keys]
+    cancels = [broker.wait_for_durable(*key, woken.set) for key in wait.keys]  # the high watermark moved
     try:
         with trio.move_on_at(wait.deadline_ms / 1000):
             await woken.wait()

@@ -284,9 +284,14 @@ render_msgs(PyObject *self, PyObject *args)
     char *o = PyBytes_AS_STRING(res), *o_end = o + PyBytes_GET_SIZE(res);
     Py_ssize_t pos = start, done = 0;
     while (pos < end && done < count) {
-        /* "PUB " subject ' ' ... '\n' : the line, then <size> after its last space */
+        /* "PUB " subject ' ' ... '\n' : the line, then <size> after its last space.
+         * The LF is searched from the subject's second byte, as the scanner does: a
+         * subject may start with an LF ("PUB \n 2\r\n", nats-server's parser), which
+         * must not end the line (tests/fuzz/regressions/nats_server). */
+        if (end - pos < 6)
+            break;
         const char *line = b + pos + 4;
-        const char *nl = memchr(line, '\n', (size_t)(end - pos - 4));
+        const char *nl = memchr(line + 1, '\n', (size_t)(end - pos - 5));
         const char *sp = nl ? memchr(line, ' ', (size_t)(nl - line)) : NULL;
         if (sp == NULL)
             break;

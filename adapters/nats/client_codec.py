@@ -314,7 +314,7 @@ class ClientCodec:
     def _info(arg: bytes) -> ServerInfo:
         try:
             value = json.loads(arg.decode(_UTF8, "replace"))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # deep nesting: as codec._go_json (tests/fuzz)
             raise NatsClientProtocolError(f"INFO is not JSON: {exc}") from None
         if not isinstance(value, dict):
             raise NatsClientProtocolError("INFO is not a JSON object")

@@ -111,7 +111,11 @@ def render_msgs_py(buf, start: int, end: int, count: int, sid: bytes) -> bytes:
     parts = []
     pos = start
     for _ in range(count):
-        nl = buf.index(b"\n", pos + 4)
+        # The line's LF is searched from the subject's second byte, as scan_pubs_py does:
+        # nats-server takes any byte after "PUB " as the subject's first, LF included
+        # ("PUB \n 2\r\n"), and from pos + 4 that LF ended the line early (ValueError
+        # on a run scan_runs reported; tests/fuzz/regressions/nats_server).
+        nl = buf.index(b"\n", pos + 5)
         space = buf.index(b" ", pos + 4)
         size = int(buf[buf.rindex(b" ", space, nl - 1) + 1:nl - 1])
         frame_end = nl + 1 + size + 2

@@ -521,7 +521,7 @@ class ControllerService:
                 break
             part = self.broker.partition(topic.stream_id, topic.id, number)
             start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, number)
-            ok = ok and (offset == -1 or start <= offset <= part.byte_end)
+            ok = ok and (offset == -1 or start <= offset <= part.durable.byte_end)  # readers' end (reads.py)
         return P.StreamCutValidityResponse(response=ok)
 
     def scale(self, req: P.ScaleRequest) -> P.ScaleResponse:

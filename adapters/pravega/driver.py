@@ -12,7 +12,8 @@ turn. Appends are pipelined: the reader never waits for an ack, only stops
 reading while more than ``MAX_UNACKED_BYTES`` are appended and not yet
 acknowledged, or while the outbox holds more than ``MAX_OUTBOX_BYTES``
 (TCP then pushes back on the client). A read at the tail parks in its own
-small task until the partition's next append or ``tail_park_s``.
+small task until the partition's durable end moves (readers get durable data
+only: core/log/durable.py) or ``tail_park_s``.
 
 Controller: gRPC unary calls over h2c (:mod:`adapters.pravega.grpc`) served
 in the connection's task: every RPC is a quick synchronous call on the
@@ -213,7 +214,7 @@ async def _read_loop(broker, stream, outbox: Outbox, session: SegmentStoreSessio
 async def _park(broker, session: SegmentStoreSession, park: Park, park_s: float, parked: list) -> None:
     try:
         woken = trio.Event()
-        cancel = broker.wait_for_append(*park.key, woken.set)
+        cancel = broker.wait_for_durable(*park.key, woken.set)  # not on append: issue 30
         try:
             with trio.move_on_after(park_s):
                 while not broker.draining:

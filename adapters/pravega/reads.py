@@ -15,7 +15,8 @@ payload_length`` bytes, the frame ``[type 0: i32][length: i32][payload]``
    Pravega event has no headers), the first one cut where the offset falls
    inside it -- a reply may cut an event anywhere and the client reassembles
    (pravega.md section 6);
-3. at most ``MAX_READ`` bytes, the upstream server's clamp (section 7).
+3. at most ``MAX_READ`` bytes, the upstream server's clamp (section 7), and
+   never past the durable end (:func:`durable_end`).
 
 The same arithmetic serves byte streams (``create_byte_stream``), whose
 writes are raw bytes with no frame: each write is stored as one record and
@@ -124,6 +125,16 @@ def raw_end(part: Partition) -> int:
     return part.byte_end - 8 * part.next_offset
 
 
+def durable_end(part: Partition, raw: bool) -> int:
+    """Where a reader's view of the segment ends: after its durable prefix only
+    (``Partition.durable``, core/log/durable.py), in the raw view of a byte stream (8
+    bytes less per record) or the event view. Upstream serves only what its durable
+    log holds (protocols/pravega.md section 5.4), so a position a reader was given is
+    never past the end a crash leaves; pending appends are the writer's business."""
+    end = part.durable
+    return end.byte_end - 8 * end.offset if raw else end.byte_end
+
+
 def raw_start(part: Partition) -> int:
     return part.byte_start - 8 * part.first_offset
 
@@ -149,4 +160,5 @@ def read_raw(part: Partition, pos: int, length: int) -> bytes:
     return _cut(_frames(part, offset, skip + length, False), skip, length)
 
 
-__all__ = ["MAX_READ", "clamp", "raw_end", "raw_offset_for", "raw_pos_of", "raw_start", "read_events", "read_raw"]
+__all__ = ["MAX_READ", "clamp", "durable_end", "raw_end", "raw_offset_for", "raw_pos_of", "raw_start", "read_events",
+           "read_raw"]

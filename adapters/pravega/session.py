@@ -25,9 +25,9 @@ Appends (pravega.md sections 5 and 12):
   an ack before handling the next command: the driver keeps reading, bounded
   by ``unacked_bytes``.
 
-Reads return the event-frame byte view (:mod:`adapters.pravega.reads`); a
-read at the tail is *parked* (returned as :class:`Park`): the driver waits
-for the partition's next append or ``PARK_S`` and calls :meth:`read` again
+Reads return the event-frame byte view up to the durable end (reads.py); a
+read at that end is *parked* (returned as :class:`Park`): the driver waits
+for the durable end to move or ``PARK_S`` and calls :meth:`read` again
 with ``parked=True``, which answers (empty, ``atTail``) rather than wait
 again -- before the client's 30 s request timeout (pravega.md section 7).
 
@@ -64,7 +64,8 @@ from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .errors import Reply as _Reply
 from .names import parse_segment
-from .reads import clamp, events_started, raw_end, raw_offset_for, raw_pos_of, read_events, read_raw
+from .reads import (clamp, durable_end, events_started, raw_end, raw_offset_for, raw_pos_of, read_events,
+                    read_raw)
 from .state import TxnError, state_of
 from .tables import TableSegmentOps
 
@@ -601,11 +602,11 @@ class SegmentStoreSession(TableSegmentOps):
             return None
         part = self._partition(topic, name.number)
         raw = self.is_bytes(topic)
+        end = durable_end(part, raw)  # readers get durable bytes only (issue 30; reads.py)
         if raw:
-            start, end = self._raw_start(topic, part), raw_end(part)
+            start = self._raw_start(topic, part)
         else:
             start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
-            end = part.byte_end
         offset = cmd.offset
         if offset < start:
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
@@ -622,13 +623,13 @@ class SegmentStoreSession(TableSegmentOps):
                                     request_id=rid))
             return None
         try:
-            data = (read_raw if raw else read_events)(part, offset, clamp(cmd.suggested_length))
+            data = (read_raw if raw else read_events)(part, offset, min(clamp(cmd.suggested_length), end - offset))
         except InvalidOffset:  # retention moved the start between the check and the read
             start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
                                            offset=offset))
             return None
-        at_tail = offset + len(data) >= (raw_end(part) if raw else part.byte_end)
+        at_tail = offset + len(data) >= end
         self.counters["bytes_out"].inc(LISTENER, amount=len(data))  # the byte view: frames included
         if not raw:  # a byte-stream read has no events to count
             self.counters["messages_out"].inc(LISTENER, amount=events_started(part, offset, len(data)))
@@ -647,11 +648,12 @@ class SegmentStoreSession(TableSegmentOps):
                                           is_deleted=False, last_modified=self._clock_ms(), write_offset=held,
                                           start_offset=0))
             return
-        if self.is_bytes(topic):
-            start, end = self._raw_start(topic, part), raw_end(part)
+        raw = self.is_bytes(topic)
+        end = durable_end(part, raw)  # the length readers may read to (issue 30)
+        if raw:
+            start = self._raw_start(topic, part)
         else:
             start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
-            end = part.byte_end
         self.send(C.StreamSegmentInfo(request_id=rid, segment_name=seg, exists=True, is_sealed=topic.sealed,
                                       is_deleted=False, last_modified=self._clock_ms(), write_offset=end,
                                       start_offset=start))

@@ -38,13 +38,14 @@ from .batch import (
 )  # fmt: skip
 from .encoded import stamp_records
 from .config import MAX_APPEND_BYTES, MAX_BATCH_BYTES, LogConfig
+from .durable import DurableEnd
 from .index import T_MAXTS, TIME_ENTRY
 from .pending import FlushJob, PendingCall, index_entries, written_producers
 from .producers import Table, expire_idle, is_expired, remember
 from .readbatch import ReadBatch
 from .recovery import recover_segments
 from .salvage import TEMP_SUFFIX as SALVAGE_TEMP, Quarantine
-from .segment import LOG_SUFFIX, Segment, fsync_dir
+from .segment import LOG_SUFFIX, Segment, fsync_dir, make_dirs
 
 log = logging.getLogger("ferry.log")
 
@@ -139,6 +140,7 @@ class Partition:
         self.write_count = 0  # batches written
         self.torn_bytes = 0  # bytes cut off the tail at open
         self._quarantine = Quarantine(path, partition_id, cfg.fsyncs)  # damaged segments (salvage.py)
+        self.durable = DurableEnd()  # the read bound of durable-only readers, and their waiters (durable.py)
         # After salvaging the active segment its first batch may not hold the
         # dedup snapshot any more: the next batch written carries one.
         self._snapshot_due = False
@@ -155,7 +157,7 @@ class Partition:
         cannot be read or written."""
         part = cls(Path(path), partition_id, cfg, clock or now_us)
         try:
-            part.path.mkdir(parents=True, exist_ok=True)
+            make_dirs(part.path, cfg.fsyncs)  # stream/topic/partition dirs: durable names
             part._recover()
         except OSError as exc:
             part._close_files()
@@ -173,6 +175,7 @@ class Partition:
         self._last_ts = max((s.times.last()[T_MAXTS] for s in self._segments if s.times.count), default=0)
         expire_idle(found.producers, self._clock(), self._ttl_us)  # idle past the TTL while we were down, too
         self._durable_producers, self._producers = found.producers, dict(found.producers)
+        self.durable.reset(self._next_offset, self._byte_end)  # all that recovery kept is on disk
 
     # -- wiring ------------------------------------------------------------------
     def set_wakeup(self, wake: Callable[[], None]) -> None:
@@ -208,8 +211,8 @@ class Partition:
     @property
     def durable_next_offset(self) -> int:
         """The offset just past the last record written to disk (and fsynced,
-        unless the policy is ``never``): readers wanting only durable data stay below it."""
-        return self._segments[-1].next_offset
+        unless the policy is ``never``): durable-only readers stay below it (``durable``)."""
+        return self.durable.offset
 
     @property
     def failed(self) -> StorageError | None:
@@ -436,6 +439,11 @@ class Partition:
         ttl = self._ttl_us
         return not ttl or last[1] >= self._clock() - ttl
 
+    def ack_after_pending(self, on_durable: OnDurable | None) -> AppendResult:
+        """A send whose every message was a duplicate (core/log/iddedup.py): nothing is
+        appended; ``on_durable`` fires once what is pending (maybe the originals) is durable."""
+        return self._duplicate(on_durable)
+
     def _duplicate(self, on_durable: OnDurable | None) -> AppendResult:
         result = AppendResult(self.partition_id, self._next_offset, 0, self._last_ts, duplicate=True)
         if on_durable is not None:
@@ -542,6 +550,7 @@ class Partition:
                 log.exception("could not map the indexes of sealed segment %s", job.sealing.path(LOG_SUFFIX))
             self._segments.append(job.new_segment)
         job.target.commit(job.batch_len, job.index_data, job.time_data, job.end_byte)
+        moved = self.durable.advance(job.target.next_offset, job.end_byte)  # set before the acks read it
         self._snapshot_due = False
         for pid, seq, ts in job.producers:
             remember(self._durable_producers, pid, seq, ts, self.cfg.max_producers)
@@ -553,6 +562,8 @@ class Partition:
         self.fsync_count += job.fsync
         for call in taken:
             self._ack(call, call.result)
+        if moved:  # readers after the writers' acks: no reader sees a record its writer has not heard of
+            self.durable.wake()
 
     def _ack(self, call: PendingCall, outcome: object) -> None:
         if call.callback is not None:
@@ -665,6 +676,7 @@ class Partition:
             raise StorageError(f"cannot purge partition at {self.path}: {exc}", errno=exc.errno) from exc
         self._next_offset = self._byte_end = 0
         self._producers, self._durable_producers = {}, {}
+        self.durable.reset(0, 0)
 
     def close(self) -> None:
         """Flush pending appends (with fsync) and close every file. Idempotent."""
@@ -678,6 +690,7 @@ class Partition:
             self._close_files()
 
     def _close_files(self) -> None:
+        self.durable.wake()  # parked readers look again (and find the partition gone or replaced)
         for seg in self._segments:
             seg.close()
 

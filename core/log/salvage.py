@@ -117,7 +117,16 @@ def salvage(seg: Segment, qdir: Path, fsync: bool) -> tuple[list[Segment], Surve
     and the quarantined paths. Raises OSError when the disk refuses."""
     found = survey(seg.fd, seg.size, seg.base_offset)
     directory = seg.directory
+    if fsync and not qdir.exists():
+        qdir.mkdir()
+        fsync_dir(directory)  # quarantine/ itself is durable before anything moves into it
     moved = seg.quarantine(qdir)  # closes seg; from now on it is read from quarantine/
+    if fsync:
+        # The originals are durable in quarantine/ before the partition directory can
+        # durably lose them (its fsync below, or a concurrent roll's): syncing the
+        # partition directory first left a window where a power cut kept them in
+        # neither place (tests/gateway/test_powerloss.py, lazyfs).
+        fsync_dir(qdir)
     source = next((p for p in moved if p.name.startswith(seg.path(LOG_SUFFIX).name)), None)
     segments: list[Segment] = []
     if source is not None and found.runs:
@@ -129,7 +138,6 @@ def salvage(seg: Segment, qdir: Path, fsync: bool) -> tuple[list[Segment], Surve
             os.close(fd)
     if fsync:
         fsync_dir(directory)
-        fsync_dir(qdir)
     return segments, found, moved
 
 

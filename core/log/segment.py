@@ -17,6 +17,7 @@ raises :class:`CorruptSegment`; the partition then quarantines the segment.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from ..compiled import load
 from ..errors import CorruptSegment
 from .batch import batch_crc_ok, batch_entries, parse_batch_header
 from .index import I_BYTE, I_LEN, I_POS, INDEX_ENTRY, T_FIRST, T_POS, TIME_ENTRY, EntryTable
+
+log = logging.getLogger("ferry.log")
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -62,6 +65,43 @@ def fsync_dir(path: Path) -> None:
     finally:
         os.close(fd)
 
+
+def make_dirs(path: Path, fsync: bool = True) -> None:
+    """``path.mkdir(parents=True, exist_ok=True)`` with every directory it creates made
+    durable (when ``fsync``): a new directory's name lives in its parent, so the parent is
+    fsynced, else a power cut can take the directory away with every file acknowledged in
+    it (fsync(2) NOTES; found by tests/gateway/test_powerloss.py on lazyfs)."""
+    missing = []
+    at = path
+    while not at.exists() and at.parent != at:
+        missing.append(at)
+        at = at.parent
+    path.mkdir(parents=True, exist_ok=True)
+    if fsync:
+        for created in reversed(missing):
+            fsync_dir(created.parent)
+
+
+def fsync_unsynced_dirs(partitions, root: Path) -> OSError | None:
+    """At a clean shutdown, fsync the directories of every ``never`` partition and those
+    above it up to ``root``, deepest first; the first failure (logged) or None. Under
+    ``never`` segments and directories were created without syncing their names, so the
+    final fdatasyncs alone left the records unreachable after a power cut (lazyfs showed
+    a clean shutdown then a cut keeping none of them): with this a clean shutdown is
+    durable under any policy, as docs/storage.md promises."""
+    dirs: set[Path] = set()
+    for part in partitions:
+        cfg, path = getattr(part, "cfg", None), getattr(part, "path", None)
+        if cfg is not None and not cfg.fsyncs and path is not None and path.is_relative_to(root):
+            dirs |= {path, *(p for p in path.parents if p.is_relative_to(root))}
+    first: OSError | None = None
+    for path in sorted(dirs, key=lambda p: -len(p.parts)):
+        try:
+            fsync_dir(path)
+        except OSError as exc:
+            log.error("final fsync of directory %s failed: %s", path, exc)
+            first = first or exc
+    return first
 
 
 # A read's byte budget as the compiled walk takes it (Py_ssize_t); sys.maxsize, "no limit", fits.
@@ -314,6 +354,8 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 __all__ = [
     "Segment",
     "fsync_dir",
+    "fsync_unsynced_dirs",
+    "make_dirs",
     "pread_exact",
     "segment_name",
     "write_all",

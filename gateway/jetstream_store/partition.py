@@ -23,7 +23,10 @@ agree on every offset. This class is the gateway's side of that, with no I/O:
   the gateway's cache of the stream (reads, byte positions, time index, tail
   wake-ups work as in the embedded log), and fires the ``on_durable`` of
   appends whose last message is now applied: an acknowledged append is
-  readable on the gateway that acknowledged it (read-your-writes).
+  readable on the gateway that acknowledged it (read-your-writes). An applied
+  message is one the cluster stored, so applying also moves the partition's
+  durable end (``Partition.durable``, core/log/durable.py: what Pravega and
+  Kafka readers are served up to) and wakes the readers parked at it.
 
 The cache's own fsync policy is the partition config's; nothing is lost if the
 cache is: it is re-read from the stream from the offset it holds.
@@ -232,6 +235,7 @@ class RemotePartition(Partition):
         except OSError as exc:
             raise StorageError(f"cannot restart the cache at {self.path}: {exc}", errno=exc.errno) from exc
         self._next_offset = offset
+        self.durable.reset(offset, self._byte_end)
 
     def apply(self, seq: int, mid: int, timestamp: int, origin_timestamp: int, headers: bytes, payload: bytes,
               producer: tuple[str, int] | None = None) -> AppendResult | None:
@@ -249,10 +253,14 @@ class RemotePartition(Partition):
         ts = timestamp if timestamp >= self._last_ts else self._last_ts
         record = encode_record(mid, offset, ts, origin_timestamp or ts, headers, payload)
         result = self._add_call(offset, ts, 1, [record], None, len(record), 8 + len(payload), producer, None)
+        # The cluster stored it (the mirror only gets stored messages): durable, whatever
+        # the cache's own flush does later (DurableEnd never moves back for it).
+        self.durable.advance(self._next_offset, self._byte_end)
         waiting = self._waiting
         while waiting and waiting[0][0] <= offset:
             _, _, base, count, callback = heapq.heappop(waiting)
             _fire(callback, AppendResult(self.partition_id, base, count, ts))
+        self.durable.wake()  # readers after the writers' acks, as in the embedded log
         return result
 
     def close(self) -> None:

@@ -95,6 +95,9 @@ def test_one_group_across_two_gateways_splits_partitions_and_resumes_from_commit
         seen = [until("the topic on both gateways", lambda adm=adm: leaders(adm)) for adm in admins]
         assert seen[0] == seen[1]  # every gateway computes the same leaders
         assert set(seen[0].values()) <= set(admins[0].list_topics(timeout=5).brokers)
+        # one cluster: librdkafka warns when one client's brokers report different ids
+        ids = {adm.list_topics(timeout=5).cluster_id for adm in admins}
+        assert len(ids) == 1 and None not in ids
 
         group = f"g-{topic}"
         c1 = Consumer({**conf(a), **GROUP, "group.id": group})

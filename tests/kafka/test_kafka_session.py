@@ -257,7 +257,12 @@ def test_idempotent_sequences_duplicates_and_gaps(ctx, broker):
     assert pid.error_code == 0 and pid.producer_id >= 0
     kw = dict(producer_id=pid.producer_id, producer_epoch=pid.producer_epoch)
     assert produce(c, "i.t", batch(b"0", b"1", base_sequence=0, **kw)).base_offset == 0
-    assert produce(c, "i.t", batch(b"0", b"1", base_sequence=0, **kw)).error_code == E.DUPLICATE_SEQUENCE_NUMBER
+    # A retry of a stored batch gets the first attempt's base offset and no error, as
+    # from Kafka (adapters/kafka/recent_batches.py); one that matches no remembered
+    # batch (here: a part of one) the legacy DUPLICATE_SEQUENCE_NUMBER.
+    retry = produce(c, "i.t", batch(b"0", b"1", base_sequence=0, **kw))
+    assert (retry.error_code, retry.base_offset) == (0, 0)
+    assert produce(c, "i.t", batch(b"1", base_sequence=1, **kw)).error_code == E.DUPLICATE_SEQUENCE_NUMBER
     assert produce(c, "i.t", batch(b"5", base_sequence=5, **kw)).error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert produce(c, "i.t", batch(b"2", base_sequence=2, **kw)).base_offset == 2
     assert broker.partition("i", "t", 0).next_offset == 3

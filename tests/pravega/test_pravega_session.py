@@ -361,10 +361,14 @@ def test_a_read_at_the_tail_parks_then_answers_empty_at_tail(filled):
                                          request_id=5)]
 
 
-def test_a_parked_read_after_an_append_answers_the_new_data(filled):
+def test_a_parked_read_after_an_append_answers_the_new_data_once_durable(filled):
     c = Client(filled)
     park = c.send(c.read(36))
     filled.append("sc", "st", [AppendInput(b"late")], partition=0)
+    assert isinstance(c.send(c.read(36)), Park) and c.replies() == []  # not durable yet: issue 30
+    info = c.one(C.GetStreamSegmentInfo(request_id=2, segment_name=SEG, delegation_token=""))
+    assert info.write_offset == 36  # the length readers may read to
+    filled.flush()
     c.session.read(park.cmd, parked=True)
     (reply,) = c.replies()
     assert reply.data == event_frame(b"late") and reply.at_tail
@@ -398,6 +402,7 @@ def test_messages_from_other_protocols_read_as_payload_only_frames(broker):
     payloads = [b"nats", b"", b"iggy" * 100]
     for p in payloads:
         broker.append("sc", "st", [AppendInput(p, b"\x00\x01hdr-block")], partition=1)
+    broker.flush()  # readers see durable records only (issue 30)
     c = Client(broker)
     view = frames(*payloads)
     assert c.one(c.read(0, segment=SEG1)).data == view
