@@ -105,10 +105,12 @@ TIERS = ("unit", "integration", "realclient")
 # of 2026-11-28, 4 workers, `--durations=60`), longest first: scheduled before the rest.
 LONGEST_FILES = (
     "tests/docs/test_doc_blocks.py",  # 271 s: Spark quick starts, each block twice
+    "tests/gateway/test_fault_schedule.py",  # 110-150 s: a 1-minute fault schedule over a 3-node cluster
     "tests/gateway/test_gw_kill.py",  # 195 s: 20 kill -9 cycles per fsync policy
     "tests/spark/test_spark_processes.py",  # 190 s: spark-submit jobs and their kills
     "tests/spark/test_spark_stream.py",  # 115 s
     "tests/iggy/test_iggy_credential_changes.py",  # 83 s: five client generations
+    "tests/gateway/test_crash_loop.py",  # 50-75 s: 3 kill -9 cycles, five real clients
     "tests/http/test_http_schemathesis.py",  # 64 s
     "tests/spark/test_spark_write.py",  # 61 s
     "tests/gateway/test_authz_matrix.py",  # 52 s
@@ -117,6 +119,8 @@ LONGEST_FILES = (
     "tests/http/test_http_login_guard.py",  # 46 s
     "tests/gateway/test_gw_admin_remote.py",  # 44 s
     "tests/pravega/test_pravega_scaleout.py",  # 43 s
+    "tests/nats/test_nats_jetstream_large.py",  # 31 s: 200,000 messages filled, restarted, probed
+    "tests/gateway/test_powerloss.py",  # 30 s: lazyfs mounts, a Pravega writer cut mid-stream
 )
 _TIER_RANK = {"realclient": 0, "integration": 1, "unit": 2}
 

@@ -6,7 +6,7 @@ from .config import FSYNC_ALWAYS, FSYNC_BATCH, FSYNC_NEVER, FSYNC_POLICIES, LogC
 
 # The rest loads on first use (PEP 562), so ``core.log.config`` alone (the
 # gateway's config and CLI read its defaults) does not import the log itself.
-_LAZY = {"AppendInput": "partition", "AppendResult": "partition", "OnDurable": "partition",
+_LAZY = {"AppendInput": "results", "AppendResult": "results", "OnDurable": "results",
          "Partition": "partition", "ReadBatch": "readbatch", "LogRegistry": "registry",
          "PartitionSet": "registry"}
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -44,67 +43,13 @@ from .pending import FlushJob, PendingCall, index_entries, written_producers
 from .producers import Table, expire_idle, is_expired, remember
 from .readbatch import ReadBatch
 from .recovery import recover_segments
+from .results import AppendInput, AppendResult, OnDurable, _fast_result, _fire, _nothing
 from .salvage import TEMP_SUFFIX as SALVAGE_TEMP, Quarantine
 from .segment import LOG_SUFFIX, Segment, fsync_dir, make_dirs
 
 log = logging.getLogger("ferry.log")
 
 _SEQ_MIN, _SEQ_MAX = -(1 << 63), (1 << 63) - 1  # producer sequences are stored as i64
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInput:
-    """What an adapter hands the core, one per message."""
-
-    payload: bytes
-    headers: bytes = b""  # Headers.encode() output, already validated
-    id: int = 0  # 0 = the core assigns a UUIDv7
-    origin_timestamp: int = 0  # µs; 0 = use the append timestamp
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """Where one ``append`` call's records went. For a duplicate (the producer
-    sequence was already stored) nothing was written: ``count`` is 0 and
-    ``base_offset`` is the partition's next offset at that moment."""
-
-    partition_id: int
-    base_offset: int
-    count: int
-    timestamp: int  # append time (µs) given to every record of the call
-    duplicate: bool = False
-
-
-OnDurable = Callable[[AppendResult | BaseException], None]
-
-# A frozen dataclass's __init__ goes through object.__setattr__ once per field
-# (about 1 µs on a small VM, a fifth of an append); the hot path fills the slots
-# through their descriptors instead: same object, equal and immutable as usual.
-_S_PID, _S_BASE, _S_COUNT, _S_TS, _S_DUP = (
-    AppendResult.__dict__[name].__set__
-    for name in ("partition_id", "base_offset", "count", "timestamp", "duplicate")
-)
-
-
-def _fast_result(partition_id: int, base_offset: int, count: int, timestamp: int) -> AppendResult:
-    result = object.__new__(AppendResult)
-    _S_PID(result, partition_id)
-    _S_BASE(result, base_offset)
-    _S_COUNT(result, count)
-    _S_TS(result, timestamp)
-    _S_DUP(result, False)
-    return result
-
-
-def _nothing() -> None:
-    return None
-
-
-def _fire(callback: Callable[[object], None], arg: object) -> None:
-    try:
-        callback(arg)
-    except Exception:  # noqa: BLE001 - one bad callback must not stop the others
-        log.exception("on_durable callback failed")
 
 
 class Partition:
