@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from typing import Callable
 
 from core.addressing import PARTITION_KEY_HEADER
@@ -139,7 +140,7 @@ class NatsSession:
 
     # Slots: one of these lives per connection (docs/internals.md "Memory").
     __slots__ = ("broker", "conn", "outbox", "slow", "msgs_in", "bytes_in", "msgs_out", "bytes_out", "stalled",
-                 "_batch", "js", "_routes", "_routes_stamp")
+                 "_batch", "js", "_routes", "_routes_stamp", "parked", "parked_on", "may_park")
 
     def __init__(self, broker, conn: NatsServerConnection, outbox: Outbox) -> None:
         self.broker = broker
@@ -158,6 +159,13 @@ class NatsSession:
         self.js: JetStreamApi | None = jetstream_for(broker)
         if self.js is not None:
             wire(broker, self.js)
+        # A JetStream request waiting for the streams' warm-up (jetstream/warmup.py,
+        # issue 30): what it waits for, and it and the publishes after it, in order
+        # (at most what one read held: the connection is not read on meanwhile).
+        # Only a driver that resumes them (driver._read_loop) lets requests park.
+        self.parked: deque | None = None
+        self.parked_on: tuple | None = None
+        self.may_park = False
 
     # -- events from the client ----------------------------------------------------
     def process(self) -> None:
@@ -168,12 +176,14 @@ class NatsSession:
         holds. Raises what :meth:`NatsServerConnection.next_event` raises."""
         conn, outbox, batch = self.conn, self.outbox, self._batch
         next_runs, next_event, handle = conn.next_runs, conn.next_event, self.handle
-        while True:
+        while self.parked is None:          # parked: the rest stays unparsed until resume_parked
             if next_runs(batch):
                 try:
                     self.publish_runs(batch, conn.pub_buffer)
                 finally:
                     batch.clear()
+                if self.parked is not None:
+                    return
             event = next_event()
             if event is NEED_DATA:
                 return
@@ -220,7 +230,27 @@ class NatsSession:
         self.bytes_in += len(header) + len(event.payload)  # nats-server's in_bytes: header block + payload
         self._publish_parts(event.subject, event.reply, header, event.payload)
 
+    def park(self, need: tuple, subject: str, reply: str, header: bytes, payload) -> None:
+        """Hold a JetStream request until the warm-up has what it ``need``s
+        (``(stream, what)``, jetstream/warmup.py); the driver warms in slices and
+        calls :meth:`resume_parked`. Publishes after it queue behind it."""
+        self.parked_on = need
+        self.parked = deque([(subject, reply, header, bytes(payload))])
+
+    def resume_parked(self) -> None:
+        """Handle the parked request and the publishes queued behind it, in order
+        (one of them may park again: the rest stays queued behind it)."""
+        items, self.parked, self.parked_on = self.parked, None, None
+        while items:
+            self._publish_parts(*items.popleft())
+            if self.parked is not None:
+                self.parked.extend(items)
+                return
+
     def _publish_parts(self, subject: str, reply: str, header: bytes, payload: bytes) -> None:
+        if self.parked is not None:       # behind a parked request: in order, after it
+            self.parked.append((subject, reply, header, bytes(payload)))
+            return
         broker = self.broker
         if self.js is not None and _route_js(self, self.js, subject, reply, header, payload):
             return
@@ -262,6 +292,9 @@ class NatsSession:
         answers = self.conn.no_responders
         msgs = nbytes = 0
         for subject, reply, count, size, start, end in runs:
+            if self.parked is not None:   # behind a parked request: queued (copied) in order
+                self.publish_batch(_expand_run(buf, start, end))
+                continue
             route = routes.get(subject, _UNKNOWN)
             if route is _UNKNOWN:
                 route = routes[subject] = self._route(subject)
@@ -371,6 +404,9 @@ class NatsSession:
         head_of = head = None  # "MSG <subject> " is the same for a run of one subject
         for subject, reply, arg, payload in batch:
             nbytes += len(payload)
+            if self.parked is not None:   # behind a parked request: queued in order
+                self._publish_parts(subject, reply, b"", payload)
+                continue
             if subject != last or trie.generation != generation:
                 topic, result = topic_for(subject), match(subject)
                 last, generation = subject, trie.generation

@@ -23,6 +23,7 @@ the ack once it is durable.
 from __future__ import annotations
 
 import json
+import re
 import time
 import weakref
 from functools import partial
@@ -59,15 +60,55 @@ def pub_error(stream: str, err: JsApiError) -> bytes:
     return go_json({"error": err.to_json(), "stream": stream, "seq": 0})
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _go_text(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def loads_request(payload: bytes) -> Any:
+    """A request body's JSON as nats-server's Go decoder reads it; JSInvalidJSONErr if it is not JSON.
+
+    Go's encoding/json turns a ``\\uD800`` escape that is not half of a pair into
+    U+FFFD (``unquote`` in decode.go); Python keeps the lone surrogate, which then
+    cannot be encoded as UTF-8 (a reply echoing it, ``valid_name``;
+    tests/fuzz/regressions/jetstream_api). Nesting deeper than the interpreter's recursion
+    limit is refused as not JSON, as HTTP's ``models.parse_json`` does, instead of
+    escaping as RecursionError. The walk is iterative: a document nested nearly to
+    that limit must not hit it again here."""
+    try:
+        doc = json.loads(payload)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise JsApiError("JSInvalidJSONErr", err=str(exc)) from None
+    if b"\\u" not in payload:  # raw UTF-8 never decodes to a surrogate: only escapes make one
+        return doc
+    if isinstance(doc, str):
+        return _go_text(doc)
+    stack = [doc] if isinstance(doc, (dict, list)) else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in [k for k in node if _LONE_SURROGATE.search(k)]:
+                node[_go_text(key)] = node.pop(key)
+            pairs = list(node.items())
+        else:
+            pairs = list(enumerate(node))
+        for key, value in pairs:
+            if isinstance(value, str):
+                if _LONE_SURROGATE.search(value):
+                    node[key] = _go_text(value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    return doc
+
+
 def _body(payload: bytes, struct: str, types: dict[str, str]) -> dict[str, Any]:
     """A request body: ``{}`` when empty, else a JSON object whose known
     fields have the types nats-server's decoder wants."""
     if not payload.strip():
         return {}
-    try:
-        doc = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise JsApiError("JSInvalidJSONErr", err=str(exc)) from None
+    doc = loads_request(payload)
     if not isinstance(doc, dict):
         raise JsApiError("JSInvalidJSONErr", err=f"json: cannot unmarshal into Go value of type server.{struct}")
     for field, gotype in types.items():
@@ -198,10 +239,7 @@ class JetStreamApi:
         return {"success": True}
 
     def _config(self, name: str, payload: bytes) -> dict:
-        try:
-            doc = json.loads(payload) if payload.strip() else {}
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise JsApiError("JSInvalidJSONErr", err=str(exc)) from None
+        doc = loads_request(payload) if payload.strip() else {}
         if isinstance(doc, dict) and doc.get("name", "") != name and isinstance(doc.get("name", ""), str):
             raise JsApiError("JSStreamMismatchErr")
         return parse_config(doc)

@@ -20,6 +20,7 @@ subject patterns.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from core.subjects import FWC, PWC, is_valid_pattern
@@ -121,6 +122,31 @@ def _check_type(field: str, gotype: str, value: Any) -> Any:
     return value
 
 
+def go_time(ns: int) -> str:
+    """RFC 3339 with nanoseconds, trailing zeros trimmed (Go's RFC3339Nano)."""
+    if ns <= 0:
+        return "0001-01-01T00:00:00Z"
+    secs, frac = divmod(ns, NS_PER_S)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    return f"{text}.{frac:09d}".rstrip("0").rstrip(".") + "Z"
+
+
+def parse_go_time(text: str) -> int:
+    """RFC 3339 (Go's time.Time JSON) to ns since the epoch."""
+    from datetime import datetime
+    frac = 0
+    base = text.rstrip("Z")
+    if "." in base:
+        base, digits = base.split(".", 1)
+        digits = "".join(ch for ch in digits if ch.isdigit())
+        frac = int((digits + "000000000")[:9])
+    try:
+        dt = datetime.fromisoformat(base + ("+00:00" if text.endswith("Z") else ""))
+    except ValueError:
+        return 0
+    return int(dt.timestamp()) * 1_000_000_000 + frac
+
+
 def valid_name(name: str) -> bool:
     return bool(name) and not (_BAD_NAME_CHARS & set(name)) and len(name.encode()) <= MAX_NAME_BYTES \
         and name.isprintable()
@@ -219,5 +245,5 @@ def check_update(old: dict, new: dict) -> None:
         raise invalid_config("stream configuration update can not change retention policy to/from workqueue")
 
 
-__all__ = ["API_PREFIX", "DEFAULT_DUPLICATE_WINDOW", "FIELDS", "NS_PER_S", "REFUSED", "check_update",
+__all__ = ["API_PREFIX", "DEFAULT_DUPLICATE_WINDOW", "FIELDS", "NS_PER_S", "REFUSED", "check_update", "go_time", "parse_go_time",
            "parse_config", "same_config", "subjects_overlap", "type_error", "valid_name"]

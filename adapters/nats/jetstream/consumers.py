@@ -426,7 +426,7 @@ def _nak_delay(rest: bytes) -> float:
         doc = json.loads(rest)
         if isinstance(doc, dict) and isinstance(doc.get("delay"), int):
             return max(doc["delay"], 0) / 1e9
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON (deep nesting included: tests/fuzz): no delay
         pass
     return 0.0
 

@@ -8,14 +8,20 @@ one's sequence and ``duplicate: true``. :class:`DedupWindow` keeps the ids of
 one stream's recent publishes in arrival order with their sequence and
 monotonic time: :meth:`~DedupWindow.duplicate_of` first drops those older than
 the window, :meth:`~DedupWindow.remember` adds one and drops the oldest past
-:data:`MAX_DEDUP_IDS`. The window lives in memory; the streams module refills
-it from the log's last ``duplicate_window`` of messages the first time a
-stream is published to after a start (``JetStreams.dedup_window``).
+:data:`MAX_DEDUP_IDS`. The window lives in memory; :func:`refill` reads it back from the log's
+last ``duplicate_window`` of messages after a start (through the streams'
+read methods: this module imports no broker), in slices when the warm-up
+drives it (``JetStreams.warm_step``), at once when a publish needs it
+(``JetStreams.dedup_window``); ``saved_state`` restores a saved window first.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from typing import Iterator
+
+from .fields import msg_id_of
 
 # Ids remembered per stream for de-duplication; past it the oldest go first
 # (nats-server keeps every id inside the window; this bounds memory).
@@ -57,4 +63,35 @@ class DedupWindow:
             ids.popitem(last=False)
 
 
-__all__ = ["MAX_DEDUP_IDS", "DedupWindow"]
+def refill(streams, st, after: int = 0, window: DedupWindow | None = None) -> Iterator[None]:
+    """Refill ``st``'s window (``streams``: the ``JetStreams``) from the log's
+    last ``duplicate_window`` after seq ``after``, newest first and at most
+    :data:`MAX_DEDUP_IDS` ids (the window keeps no more, so older records
+    are not read: issue 30 read a whole 620,000-message window); yields every
+    :data:`REFILL_YIELD` records read, sets ``st.dedup`` at the end
+    (``window``: ids restored from the saved state, to add to)."""
+    window = window if window is not None else DedupWindow()
+    now, mono = time.time_ns(), time.monotonic_ns()
+    start = max(streams.seq_at_time(st, now - st.config["duplicate_window"]), streams.first_seq(st), after + 1)
+    found: list[tuple[str, int, int]] = []
+    for view in streams._backwards(st, start):
+        msg_id = msg_id_of(view.headers)
+        if msg_id:
+            found.append((msg_id, view.offset + 1, mono - (now - view.timestamp * 1000)))
+            if len(found) >= MAX_DEDUP_IDS:
+                break
+        if view.offset % REFILL_YIELD == 0:
+            yield
+    for n, (msg_id, seq, at) in enumerate(reversed(found), 1):
+        window.refill(msg_id, seq, at)
+        if n % REFILL_YIELD == 0:     # 100,000 ids at once took ~80 ms here: in steps too
+            yield
+    while len(window) > MAX_DEDUP_IDS:
+        window.ids.popitem(last=False)
+    st.dedup, st.refill = window, None
+
+
+# Records read between two yields of refill(): the streams' scan chunk (SCAN_CHUNK).
+REFILL_YIELD = 256
+
+__all__ = ["MAX_DEDUP_IDS", "REFILL_YIELD", "DedupWindow", "refill"]

@@ -56,7 +56,7 @@ def direct_get(streams: "JetStreams", subject: str, payload: bytes, inbox: str) 
             req = json.loads(payload)
             if not isinstance(req, dict):
                 raise ValueError
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting too (api.loads_request)
             return [status(inbox, 408, "Malformed Request")]
     seq, last, after = _int(req.get("seq")), req.get("last_by_subj") or "", req.get("next_by_subj") or ""
     batch, multi, start = _int(req.get("batch")), req.get("multi_last") or [], req.get("start_time")

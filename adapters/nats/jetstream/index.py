@@ -222,19 +222,37 @@ class SubjectIndex:
 
 class SubjectCounts:
     """Messages per subject in ``start..to`` of a stream without an index
-    (``num_subjects``): nats-server's per-subject counts, without sequences."""
+    (``num_subjects``): nats-server's per-subject state (its ``psim``: total,
+    first and last block), here the count, a lower bound of the first
+    sequence (exact when the subject first arrives, kept when older records
+    leave) and the last sequence of each subject. Subject lookups
+    (``last_by_subj``, ``next_by_subj``, filtered ``num_pending``) read
+    these instead of scanning the log.
+
+    :meth:`to_json` / :meth:`from_json` are the saved form
+    (``JetStreams.save_state``): a restart then reads only the records
+    stored after it, not the whole stream."""
 
     def __init__(self, start: int) -> None:
         self.start, self.to = start, start - 1
         self.subjects: dict[str, int] = {}
+        self.first: dict[str, int] = {}               # subject -> a seq at or below its first (lower bound)
+        self.last: dict[str, int] = {}                # subject -> its last seq in start..to
 
-    def add(self, subjects: list[str], to: int) -> None:
-        counts = self.subjects
-        for subject in subjects:
-            counts[subject] = counts.get(subject, 0) + 1
+    def add(self, subjects: list[str], to: int, seqs: list[int] | None = None) -> None:
+        """``subjects`` of the records ``self.to + 1 .. to``, in order (``seqs``:
+        their sequences, where the log has gaps; default consecutive)."""
+        counts, first, last = self.subjects, self.first, self.last
+        for seq, subject in zip(seqs if seqs is not None else range(self.to + 1, to + 1), subjects):
+            n = counts.get(subject, 0)
+            if not n:
+                first[subject] = seq
+            counts[subject] = n + 1
+            last[subject] = seq
         self.to = to
 
     def drop(self, subjects: list[str], start: int) -> None:
+        """``subjects`` of the records that left, ``self.start .. start - 1``."""
         counts = self.subjects
         for subject in subjects:
             left = counts.get(subject, 0) - 1
@@ -242,7 +260,24 @@ class SubjectCounts:
                 counts[subject] = left
             else:
                 counts.pop(subject, None)
+                self.first.pop(subject, None)
+                self.last.pop(subject, None)
         self.start = start
+
+    def to_json(self) -> dict:
+        return {"start": self.start, "to": self.to,
+                "subjects": {s: [n, max(self.first[s], self.start), self.last[s]] for s, n in self.subjects.items()}}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "SubjectCounts":
+        """The saved form back (raises KeyError, TypeError, ValueError on a bad document)."""
+        counts = cls(int(doc["start"]))
+        counts.to = int(doc["to"])
+        for subject, (n, first, last) in doc["subjects"].items():
+            if not (isinstance(subject, str) and counts.start <= int(first) <= int(last) <= counts.to and int(n) > 0):
+                raise ValueError(f"bad saved subject state for {subject!r}")
+            counts.subjects[subject], counts.first[subject], counts.last[subject] = int(n), int(first), int(last)
+        return counts
 
 
 __all__ = ["HIDDEN_LOG", "SubjectCounts", "ROLLUP_HEADER", "TTL_HEADER", "SubjectIndex", "needs_index", "parse_ttl"]

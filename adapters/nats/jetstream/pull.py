@@ -75,7 +75,7 @@ def parse_pull(payload: bytes, inbox: str, now: float) -> PullRequest | None:
     elif text:
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting past the recursion limit is bad JSON too (tests/fuzz)
             raise ValueError("unexpected end of JSON input") from None
         if not isinstance(doc, dict):
             raise ValueError("json: cannot unmarshal into Go value of type server.JSApiConsumerGetNextRequest")

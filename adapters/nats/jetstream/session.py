@@ -9,6 +9,10 @@ Theory of operation
 answers (``$JS.FC``), and appends publishes on a stream's subjects with
 nats-server's publish checks, the PubAck going out once the append is
 durable. Anything else returns False: plain core NATS or topic capture.
+A request or publish that needs a stream's state the warm-up has not caught
+up yet (``warmup.request_need``, ``publish_need``) is parked on the session
+(``NatsSession.park``) instead: the driver warms that state in slices,
+serving other connections between them, and then handles it (issue 30).
 
 :func:`send_js` delivers consumer outputs (``jetstream.pull.Out``) to the
 subscribers of an inbox or deliver subject: a stored message keeps its own
@@ -44,9 +48,11 @@ from .errors import JsApiError
 from .pull import Out
 from .push import FC_PREFIX
 from .streams import JS_STREAM
+from .warmup import publish_need, request_need
 from ..translate import block_to_canonical
 
 ORIGIN = "nats"
+API_PREFIX = "$JS.API."
 PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
 _pick = random.Random()
@@ -66,6 +72,11 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
     over topic capture (docs/addressing.md)."""
     consumers = js.consumers
     if subject.startswith("$JS."):
+        if session.may_park and subject.startswith(API_PREFIX):
+            need = request_need(js.streams, subject, payload)
+            if need is not None:                     # cold state: answered once the warm-up has it
+                session.park(need, subject, reply, header, payload)
+                return True
         if subject.startswith(PULL_PREFIX):
             _pull(session, js, subject, reply, payload)
             return True
@@ -96,6 +107,11 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
     st = js.streams.stream_for(subject)
     if st is None:
         return False
+    if session.may_park:
+        need = publish_need(js.streams, st, header)
+        if need is not None:
+            session.park(need, subject, reply, header, payload)
+            return True
     if st.config.get("no_ack"):
         reply = ""                                   # nats-server: a no_ack stream sends no PubAck
     try:

@@ -21,32 +21,51 @@ per stream (``dedup.DedupWindow``), refilled from the log's last
 ``duplicate_window`` of messages the first time a stream is published to
 after a start. Saved removals (filtered purges, deletes, what retention
 removed) go through ``removed.RemovedRecords``.
+
+Long streams (issue 30): state that is a function of every record (the
+per-subject counts, the msg-id window) is saved at shutdown and checkpointed
+while serving (:meth:`JetStreams.save_state`, ``saved_state.SavedState``),
+restored on first need, so a restart reads only what was stored after the
+save; whatever is still cold (and a subject index) is caught up by
+:meth:`JetStreams.warm_step` in bounded slices between other work. A NATS
+request that needs state not caught up yet waits, parked, while its own
+slices run (``warmup.request_need``); the answer stays exact.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import struct
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
+from core.addressing import SUBJECT_HEADER
 from core.errors import NotFound
-from core.message import Headers
+from core.record import RECORD_HEADER_SIZE
 from core.model import TopicSettings
 from core.subjects import is_literal, subject_matches
 
-from .config import NS_PER_S, check_update, same_config, subjects_overlap
-from .dedup import DedupWindow
+from .config import check_update, go_time, parse_go_time, same_config, subjects_overlap
+from .dedup import DedupWindow, refill
 from .errors import JsApiError
-from .index import ROLLUP_HEADER, TTL_HEADER, SubjectCounts, SubjectIndex, needs_index, parse_ttl
+from .fields import MSG_ID_HEADER, header_str, index_headers, msg_id_of
+from .index import SubjectCounts, SubjectIndex, needs_index
 from .removed import RemovedRecords
+from .saved_state import SavedState
+from .warmup import warm_step
 from ..translate import canonical_to_nats, stored_subject
 
 JS_STREAM = "jetstream"                 # the Ferry stream holding every JetStream stream
 CONFIG_ATTR = "nats.js.config"
 FLOOR_ATTR = "nats.js.first_seq"
-MSG_ID_HEADER = "Nats-Msg-Id"
+_SUBJECT_KEY = SUBJECT_HEADER.encode()
+# A stored record's u32 headers length and u32 payload length, at byte 48 of its
+# 64-byte header (core/record.py RECORD_HEADER: six u64 fields come first).
+_LENGTHS = struct.Struct("<II")
+_LENGTHS_AT = 48
 # Records read per step when scanning the log (subject lookups, index and count catch-up),
 SCAN_CHUNK = 256
 SCAN_BYTES = 1 << 20          # ... and at most this many bytes of them (at least one record)
@@ -71,31 +90,10 @@ class JsStream:
     index: SubjectIndex | None = None                # built on first need (jetstream.index)
     counts: SubjectCounts | None = None              # subjects of a stream without index (num_subjects)
     want_index: bool = False                         # a last_per_subject consumer asked for one
-
-
-def go_time(ns: int) -> str:
-    """RFC 3339 with nanoseconds, trailing zeros trimmed (Go's RFC3339Nano)."""
-    if ns <= 0:
-        return "0001-01-01T00:00:00Z"
-    secs, frac = divmod(ns, NS_PER_S)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    return f"{text}.{frac:09d}".rstrip("0").rstrip(".") + "Z"
-
-
-def parse_go_time(text: str) -> int:
-    """RFC 3339 (Go's time.Time JSON) to ns since the epoch."""
-    from datetime import datetime
-    frac = 0
-    base = text.rstrip("Z")
-    if "." in base:
-        base, digits = base.split(".", 1)
-        digits = "".join(ch for ch in digits if ch.isdigit())
-        frac = int((digits + "000000000")[:9])
-    try:
-        dt = datetime.fromisoformat(base + ("+00:00" if text.endswith("Z") else ""))
-    except ValueError:
-        return 0
-    return int(dt.timestamp()) * 1_000_000_000 + frac
+    building: SubjectIndex | None = None             # an index warm_step is building, not in use yet
+    restored: bool = False                           # the saved state was looked at (save_state)
+    refill: Iterator | None = None                   # the msg-id window's refill in progress (warm_step)
+    part: Any = None                                 # its partition (core Partition), while open
 
 
 class JetStreams:
@@ -110,6 +108,7 @@ class JetStreams:
         # Interest and work-queue retention: does a consumer still need (seq, subject)? (the registry's)
         self.needed: Callable[[JsStream, int, str], bool] = lambda st, seq, subject: True
         self.removed = RemovedRecords(broker)        # saved floors and deletes, and those acks left unsaved
+        self.saved = SavedState(broker)              # counts and msg-id windows saved at shutdown
 
     # -- start -------------------------------------------------------------------
     def load(self) -> None:
@@ -188,7 +187,7 @@ class JetStreams:
         topic = self.broker.get_topic(JS_STREAM, st.topic_id)
         self.broker.update_topic(JS_STREAM, st.topic_id, settings=replace(topic.settings, **_retention(cfg)))
         st.config = cfg
-        st.index = None                              # limits may have changed: rebuilt on next need
+        st.index = st.building = None                # limits may have changed: rebuilt on next need
         self._save(st)
         self._subjects.clear()
         self.generation += 1   # subject -> stream answers may differ now (session route caches)
@@ -197,6 +196,7 @@ class JetStreams:
     def delete(self, name: str) -> None:
         st = self.get(name)
         self.removed.drop(st)
+        self.saved.drop(st.name)
         self.broker.delete_topic(JS_STREAM, st.topic_id)
         del self.streams[name]
         self._subjects.clear()
@@ -234,7 +234,8 @@ class JetStreams:
         Within each subject that is a prefix, so it is saved as per-subject
         floors."""
         idx = self.index(st, force=True)
-        matching = [q for q, subj in idx.live.items() if subject_matches(subject, subj)]
+        # the matching subjects' own seqs, not every live message (issue 30: O(stream) per purge)
+        matching = sorted(q for subj, seqs in idx.subjects.items() if subject_matches(subject, subj) for q in seqs)
         if keep:
             matching = matching[:max(len(matching) - keep, 0)]
         if seq:
@@ -280,7 +281,13 @@ class JetStreams:
 
     # -- state --------------------------------------------------------------------
     def _partition(self, st: JsStream):
-        return self.broker.partition(JS_STREAM, st.topic_id, 0)
+        """The stream's partition, kept while it is open: a consumer asks for it
+        several times per message, and the broker's lookup reads the topic's
+        metadata row each time (a purge keeps the object; a delete closes it)."""
+        part = st.part
+        if part is None or part.closed:
+            part = st.part = self.broker.partition(JS_STREAM, st.topic_id, 0)
+        return part
 
     def last_seq(self, st: JsStream) -> int:
         return self._partition(st).next_offset
@@ -313,21 +320,37 @@ class JetStreams:
             if not (force or st.want_index or needs_index(st.config, st.floors, st.deleted)):
                 return None
             st.want_index = True
-            cfg = st.config
-            idx = st.index = SubjectIndex(self._log_start(st), cfg["max_msgs_per_subject"], cfg["allow_rollup_hdrs"],
-                                          cfg.get("allow_msg_ttl", False), st.floors, st.deleted)
+            idx = st.index = st.building or self._new_index(st)   # one warm_step began: go on from there
+            st.building = None
             built = True
         else:
             built = False
-        for view in self._forwards(st, idx.to + 1):
-            rollup, ttl = _index_headers(view.headers)
-            idx.add(view.offset + 1, self.subject_of(st, view), view.timestamp * 1000, rollup, ttl)
+        self._index_catch_up(st, idx)
         if built and st.config["retention"] != "limits":
             self.release(st, list(idx.live))          # acked before a restart, or no interest left
         if idx.ttls:
             idx.expire(time.time_ns())
         idx.trim_below(base or self._log_start(st))
         return idx
+
+    def _new_index(self, st: JsStream) -> SubjectIndex:
+        cfg = st.config
+        return SubjectIndex(self._log_start(st), cfg["max_msgs_per_subject"], cfg["allow_rollup_hdrs"],
+                            cfg.get("allow_msg_ttl", False), st.floors, st.deleted)
+
+    def _index_catch_up(self, st: JsStream, idx: SubjectIndex, budget: int | None = None) -> bool:
+        """Add the records after ``idx.to`` (at most ``budget`` of them); True when caught up."""
+        last = self.last_seq(st)
+        end = last if budget is None else min(last, idx.to + budget)
+        if not (idx.rollups or idx.ttls):                 # the subjects alone: no view per record
+            add = idx.add
+            for seq, subject in zip(*self._subjects_in(st, idx.to + 1, end)):
+                add(seq, subject, 0)
+            return idx.to >= last
+        for view in self._forwards(st, idx.to + 1, end):
+            rollup, ttl = index_headers(view.headers)
+            idx.add(view.offset + 1, self.subject_of(st, view), view.timestamp * 1000, rollup, ttl)
+        return idx.to >= last
 
     def _log_start(self, st: JsStream) -> int:
         """The first sequence the log still shows: the purge floor or the log's start."""
@@ -413,29 +436,60 @@ class JetStreams:
                 out["num_deleted"] = last - first + 1 - messages
             subjects = len(idx.subjects)
         else:
-            subjects = self._subject_count(st, first, last) if messages else 0
+            subjects = len(self.subject_counts(st, first, last).subjects) if messages else 0
         if subjects:
             out["num_subjects"] = subjects
         out["consumer_count"] = self.consumer_count(st.name)
         return out
 
-    def _subject_count(self, st: JsStream, first: int, last: int) -> int:
-        """Distinct subjects in ``first..last`` of a stream without index:
-        counts kept up to date by reading each record once as it arrives and
-        once as it leaves (a rebuild when the records that left are gone or
-        many)."""
+    def subject_counts(self, st: JsStream, first: int, last: int, budget: int | None = None) -> SubjectCounts:
+        """The per-subject counts of ``first..last`` of a stream without index
+        (with ``budget``: read at most about that many records, the counts may
+        stop short of ``last``): kept up to date by reading each record once
+        as it arrives and once as it leaves (a rebuild when the records that
+        left are gone or many), restored from the saved state after a start."""
+        if not st.restored:
+            self._restore(st)
         counts = st.counts
         if counts is None or first < counts.start or first - counts.start > counts.to - first:
             counts = st.counts = SubjectCounts(first)
         elif first > counts.start:
-            gone = [self.subject_of(st, v) for v in self._forwards(st, counts.start, first - 1)]
+            _seqs, gone = self._subjects_in(st, counts.start, first - 1)
             if len(gone) != first - counts.start:
                 counts = st.counts = SubjectCounts(first)
             else:
                 counts.drop(gone, first)
-        if counts.to < last:
-            counts.add([self.subject_of(st, v) for v in self._forwards(st, counts.to + 1, last)], last)
-        return len(counts.subjects)
+        while counts.to < last:
+            end = last if budget is None else min(last, counts.to + budget)
+            seqs, subjects = self._subjects_in(st, counts.to + 1, end)
+            counts.add(subjects, end, seqs)
+            if budget is not None:
+                break
+        return counts
+
+    def _subjects_in(self, st: JsStream, first: int, last: int) -> tuple[list[int], list[str]]:
+        """The seqs and subjects of the stored records in ``first..last``: what
+        :meth:`subject_of` answers, read from the raw records (the header block
+        sliced by its length, core/record.py's layout) without building a view
+        per record: about half the cost of a rebuild after a start (issue 30)."""
+        seqs: list[int] = []
+        subjects: list[str] = []
+        lengths, body, slow = _LENGTHS.unpack_from, RECORD_HEADER_SIZE, stored_subject
+        default = None
+        seq = first
+        while seq <= last:
+            batch = self._partition(st).read(seq - 1, min(SCAN_CHUNK, last - seq + 1), SCAN_BYTES)
+            if not batch.count:
+                break
+            for raw in batch.raw_records():
+                hlen, plen = lengths(raw, _LENGTHS_AT)
+                subject = header_str(raw[body + plen:body + plen + hlen], _SUBJECT_KEY, slow) if hlen else None
+                if subject is None:
+                    subject = default = default or self._default_subject(st)
+                subjects.append(subject)
+            seqs.extend(range(batch.first_offset + 1, batch.next_offset + 1))
+            seq = batch.next_offset + 1
+        return seqs, subjects
 
     def stored_bytes(self, st: JsStream) -> int:
         return self._partition(st).size_bytes
@@ -462,7 +516,7 @@ class JetStreams:
         """The stored record of ``seq``, visible or not, or None."""
         if seq < 1:
             return None
-        batch = self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, 1)
+        batch = self._partition(st).read(seq - 1, 1)
         for view in batch.records():
             return view if view.offset == seq - 1 else None
         return None
@@ -470,11 +524,12 @@ class JetStreams:
     def subject_of(self, st: JsStream, view) -> str:
         """The published subject of a record; records from other protocols get
         the stream's first subject (or its name when that is a wildcard)."""
-        subject = stored_subject(view.headers)
-        if subject is None:
-            first = st.config["subjects"][0]
-            subject = first if "*" not in first.split(".") and ">" not in first.split(".") else st.name
-        return subject
+        subject = header_str(view.headers, _SUBJECT_KEY, stored_subject) if len(view.headers) else None
+        return self._default_subject(st) if subject is None else subject
+
+    def _default_subject(self, st: JsStream) -> str:
+        first = st.config["subjects"][0]
+        return first if "*" not in first.split(".") and ">" not in first.split(".") else st.name
 
     def message_json(self, st: JsStream, view) -> dict[str, Any]:
         """A MSG.GET ``message`` object."""
@@ -506,14 +561,62 @@ class JetStreams:
                 seq = max((seqs[-1] for subj, seqs in idx.subjects.items() if subject_matches(subject, subj)),
                           default=0)
             return self._raw(st, seq) if seq else None
-        for view in self._backwards(st, first):
-            if subject_matches(subject, self.subject_of(st, view)):
-                return view
-        return None
+        seq = self.last_matching(st, lambda subj: subject_matches(subject, subj), subject)
+        return self._raw(st, seq) if seq >= first else None
+
+    def last_matching(self, st: JsStream, takes: Callable[[str], bool], literal: str | None = None) -> int:
+        """The last seq whose subject ``takes`` accepts (``literal``: the one subject
+        it accepts, if so), 0 when none: from the per-subject state, no scan."""
+        first, last = self.first_seq(st), self.last_seq(st)
+        idx = st.index
+        if idx is not None:
+            if literal is not None and is_literal(literal):
+                return idx.last_of(literal)
+            return max((seqs[-1] for subj, seqs in idx.subjects.items() if takes(subj)), default=0)
+        if last < first:
+            return 0
+        counts = self.subject_counts(st, first, last)
+        if literal is not None and is_literal(literal):
+            return counts.last.get(literal, 0)
+        return max((q for subj, q in counts.last.items() if takes(subj)), default=0)
+
+    def next_candidate(self, st: JsStream, filters: list[str], seq: int) -> int | None:
+        """Where a scan from ``seq`` for the literal subjects ``filters`` can
+        start: the lowest seq at or after ``seq`` any of them may have (from
+        the index, or the per-subject counts' first and last), None when none
+        has one in ``seq..last``; ``seq`` itself when a filter is a wildcard
+        (the subjects are not looked through for every step of a consumer)."""
+        if not all(is_literal(f) for f in filters):
+            return seq
+        idx, best = st.index, None
+        if idx is None:
+            counts = self.subject_counts(st, self.first_seq(st), self.last_seq(st))
+        for f in filters:
+            if idx is not None:
+                seqs = idx.subjects.get(f)
+                if not seqs or seqs[-1] < seq:
+                    continue
+                at = seqs[0] if seqs[0] >= seq else seqs[bisect_left(seqs, seq)]
+            else:
+                if counts.last.get(f, 0) < seq:
+                    continue
+                at = max(seq, counts.first[f])
+            best = at if best is None else min(best, at)
+        return best
 
     def next_for_subject(self, st: JsStream, subject: str, seq: int):
         """The first visible record at or after ``seq`` whose subject ``subject`` matches."""
-        for view in self._forwards(st, max(seq, self.first_seq(st))):
+        first, last = self.first_seq(st), self.last_seq(st)
+        start = max(seq, first)
+        if st.index is None and start <= last:
+            # Skip what the per-subject state rules out: before the first
+            # matching subject's first seq, after the last one's last.
+            counts = self.subject_counts(st, first, last)
+            spans = [(counts.first[s], q) for s, q in counts.last.items() if subject_matches(subject, s)]
+            if not spans or start > max(q for _f, q in spans):
+                return None
+            start = max(start, min(f for f, _q in spans))
+        for view in self._forwards(st, start):
             if self.visible(st, view.offset + 1) and subject_matches(subject, self.subject_of(st, view)):
                 return view
         return None
@@ -522,28 +625,39 @@ class JetStreams:
         end = self.last_seq(st)                      # a seq: offsets below it are read
         while end >= first:
             start = max(first, end - SCAN_CHUNK + 1)
-            views = list(self.broker.read(JS_STREAM, st.topic_id, 0, start - 1, end - start + 1).records())
+            views = list(self._partition(st).read(start - 1, end - start + 1).records())
             yield from reversed(views)
             end = start - 1
 
     # -- de-duplication -------------------------------------------------------------
     def dedup_window(self, st: JsStream) -> DedupWindow:
-        """The stream's msg-id window, refilled from the log once after a start."""
+        """The stream's msg-id window, restored or refilled from the log once after a start."""
+        if not st.restored:
+            self._restore(st)
         if st.dedup is None:
-            st.dedup = window = DedupWindow()
-            start = self.seq_at_time(st, time.time_ns() - st.config["duplicate_window"])
-            mono = time.monotonic_ns()
-            now = time.time_ns()
-            for view in self._forwards(st, max(start, self.first_seq(st))):
-                msg_id = msg_id_of(view.headers)
-                if msg_id:
-                    window.refill(msg_id, view.offset + 1, mono - (now - view.timestamp * 1000))
+            for _ in st.refill or refill(self, st):  # go on from where warm_step got to
+                pass
         return st.dedup
+
+    # -- saved state and warm-up (issue 30) -----------------------------------------------
+    def _restore(self, st: JsStream) -> None:
+        """Take the state saved at the last shutdown (once per stream and start)."""
+        st.restored = True
+        self.saved.restore(self, st)
+
+    def warm_step(self, budget: int) -> bool:
+        """Catch up about ``budget`` records of cold state (``warmup.warm_step``); True while some remains."""
+        return warm_step(self, budget)
+
+    def save_state(self) -> None:
+        """Save each stream's counts and msg-id window (at shutdown: the NATS driver's timer task)."""
+        for st in list(self.streams.values()):
+            self.saved.save_stream(self, st)
 
     def views(self, st: JsStream, seq: int, count: int = SCAN_CHUNK, max_bytes: int = READ_AHEAD_BYTES) -> list:
         """Up to ``count`` stored records from ``seq`` on (at least one, else at
         most ``max_bytes``), as record views that stay valid once read."""
-        return list(self.broker.read(JS_STREAM, st.topic_id, 0, seq - 1, count, max_bytes).records())
+        return list(self._partition(st).read(seq - 1, count, max_bytes).records())
 
     def _forwards(self, st: JsStream, first: int, last: int | None = None) -> Iterator:
         """Stored records from ``first`` to ``last`` (default: the stream's last), in order."""
@@ -567,29 +681,6 @@ class JetStreams:
     def last_msg_id(self, st: JsStream) -> str:
         view = self._raw(st, self.last_seq(st))
         return (msg_id_of(view.headers) or "") if view is not None else ""
-
-
-def msg_id_of(tlv) -> str | None:
-    if not len(tlv):
-        return None
-    value = Headers.decode(tlv).get(MSG_ID_HEADER)
-    return value.as_str() if value is not None else None
-
-
-def _index_headers(tlv) -> tuple[str | None, int]:
-    """A record's ``Nats-Rollup`` value and ``Nats-TTL`` seconds (0: none)."""
-    if not len(tlv):
-        return None, 0
-    headers = Headers.decode(tlv)
-    rollup = headers.get(ROLLUP_HEADER)
-    ttl = headers.get(TTL_HEADER)
-    seconds = 0
-    if ttl is not None:
-        try:
-            seconds = parse_ttl(ttl.as_str())
-        except ValueError:
-            seconds = 0
-    return (rollup.as_str() if rollup is not None else None), seconds
 
 
 def _retention(cfg: dict[str, Any]) -> dict[str, int]:
