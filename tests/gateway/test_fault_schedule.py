@@ -28,9 +28,8 @@ RUN_LIMIT_S = 900  # a hang guard: the run itself is ~1 min of faults plus start
 
 # What the schedule found and is not fixed yet (docs/scale-out.md "Fault schedule", each
 # with its file): Kafka batches stored out of order when the store re-sends a call's
-# messages one by one (gateway/jetstream_store/store.py), JetStream msg ids remembered before the
-# store acknowledged (adapters/nats/jetstream/session.py) and kept per gateway, consumer
-# state per gateway. Until they are fixed the full check is an expected failure; what
+# messages one by one (gateway/jetstream_store/store.py), JetStream msg-id windows and
+# consumer state kept per gateway. Until they are fixed the full check is an expected failure; what
 # already holds is asserted first, so it cannot regress unseen.
 
 

@@ -55,6 +55,13 @@ class DedupWindow:
         found = ids.get(msg_id)
         return None if found is None else found[0]
 
+    def forget(self, msg_id: str, seq: int) -> None:
+        """Drop ``msg_id`` if it still stands for ``seq`` (that append failed: a retry
+        must be stored, not answered as a duplicate of nothing)."""
+        found = self.ids.get(msg_id)
+        if found is not None and found[0] == seq:
+            del self.ids[msg_id]
+
     def remember(self, msg_id: str, seq: int, mono_ns: int) -> None:
         ids = self.ids
         ids[msg_id] = (seq, mono_ns)

@@ -45,6 +45,7 @@ from .api import JetStreamApi, pub_ack, pub_error
 from .direct import DIRECT_PREFIX, direct_get
 from .consumers import ACK_PREFIX
 from .errors import JsApiError
+from .fields import MSG_ID_HEADER
 from .pull import Out
 from .push import FC_PREFIX
 from .streams import JS_STREAM
@@ -130,22 +131,49 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
         return True
     if duplicate is not None:
         if reply:
-            session._reply(reply, pub_ack(st.name, duplicate, duplicate=True))
+            _answer_duplicate(session, js, st, block.get(MSG_ID_HEADER), reply)
         return True
     _store(session, js, st, subject, reply, header, payload, block, tlv)
     return True
 
 
-def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block, tlv) -> None:
-    """Append to the stream's topic; the PubAck goes out once durable."""
+def _answer_duplicate(session, js: JetStreamApi, st, msg_id: str, reply: str) -> None:
+    """A publish whose ``Nats-Msg-Id`` is in the window: answered ``duplicate: true`` once
+    what is pending on the stream is durable (the first copy may still be), with the
+    sequence the first copy got; if that copy failed meanwhile (its id is forgotten,
+    :func:`_store`), the answer is the store error, so the client publishes again rather
+    than take an ack for a message never stored (bench/fault_schedule.py found such acks)."""
     name = st.name
 
-    def on_durable(result) -> None:
-        if not reply:
-            return
-        if isinstance(result, BaseException):
-            session._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
+    def answer(_outcome) -> None:
+        seq = js.streams.duplicate_of(st, msg_id)
+        if seq is None:
+            err = JsApiError("JSStreamStoreFailedF", err="the first copy of this message id was not stored")
+            session._reply(reply, pub_error(name, err))
         else:
+            session._reply(reply, pub_ack(name, seq, duplicate=True))
+    session.broker.partition(JS_STREAM, st.topic_id, 0).ack_after_pending(answer)
+
+
+def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block, tlv) -> None:
+    """Append to the stream's topic; the PubAck goes out once durable. The msg id is
+    remembered at the sequence the append was given, corrected to the one it was stored
+    at (a JetStream-store partition only guesses it at append), and forgotten if the
+    append fails, so a retry stores the message instead of being told it is a duplicate."""
+    name = st.name
+    msg_id = block.get(MSG_ID_HEADER) if block is not None else None
+    guessed = 0
+
+    def on_durable(result) -> None:
+        if isinstance(result, BaseException):
+            if msg_id:
+                js.streams.dedup_window(st).forget(msg_id, guessed)
+            if reply:
+                session._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
+            return
+        if msg_id and result.base_offset + 1 != guessed:
+            js.streams.remember(st, msg_id, result.base_offset + 1)
+        if reply:
             session._reply(reply, pub_ack(name, result.base_offset + 1))
 
     try:
@@ -158,7 +186,8 @@ def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block
             err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))
             session._reply(reply, pub_error(name, err))
         return
-    js.stored(st, block, result.base_offset + 1, subject)
+    guessed = result.base_offset + 1
+    js.stored(st, block, guessed, subject)
 
 
 def _pull(session, js: JetStreamApi, subject: str, reply: str, payload: bytes) -> None:
