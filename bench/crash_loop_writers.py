@@ -95,6 +95,20 @@ class Writer:
     def drained_too_long(self) -> bool:
         return self.stopping() and time.monotonic() - self.stop_at > DRAIN_LIMIT_S
 
+    def next_batch(self, batch: list[int] | None, seq: int) -> tuple[list[int] | None, int, bool]:
+        """``(batch to send, next seq, a fresh batch)`` for the batch writers (Iggy, HTTP): a
+        new one of ``batch`` sequences unless one is outstanding; None when stopping with
+        nothing outstanding, or when an outstanding one was retried past DRAIN_LIMIT_S."""
+        if batch is None:
+            if self.stopping():
+                return None, seq, False
+            self.stats["sent"] += self.cfg["batch"]
+            return list(range(seq, seq + self.cfg["batch"])), seq + self.cfg["batch"], True
+        if self.drained_too_long():
+            self.stats["failed"] += len(batch)
+            return None, seq, False
+        return batch, seq, False
+
     def done(self, **extra) -> None:
         line = {"event": "done", **self.stats, "errors": self.errors, **extra}
         sys.stdout.write(json.dumps(line) + "\n")
@@ -107,15 +121,10 @@ async def iggy_tcp(w: Writer) -> None:
 
     cfg, client, seq, batch, tried = w.cfg, None, 0, None, False
     while True:
+        batch, seq, fresh = w.next_batch(batch, seq)
         if batch is None:
-            if w.stopping():
-                break
-            batch, tried = list(range(seq, seq + cfg["batch"])), False
-            seq += cfg["batch"]
-            w.stats["sent"] += len(batch)
-        elif w.drained_too_long():
-            w.stats["failed"] += len(batch)
             break
+        tried = tried and not fresh
         try:
             if client is None:
                 # The SDK's own reconnection off: this loop reconnects and resends, so what is
@@ -155,15 +164,10 @@ def http_api(w: Writer) -> None:
     client = httpx.Client(base_url=url, timeout=SEND_LIMIT_S)
     token, seq, batch, tried = None, 0, None, False
     while True:
+        batch, seq, fresh = w.next_batch(batch, seq)
         if batch is None:
-            if w.stopping():
-                break
-            batch, tried = list(range(seq, seq + cfg["batch"])), False
-            seq += cfg["batch"]
-            w.stats["sent"] += len(batch)
-        elif w.drained_too_long():
-            w.stats["failed"] += len(batch)
             break
+        tried = tried and not fresh
         body = {"partitioning": partitioning, "messages": [
             {"id": s + 1, "payload": base64.b64encode(w.payload(s).encode()).decode()} for s in batch]}
         try:
@@ -216,15 +220,10 @@ async def jetstream(w: Writer) -> None:
         return True
 
     while True:
-        if not window:
-            if w.stopping():
-                break
-            window, tried = list(range(seq, seq + cfg["batch"])), False
-            seq += cfg["batch"]
-            w.stats["sent"] += len(window)
-        elif w.drained_too_long():
-            w.stats["failed"] += len(window)
+        window, seq, fresh = w.next_batch(window or None, seq)  # acked publishes leave the window
+        if window is None:
             break
+        tried = tried and not fresh
         try:
             if nc is None:
                 lost.clear()

@@ -14,8 +14,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry_harness import running_gateway
-from held_fsync import HOLD_LIMIT_S, held_fsync  # noqa: F401 - the fixture
+from held_fsync import HOLD_LIMIT_S, held_fsync, held_gateway  # noqa: F401 - the fixtures
 from test_kafka_clients import WAIT_S, drain, sasl, topic_name
 
 # How long the consumer gets to show a record that is not durable yet. Before issue 30
@@ -25,12 +24,8 @@ HELD_WINDOW_S = 1.0
 
 
 @pytest.fixture
-def gw(tmp_path, held_fsync):  # noqa: F811 - the fixture imported above
-    with running_gateway(tmp_path) as gw:
-        try:
-            yield gw
-        finally:
-            held_fsync.release()  # before the gateway's stop flushes
+def gw(held_gateway):
+    return held_gateway
 
 
 def test_consumers_and_watermarks_see_a_record_only_once_durable(gw, held_fsync):  # noqa: F811

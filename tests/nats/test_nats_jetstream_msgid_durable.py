@@ -19,8 +19,7 @@ import nats
 import pytest
 
 from adapters.nats.jetstream.dedup import DedupWindow
-from ferry_harness import running_gateway
-from held_fsync import HOLD_LIMIT_S, held_fsync  # noqa: F401 - the fixture
+from held_fsync import HOLD_LIMIT_S, held_fsync, held_gateway  # noqa: F401 - the fixtures
 
 # How long the duplicate gets to be answered while the first copy is not durable; a pass
 # never depends on it (a gateway that waits for durability answers nothing however long).
@@ -37,12 +36,8 @@ def test_a_forgotten_id_is_only_the_failed_copys():
 
 
 @pytest.fixture
-def gw(tmp_path, held_fsync):  # noqa: F811 - the fixture imported above
-    with running_gateway(tmp_path) as gw:
-        try:
-            yield gw
-        finally:
-            held_fsync.release()  # before the gateway's stop flushes
+def gw(held_gateway):
+    return held_gateway
 
 
 def test_a_duplicate_is_acknowledged_once_the_first_copy_is_durable(gw, held_fsync):  # noqa: F811

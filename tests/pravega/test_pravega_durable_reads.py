@@ -13,20 +13,15 @@ import threading
 
 import pytest
 
-from ferry_harness import running_gateway
-from held_fsync import HOLD_LIMIT_S, held_fsync  # noqa: F401 - the fixture
+from held_fsync import HOLD_LIMIT_S, held_fsync, held_gateway  # noqa: F401 - the fixtures
 from pravega_clients import SCENARIO_TIMEOUT_S, json_head, start_scenario
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def gw(tmp_path, held_fsync):  # noqa: F811 - the fixture imported above
-    with running_gateway(tmp_path) as gw:
-        try:
-            yield gw
-        finally:
-            held_fsync.release()  # before the gateway's stop flushes
+def gw(held_gateway):
+    return held_gateway
 
 
 class Steps:

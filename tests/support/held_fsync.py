@@ -14,6 +14,7 @@ import threading
 import pytest
 
 import core.log.pending
+from ferry_harness import running_gateway
 
 # A held sync gives up after this long and syncs anyway, so a failed test never leaves
 # the gateway's flusher stuck (its stop would then wait for ever); not a threshold the
@@ -55,3 +56,13 @@ def held_fsync(monkeypatch):
         yield held
     finally:
         held.release()
+
+
+@pytest.fixture
+def held_gateway(tmp_path, held_fsync):  # noqa: F811 - the fixture above
+    """A gateway in this process whose fdatasync ``held_fsync`` holds on demand."""
+    with running_gateway(tmp_path) as gw:
+        try:
+            yield gw
+        finally:
+            held_fsync.release()  # before the gateway's stop flushes
