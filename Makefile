@@ -63,7 +63,7 @@ define quiet_pip
 		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
 endef
 
-.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite fuzz
+.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite fuzz fault-schedule
 .DEFAULT_GOAL := help
 
 help:
@@ -72,6 +72,7 @@ help:
 	@echo "make test-fast - the unit tier only (no sockets, no processes), in a few minutes"
 	@echo "make test-pure - the same suite with FERRY_PURE_PYTHON=1 (no compiled loops)"
 	@echo "make rdkafka-suite - librdkafka's own tests against ferry serve (about 10 minutes after a 5-minute first build; RDKAFKA_ARGS=\"--tests 0001-0030\")"
+	@echo "make fault-schedule - a 1-minute fault schedule over a 3-node cluster and two gateways, then the history check (about 2 minutes)"
 	@echo "make fuzz - coverage-guided fuzzing (atheris), FUZZ_SECONDS=60 per target, FUZZ_TARGETS=\"iggy_command nats_server\" to choose"
 	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
 
@@ -147,6 +148,13 @@ test-pure: $(TEST_STAMP) $(NODE_STAMP) $(KAFKA_NODE_STAMP)
 RDKAFKA_ARGS ?=
 rdkafka-suite: $(RUN_STAMP)
 	@$(BIN)/python tests/kafka/librdkafka/run_suite.py $(RDKAFKA_ARGS)
+
+# The scale-out fault schedule, short (docs/scale-out.md "Fault schedule"): one minute of
+# SIGKILL/SIGSTOP/restarts over a 3-node nats-server cluster and two gateways, then the
+# history check (tests/gateway/test_fault_schedule.py). About 2 minutes of both cores: not
+# in `make test`. The ten-minute runs: bench/fault_schedule.py --seed N.
+fault-schedule: $(TEST_STAMP)
+	@FERRY_FAULT_SCHEDULE=1 $(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS) tests/gateway/test_fault_schedule.py
 
 # Coverage-guided fuzzing of the decoders (issue 30, docs/testing.md "Fuzzing"): each
 # target of tests/fuzz/targets.py for FUZZ_SECONDS under atheris/libFuzzer, one after

@@ -105,7 +105,6 @@ TIERS = ("unit", "integration", "realclient")
 # of 2026-11-28, 4 workers, `--durations=60`), longest first: scheduled before the rest.
 LONGEST_FILES = (
     "tests/docs/test_doc_blocks.py",  # 271 s: Spark quick starts, each block twice
-    "tests/gateway/test_fault_schedule.py",  # 110-150 s: a 1-minute fault schedule over a 3-node cluster
     "tests/gateway/test_gw_kill.py",  # 195 s: 20 kill -9 cycles per fsync policy
     "tests/spark/test_spark_processes.py",  # 190 s: spark-submit jobs and their kills
     "tests/spark/test_spark_stream.py",  # 115 s

@@ -9,6 +9,7 @@ The ten-minute runs and their figures are in docs/scale-out.md ("Fault schedule"
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import history_check as hc  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_nats_server() is None, reason=SKIP_REASON)]
+# Not part of `make test`: two minutes of a 3-node cluster, two gateways and their clients
+# under faults took the CPU the rest of the suite needed (a CI run at 18 minutes, a Spark
+# worker timing out); `make fault-schedule` runs it (Makefile), as `make rdkafka-suite`
+# runs librdkafka's suite. The checker's own tests (test_history_check.py) stay in the suite.
+OPT_IN = "FERRY_FAULT_SCHEDULE"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_nats_server() is None, reason=SKIP_REASON),
+              pytest.mark.skipif(not os.environ.get(OPT_IN), reason=f"run by `make fault-schedule` ({OPT_IN}=1)")]
 RUN_LIMIT_S = 900  # a hang guard: the run itself is ~1 min of faults plus start, drain and reads
 
 # What the schedule found and is not fixed yet (docs/scale-out.md "Fault schedule", each
