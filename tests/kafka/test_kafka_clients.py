@@ -174,10 +174,16 @@ def test_kafka_python_idempotent_producer_and_group_of_two(gw):
     assert sorted((m.partition, m.offset) for m in offsets) == sorted((p, o) for p in range(4) for o in range(10))
     group = f"grp-{topic}"
     # metadata_max_age_ms: see test_kafka_client_matrix.py KafkaPythonOps.consumer
+    # heartbeat_interval_ms: a member learns of a rebalance at its next heartbeat (3 s by
+    # default); under a loaded CI the joins, the first assignment made without the topic's
+    # metadata ("No partition metadata") and the rebalance after it outlasted a loop of
+    # WAIT_S * 2 polls, so the loop runs to a deadline instead.
     consumers = [KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                               consumer_timeout_ms=500, metadata_max_age_ms=1000, **kp_sasl(gw)) for _ in range(2)]
+                               consumer_timeout_ms=500, metadata_max_age_ms=1000, heartbeat_interval_ms=500,
+                               **kp_sasl(gw)) for _ in range(2)]
     seen: set = set()  # (partition, offset, value): a rebalance may hand a partition over mid-read
-    for _ in range(WAIT_S * 2):
+    deadline = time.monotonic() + 2 * WAIT_S
+    while time.monotonic() < deadline:
         for c in consumers:
             for records in c.poll(timeout_ms=200).values():
                 seen |= {(r.partition, r.offset, r.value) for r in records}
