@@ -14,6 +14,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from core.log.segment import make_dirs
+
 LOCK_FILE = "LOCK"
 # The pid text is a few digits; never read more than this from a lock file.
 MAX_LOCK_TEXT = 64
@@ -48,7 +50,7 @@ class DataDirLock:
     def acquire(self) -> "DataDirLock":
         if self._fd is not None:
             return self
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.data_dir)  # every level it creates is durable (a power cut keeps the names)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
