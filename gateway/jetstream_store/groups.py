@@ -33,6 +33,12 @@ Kafka listener turns into its brokers, partition leaders and group
 coordinators (adapters/kafka/placement.py). A key without it (a gateway of an
 older version, or one without that listener) is no peer; a peer goes with its
 lease.
+
+A gateway that stops cleanly deletes its key (a KV delete marker, ``KV-Operation:
+DEL``, as ``nats kv del`` writes) so that the others, and a gateway restarted on
+the same store, drop its members and its addresses at once instead of after
+``LEASE_S``: otherwise a Kafka client of the restarted gateway is sent to the
+stopped one's port for up to seven seconds.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ from typing import TYPE_CHECKING, Callable
 import trio
 
 from adapters.nats.client_codec import ServerMsg
-from adapters.nats.headers import HeaderBlock, encode_headers
+from adapters.nats.errors import NatsHeaderError
+from adapters.nats.headers import HeaderBlock, encode_headers, parse_headers
 from core.message import now_us
 
 from .errors import ConnectionLost, SlowCluster
@@ -64,6 +71,8 @@ log = logging.getLogger("ferry.groups")
 HEARTBEAT_S = 2.0  # how often a gateway rewrites its key (its lease renewal)
 LEASE_S = 7.0  # a key older than this is a dead gateway (3 missed heartbeats and some slack)
 REMOTE_BIT = 0x8000_0000
+# nats kv del's marker (ADR-8): the key's last message, empty, with this header
+KV_DELETE = encode_headers(HeaderBlock((("KV-Operation", "DEL"),)))
 
 
 def remote_member_id(gateway: str, member: int) -> int:
@@ -196,12 +205,19 @@ class GroupCoordinator:
         except (ConnectionLost, SlowCluster):
             pass  # the next heartbeat tries again
 
+    def withdrawal(self) -> tuple[str, bytes, bytes]:
+        """subject, payload, header of the delete marker a clean stop writes (docstring)."""
+        return self.subject, b"", KV_DELETE
+
     def receive(self, seq: int, msg: ServerMsg, stored_ns: int) -> None:
         """The bucket's mirror: another gateway's (or our own) key was written. A key
         written more than LEASE_S ago (a mirror re-reading the bucket) is a dead
         gateway's: its age, from the cluster's stored time, counts against the lease."""
         gateway = msg.subject.rsplit(".", 1)[-1]
         if gateway == self.me:
+            return
+        if msg.header is not None and _deleted(msg.header):
+            self._forget([gateway])
             return
         age = max(0.0, (time.time_ns() - stored_ns) / 1e9)
         if age > LEASE_S:
@@ -221,10 +237,16 @@ class GroupCoordinator:
         dead = [g for g, at in self.heard.items() if now - at > LEASE_S]
         for gateway in dead:
             log.info("consumer-group lease of gateway %s expired: its members leave", gateway)
-            del self.heard[gateway]
-            self.entries.pop(gateway, None)
+        self._forget(dead)
+
+    def _forget(self, gateways: list[str]) -> None:
+        """These gateways are gone (lease expired, or their key deleted at a clean stop)."""
+        changed = False
+        for gateway in gateways:
+            changed |= self.heard.pop(gateway, None) is not None
+            changed |= self.entries.pop(gateway, None) is not None
             self._set_endpoints(gateway, None)
-        if dead:
+        if changed:
             self._apply()
 
     def _apply(self) -> None:
@@ -237,6 +259,13 @@ class GroupCoordinator:
         for gkey, members in ordered.items():
             events.group_members(group_key(gkey), members)
         self._known = set(ordered)
+
+
+def _deleted(header: bytes) -> bool:
+    try:
+        return parse_headers(header).get("KV-Operation") in ("DEL", "PURGE")
+    except NatsHeaderError:
+        return False
 
 
 def _endpoints(listeners) -> dict[str, tuple[str, int]] | None:

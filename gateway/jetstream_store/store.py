@@ -49,7 +49,7 @@ from core.message import now_us, uuid7_parts
 
 from .blocking import BlockingNats, new_inbox_prefix
 from .client import TrioNats
-from .errors import ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
+from .errors import ClusterServerError, ClusterUnreachable, ConnectionLost, NoResponders, SlowCluster
 from .groups import GroupCoordinator
 from .layout import (
     STREAM_NAME_EXISTS, STREAM_NOT_FOUND, WRONG_LAST_SEQUENCE, ApiError, Layout, ack_info, api_answer,
@@ -86,8 +86,9 @@ PUBLISH_ANYWHERE_TRIES = 20  # a reorderable metadata write's attempts against a
 # in that window; a metadata write waits this long for the leader before it fails.
 NO_LEADER_WAIT_S = 10.0
 NO_LEADER_PAUSE_S = 0.1
-INFO_TIMEOUT_S = 2.0
-RUNNING_DIAL_TIMEOUT_S = 1.0  # one TCP dial of the blocking connection once the gateway runs  # one start-up probe of JetStream (retried until the start-up budget is spent)
+INFO_TIMEOUT_S = 2.0  # one start-up probe of JetStream (retried until the start-up budget is spent)
+RUNNING_DIAL_TIMEOUT_S = 1.0  # one TCP dial of the blocking connection once the gateway runs
+WITHDRAW_TIMEOUT_S = 1.0  # a clean stop's lease delete: past it the lease runs out by itself
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 # A mirror that hears nothing (no message, no heartbeat) for this long recreates its
 # consumer: the server holding it died or forgot it (3 missed 5 s heartbeats).
@@ -215,6 +216,12 @@ class JetStreamStore:
             task_status.started()
 
     def close(self) -> None:
+        if self._running:  # a clean stop: the other gateways drop our lease now (groups.py)
+            subject, payload, header = self.groups.withdrawal()
+            try:
+                self.blocking.request(subject, payload, header, timeout_s=WITHDRAW_TIMEOUT_S)
+            except (StorageError, TimeoutError, OSError, NoResponders, ClusterUnreachable, ClusterServerError):
+                pass  # the lease then runs out by itself (LEASE_S)
         self._running = False
         for mirror in self._mirrors.values():
             mirror.stop()

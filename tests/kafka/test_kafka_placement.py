@@ -199,5 +199,11 @@ def test_lease_keys_carry_the_advertised_addresses_and_peers_go_with_the_lease()
         gc.heard["b1"] -= LEASE_S + 1  # its lease ran out
         gc._expire()
         assert gc.peers("kafka") == ((gc.me, "gw-a", 9092),)
+        # a gateway that stops cleanly deletes its key: gone at once, not after LEASE_S
+        key("b2", {"groups": {"1/1/1": [[7, 1]]}, "listeners": {"kafka": ["gw-c", 10093]}})
+        assert gc.peers("kafka")[1:] == (("b2", "gw-c", 10093),) and "b2" in gc.entries
+        subject, payload, header = GroupCoordinator(Layout("T", 1), lambda name, config: None).withdrawal()
+        gc.receive(2, ServerMsg(subject.replace(subject.rsplit(".", 1)[1], "b2"), 1, None, header, payload), now_ns)
+        assert gc.peers("kafka") == ((gc.me, "gw-a", 9092),) and "b2" not in gc.entries
 
     trio.run(main)
