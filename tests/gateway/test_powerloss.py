@@ -13,8 +13,8 @@ the cut, what is left is opened again and compared with what was acknowledged:
   under ``never`` recovery must start and keep only records as they were acknowledged;
 * a cut in the middle of a salvage (the damaged original must stay on disk);
 * process level: ``ferry serve`` on the mount, real clients (nats-py JetStream with a
-  durable consumer, the Iggy HTTP API through httpx, confluent-kafka acks=all, the
-  pravega writer), SIGKILL, the cut, a restart on what the disk kept
+  durable consumer, the Iggy HTTP API through httpx, the Iggy binary protocol through
+  apache-iggy 0.9.0, confluent-kafka acks=all, the pravega writer), SIGKILL, the cut, a restart on what the disk kept
   (bench/powerloss.py runs more cycles).
 """
 
@@ -35,6 +35,7 @@ from confluent_kafka import Producer
 
 import lazyfs
 from ferry_harness import free_port, kill_process, serve_process
+from iggy_clients import run_scenario
 from pravega_clients import finish, json_head, start_scenario
 from core.broker import Broker, BrokerConfig
 from core.consumers import Consumer
@@ -334,17 +335,20 @@ def test_salvage_keeps_the_damaged_original_through_a_cut(lazy, monkeypatch):
 
 # -- process level -----------------------------------------------------------------------------
 PROC_BINDING = '[[binding]]\nstream = "k"\ntopic = "t"\ncreate = true\npartitions = 2\n'
-PORT_LINE = re.compile(r"^\s+(nats|http|kafka)\s+127\.0\.0\.1:(\d+)/tcp", re.M)
+PORT_LINE = re.compile(r"^\s+(nats|http|kafka|iggy_tcp)\s+127\.0\.0\.1:(\d+)/tcp", re.M)
 ROOT = ("iggy", "iggy")  # ferry serve's root user until changed
 JS_MESSAGES, JS_ACKED = 30, 5  # JetStream publishes; consumer acks among the first fetched
 HTTP_SENDS, KAFKA_RECORDS = 10, 60
+IGGY_BATCHES = 8  # apache-iggy 0.9.0 sends of 5 messages each (tests/iggy/clients/current_powerloss.py)
+IGGY = "apache-iggy==0.9.0"
 
 
 def serve_on(cwd: Path, data: Path) -> tuple[subprocess.Popen, dict[str, int]]:
-    proc, banner = serve_process(cwd, data, "--config", str(cwd / "ferry.toml"), "--only", "nats,http,kafka",
-                                 "--nats-port", "0", "--http-port", "0", "--kafka-port", "0", "--fsync", "batch")
+    proc, banner = serve_process(cwd, data, "--config", str(cwd / "ferry.toml"), "--only",
+                                 "nats,http,kafka,iggy_tcp", "--nats-port", "0", "--http-port", "0",
+                                 "--kafka-port", "0", "--iggy-tcp-port", "0", "--fsync", "batch")
     ports = {name: int(port) for name, port in PORT_LINE.findall(banner)}
-    assert set(ports) == {"nats", "http", "kafka"}, banner
+    assert set(ports) == {"nats", "http", "kafka", "iggy_tcp"}, banner
     return proc, ports
 
 
@@ -433,6 +437,9 @@ def test_process_acknowledged_survives_power_loss(lazy, tmp_path):
     try:
         asyncio.run(_js_and_http(ports, token, acked))
         _kafka(ports, acked)
+        # the Iggy binary protocol through the real client: each line is one acknowledged send
+        acked["iggy"] = [p for line in run_scenario(IGGY, "current_powerloss.py", ports["iggy_tcp"], "send",
+                                                    str(IGGY_BATCHES)) for p in line["payloads"]]
     finally:
         kill_process(proc)  # SIGKILL: no flush, no close
     lazy.crash()  # then the power goes
@@ -442,6 +449,7 @@ def test_process_acknowledged_survives_power_loss(lazy, tmp_path):
     try:
         stored, delivered = asyncio.run(_js_after(ports, token))
         http_read = asyncio.run(_http_after(ports, acked["http_token"]))
+        (iggy_read,) = run_scenario(IGGY, "current_powerloss.py", ports["iggy_tcp"], "stored")
     finally:
         kill_process(proc)
     assert stored == acked["js"]
@@ -449,6 +457,10 @@ def test_process_acknowledged_survives_power_loss(lazy, tmp_path):
     with Broker.open(data) as broker:
         http = [m.payload for m in broker.read_messages("h", "t", 0, 0, 1000)]
         assert http == http_read == acked["http"]
+        assert len(acked["iggy"]) == 5 * IGGY_BATCHES
+        iggy = [m.payload.decode() for m in broker.read_messages("pl", "t", 0, 0, 1000)]
+        assert iggy == [p for _o, _id, p in iggy_read["messages"]] == acked["iggy"]
+        assert [i for _o, i, _p in iggy_read["messages"]] == list(range(1, 5 * IGGY_BATCHES + 1))  # ids kept
         for (pid, offset), value in acked["kafka"].items():
             assert [m.payload for m in broker.read_messages("k", "t", pid, offset, 1)] == [value]
 
