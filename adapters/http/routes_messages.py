@@ -89,8 +89,9 @@ def send_messages(app: App, ctx: Ctx):
     if kept is not None and not count:  # every message was a duplicate: 201 all the same
         kept.part.ack_after_pending(ack.done)
     else:
-        app.broker.append_records(topic.stream_id, topic.id, block, count, partition=partition,
-                                  key=key, on_durable=ack.done, origin="http")
+        app.broker.append_records(topic.stream_id, topic.id, block, count, partition=partition, key=key,
+                                  on_durable=ack.done if kept is None else kept.on_durable(ack.done),
+                                  origin="http")
         if kept is not None:
             kept.stored()
     app.counters["messages_in"].inc(app.listener, amount=len(items))

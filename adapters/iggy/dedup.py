@@ -28,7 +28,9 @@ Where Ferry differs, and why:
 * **Bounded.** ``max_entries`` is 1..``MAX_ENTRIES_LIMIT`` (upstream: 0 = unbounded).
 * **Acks.** A send whose every message is a duplicate appends nothing and is
   acknowledged once what is pending on the partition (maybe the originals) is
-  durable (``Partition.ack_after_pending``), so an ack still means stored.
+  durable (``Partition.ack_after_pending``), so an ack still means stored. Ids are
+  remembered when the append is queued and forgotten if it fails
+  (:meth:`Filtered.on_durable`), so a resend after a failed write is stored.
 
 The window is this gateway's (one per partition object, dropped with it): in a
 scale-out deployment each gateway deduplicates what passes through it.
@@ -118,11 +120,25 @@ class Filtered:
     _window: IdWindow | None = None
     _ids: list[int] | None = None
     _now: int = 0
+    _failed: bool = False
 
     def stored(self) -> None:
-        """The append took the block: remember its ids."""
-        if self._window is not None and self._ids:
+        """The append took the block: remember its ids (not when it already failed)."""
+        if self._window is not None and self._ids and not self._failed:
             self._window.add_all(self._ids, self._now)
+
+    def on_durable(self, ack):
+        """``ack`` (the append's on_durable) behind a check: when the append fails (a
+        write error, or the cluster not storing it in scale-out mode) its ids are
+        forgotten, so the client's resend is stored instead of dropped as a duplicate
+        of records that do not exist."""
+        def done(outcome) -> None:
+            if isinstance(outcome, BaseException):
+                self._failed = True
+                if self._window is not None and self._ids:
+                    self._window.forget(self._ids)
+            ack(outcome)
+        return done
 
 
 def filter_send(broker, topic, partition: int | None, key: bytes | None, block: bytearray, count: int,

@@ -135,8 +135,9 @@ def send_messages(s, v):
                 kept.part.ack_after_pending(pending.fire)
                 return pending
             partition, key, block, count = kept.partition, None, kept.block, kept.count
-        s.broker.append_records(t.stream_id, t.id, block, count, partition=partition, key=key,
-                                producer=producer, on_durable=pending.fire, origin="iggy")
+        s.broker.append_records(t.stream_id, t.id, block, count, partition=partition, key=key, producer=producer,
+                                on_durable=pending.fire if kept is None else kept.on_durable(pending.fire),
+                                origin="iggy")
     if kept is not None:
         kept.stored()
     return pending

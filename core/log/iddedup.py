@@ -131,6 +131,12 @@ class IdWindow:
         if len(ids) > self.max_entries:
             ids.popitem(last=False)
 
+    def forget(self, ids: Sequence[int]) -> None:
+        """Drop ``ids``: the append that carried them failed, so a resend must be stored."""
+        known = self._ids
+        for msg_id in ids:
+            known.pop(msg_id, None)
+
     def add_all(self, ids: Sequence[int], now: int) -> None:
         """:meth:`add` each id: call it once the records that carry them are stored."""
         known = self._ids

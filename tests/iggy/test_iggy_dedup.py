@@ -8,6 +8,7 @@ sans-I/O session (dialects 2 and 3), the server default and a topic's override
 from __future__ import annotations
 
 import base64
+import errno
 import re
 import struct
 
@@ -20,7 +21,7 @@ from adapters.iggy import dedup
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.types import PartitioningValue
 from core.broker import Broker
-from core.errors import InvalidArgument
+from core.errors import InvalidArgument, StorageError
 from core.log.config import LogConfig
 from core.log.iddedup import REBUILD_STEP, IdWindow, block_ids, drop_records, rebuild
 from core.log.encoded import block_of
@@ -208,6 +209,30 @@ def test_default_off_and_topic_override(b):
     assert _ids(b) == [1, 1, 2, 2]
     dedup.set_topic_dedup(b, t, None)
     assert dedup.topic_dedup(b, t)
+
+
+def test_ids_of_a_failed_write_are_forgotten_so_the_resend_is_not_acked_as_stored(b, monkeypatch):
+    """A send whose write fails is answered with the error; its ids must not stay in the
+    window, or the client's resend would be dropped as a duplicate and acknowledged
+    although nothing was stored."""
+    from core.log import pending as pending_mod
+
+    dedup.configure(b, dedup.DedupSettings(True))
+    c = _client(b, 3)
+    assert _send(c, 1) == 0
+
+    def enospc(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pending_mod, "write_all", enospc)
+    with pytest.raises(StorageError):  # the harness flushes in line; the driver's flusher answers the error
+        _send(c, 2, 3)
+    part = b.partition("s", "t", 0)
+    window = dedup._STATE.of(b).windows[part]
+    assert 1 in window and 2 not in window and 3 not in window
+    again = _client(b, 3)  # the client reconnects and resends
+    assert _send(again, 2, 3) != 0  # appended, and refused (the partition is read-only), not acked
+    assert _ids(b) == [1]
 
 
 # -- real clients ------------------------------------------------------------------------------
