@@ -10,23 +10,15 @@ together the metadata store (``core.metadata``, SQLite), one
 partition's pending buffer and ``core.flusher`` (the one trio task in core)
 makes them durable and fires the ``on_durable`` callbacks.
 
-Consistency between metadata and the partition directories: creation commits
-the metadata first and then creates the directories (opening a partition
-creates it); deletion commits the metadata first and then removes the
-directories. At start-up directories no metadata row names are removed, so a
-crash between the two steps never leaves half a stream.
-
-Layout under ``data_dir``::
-
-    metadata.sqlite
-    streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/...
+Where partitions live under ``data_dir``, how the directories stay consistent
+with the metadata across a crash, and each topic's log settings: ``core.datadir``.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -36,6 +28,7 @@ import xxhash
 from .access import audit
 from .addressing import Addressing, Binding, stored_subject
 from .consumers import Consumers
+from .datadir import DataDir
 from .errors import HeadersTooLarge, InvalidArgument, PartitionNotFound, ShuttingDown
 from .kvtables import KvTables
 from .live import Delivery, LiveHub
@@ -109,7 +102,7 @@ class Broker:
         # recent log lines a snapshot reports (Iggy's GetSnapshotFile); None if bare.
         self.diagnostics = None
         self._partitions: dict[tuple[int, int, int], Partition] = {}
-        self._topic_log_cfgs: dict[tuple[int, str], LogConfig] = {}  # topic_log_config's
+        self.dirs = DataDir(data_dir, cfg.log)
         self._round_robin: dict[tuple[int, int], int] = {}
         # NATS subject -> captured topic (or None), for the publish hot path;
         # cleared whenever streams or topics change (nats-server's sublist
@@ -157,31 +150,14 @@ class Broker:
     def _recover(self) -> None:
         wanted: set[Path] = set()
         for stream in self.meta.list_streams():
-            wanted.add(self._stream_dir(stream.id))
+            wanted.add(self.dirs.stream_dir(stream.id))
             for topic in self.meta.list_topics(stream.id):
-                wanted.add(self._topic_dir(stream.id, topic.id))
+                wanted.add(self.dirs.topic_dir(stream.id, topic.id))
                 for pid in range(topic.partitions_count):
                     wanted.add(self._open_partition(topic, pid).path)
                 self.store.partitions_opened(topic, range(topic.partitions_count))
-        self._remove_orphans(wanted)
+        self.dirs.remove_orphans(wanted)
         self.topic_state.apply_logical_starts(self._partitions)
-
-    def _remove_orphans(self, wanted: set[Path]) -> None:
-        """Remove stream, topic and partition directories that no metadata row
-        names: what a crash between a delete's metadata commit and its ``rmtree``
-        leaves. Partition ids are reused by the next ``add_partitions``, which
-        must start empty, not with the deleted partition's records."""
-        parents = [self.data_dir / "streams"]
-        for level, sub in (("stream", "topics"), ("topic", "partitions"), ("partition", "")):
-            kept = []
-            for parent in parents:
-                for path in parent.iterdir() if parent.is_dir() else ():
-                    if path in wanted:
-                        kept.append(path)
-                    elif path.is_dir():
-                        log.warning("removing %s directory with no metadata: %s", level, path)
-                        shutil.rmtree(path, ignore_errors=True)
-            parents = [k / sub for k in kept]
 
     def close(self) -> None:
         """Flush and fsync every partition, then close files and the metadata store."""
@@ -227,16 +203,9 @@ class Broker:
         for part in self._partitions.values():
             part.flush()
 
-    # -- paths -----------------------------------------------------------
-    def _stream_dir(self, sid: int) -> Path:
-        return self.data_dir / "streams" / str(sid)
-
-    def _topic_dir(self, sid: int, tid: int) -> Path:
-        return self._stream_dir(sid) / "topics" / str(tid)
-
     def _open_partition(self, topic: TopicInfo, pid: int) -> Partition:
         sid, tid = topic.stream_id, topic.id
-        path = self._topic_dir(sid, tid) / "partitions" / str(pid)
+        path = self.dirs.partition_dir(sid, tid, pid)
         part = self.store.open_partition(path, topic, pid, self.topic_log_config(topic))
         part.set_wakeup(self._wake_flusher)
         self._partitions[(sid, tid, pid)] = part
@@ -286,18 +255,8 @@ class Broker:
             self.consumers.partitions_changed(sid, tid)
 
     def topic_log_config(self, topic: TopicInfo) -> LogConfig:
-        """The log settings of ``topic``'s partitions: the broker's ``[log]`` with the
-        topic's own segment size and fsync policy where it has them (set at creation,
-        ``TopicInfo.segment_bytes`` / ``.fsync``). The flusher reads each partition's."""
-        if not topic.segment_bytes and not topic.fsync:
-            return self.cfg.log
-        key = (topic.segment_bytes, topic.fsync)
-        cfg = self._topic_log_cfgs.get(key)
-        if cfg is None:  # one LogConfig per distinct pair, shared by the topics that have it
-            cfg = self._topic_log_cfgs[key] = replace(
-                self.cfg.log, segment_bytes=topic.segment_bytes or self.cfg.log.segment_bytes,
-                fsync=topic.fsync or self.cfg.log.fsync)
-        return cfg
+        """The log settings of ``topic``'s partitions (``core.datadir``); the flusher reads each partition's."""
+        return self.dirs.log_config(topic)
 
     def _close_topic_partitions(self, sid: int, tid: int) -> None:
         for key in [k for k in self._partitions if k[0] == sid and k[1] == tid]:
@@ -333,7 +292,7 @@ class Broker:
             self._close_topic_partitions(info.id, topic.id)
             self._forget_topic(info.id, topic.id)
             self.store.partitions_dropped(info.id, topic.id, range(topic.partitions_count))
-        shutil.rmtree(self._stream_dir(info.id), ignore_errors=True)
+        shutil.rmtree(self.dirs.stream_dir(info.id), ignore_errors=True)
 
     def purge_stream(self, stream: Ident) -> None:
         info = self.meta.get_stream(stream)
@@ -391,7 +350,7 @@ class Broker:
         self.meta.delete_topic(info.stream_id, info.id)
         self._close_topic_partitions(info.stream_id, info.id)
         self._forget_topic(info.stream_id, info.id)
-        shutil.rmtree(self._topic_dir(info.stream_id, info.id), ignore_errors=True)
+        shutil.rmtree(self.dirs.topic_dir(info.stream_id, info.id), ignore_errors=True)
         self.store.partitions_dropped(info.stream_id, info.id, range(info.partitions_count))
 
     def purge_topic(self, stream: Ident, topic: Ident) -> None:
