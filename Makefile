@@ -63,7 +63,7 @@ define quiet_pip
 		tail -n 15 $(INSTALL_LOG) >&2; exit $$rc; fi
 endef
 
-.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite fuzz fault-schedule
+.PHONY: run test test-fast test-pure install install-test clean-venv help print-python rdkafka-suite pravega-suite fuzz fault-schedule
 .DEFAULT_GOAL := help
 
 help:
@@ -72,6 +72,7 @@ help:
 	@echo "make test-fast - the unit tier only (no sockets, no processes), in a few minutes"
 	@echo "make test-pure - the same suite with FERRY_PURE_PYTHON=1 (no compiled loops)"
 	@echo "make rdkafka-suite - librdkafka's own tests against ferry serve (about 10 minutes after a 5-minute first build; RDKAFKA_ARGS=\"--tests 0001-0030\")"
+	@echo "make pravega-suite - the pravega 0.3.8 Python client's own tests against ferry serve, as configured and with a 50 ms slower fsync (about 2 minutes; PRAVEGA_SUITE_ARGS=\"-k Reader\")"
 	@echo "make fault-schedule - a 1-minute fault schedule over a 3-node cluster and two gateways, then the history check (about 2 minutes)"
 	@echo "make fuzz - coverage-guided fuzzing (atheris), FUZZ_SECONDS=60 per target, FUZZ_TARGETS=\"iggy_command nats_server\" to choose"
 	@echo "PYTHON=python3.12 make run - create .venv with that interpreter (default: $(or $(PYTHON),none found))"
@@ -148,6 +149,16 @@ test-pure: $(TEST_STAMP) $(NODE_STAMP) $(KAFKA_NODE_STAMP)
 RDKAFKA_ARGS ?=
 rdkafka-suite: $(RUN_STAMP)
 	@$(BIN)/python tests/kafka/librdkafka/run_suite.py $(RDKAFKA_ARGS)
+
+# The Pravega Python client's own tests (pravega 0.3.8 = tag v0.3.8) against `ferry serve`
+# (docs/pravega.md "The client's own tests"): the first run fetches the release's sdist from
+# PyPI and makes a python3.11 venv in ~/.cache/ferry/pravega-suite; then the 14 tests run
+# twice, each time against a new gateway, the second with every fdatasync 50 ms slower and
+# every read checked against the acknowledged appends: about 2 minutes, not in `make test`.
+# PRAVEGA_SUITE_ARGS="-k Reader --fsync-delays 0" picks tests and runs (--help lists the options).
+PRAVEGA_SUITE_ARGS ?=
+pravega-suite: $(RUN_STAMP)
+	@$(BIN)/python tests/pravega/client_suite/run_suite.py $(PRAVEGA_SUITE_ARGS)
 
 # The scale-out fault schedule, short (docs/scale-out.md "Fault schedule"): one minute of
 # SIGKILL/SIGSTOP/restarts over a 3-node nats-server cluster and two gateways, then the
