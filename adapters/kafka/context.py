@@ -49,6 +49,7 @@ from core.permissions import Action
 
 from .fetch_sessions import FetchSessions
 from .placement import SINGLE_NODE_ID, Placement
+from .producer_state import ProducerStates
 from .recent_batches import RecentBatches
 from .txn import TxnCoordinator
 
@@ -135,6 +136,7 @@ class KafkaContext:
         self._cluster_id: str | None = None  # read or made once (the property below)
         self.fetch_sessions = FetchSessions()  # KIP-227, per listener (adapters/kafka/fetch_sessions.py)
         self.recent_batches = RecentBatches()  # retries' answers (adapters/kafka/recent_batches.py)
+        self.producer_states = ProducerStates()  # epochs and open appends (adapters/kafka/producer_state.py)
         self._pid_next = 0
         self._pid_end = 0
         self.txn = TxnCoordinator(self)

@@ -34,6 +34,13 @@ adapters/kafka/recent_batches.py; a batch stored before this gateway started
 answers DUPLICATE_SEQUENCE_NUMBER, which the Java client and librdkafka treat
 as success), a gap OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's
 ``ProducerStateManager`` rules for a producer whose state the broker holds).
+Before the sequences, Kafka's epoch fence: a batch of an older epoch than one
+the partition took answers INVALID_PRODUCER_EPOCH; and a gap that an append of
+the producer still open on this gateway may fill answers NOT_ENOUGH_REPLICAS
+(retriable) instead of OUT_OF_ORDER, which librdkafka would take as proof that
+the batch is not stored (adapters/kafka/producer_state.py). The driver answers
+a Produce within its TimeoutMs: partitions not durable by then answer
+REQUEST_TIMED_OUT (:meth:`ProduceWait.expire`, Kafka's ``DelayedProduce``).
 
 **Fetch.** Per partition, stored records from the fetch offset are turned
 into record batches up to the partition's and the response's byte limits,
@@ -67,6 +74,7 @@ is served, though it may still be stored (docs/kafka.md "APIs served", DeleteRec
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from core.errors import (FerryError, NotFound, PartitionNotFound, PayloadTooLarge, ShuttingDown, StorageError,
@@ -115,15 +123,24 @@ class ProduceWait:
     pending: int = 0
     wake: object = None
     pending_request: object = None  # the session's (api key, version, correlation id)
+    timeout_ms: int = 0  # the request's TimeoutMs: the driver calls expire() past it
+    expired: bool = False
+    _open: dict = field(default_factory=dict)  # id(fields) -> fields of appends not settled yet
 
     def callback(self, fields: dict, retry=None):
         """``on_durable`` for one partition's append. ``retry``: for an idempotent batch,
         ``(recent batches, key, first sequence, last sequence)``: a duplicate answers the
         first attempt's base offset when it is known (adapters/kafka/recent_batches.py),
-        and a stored batch is remembered for its retries."""
+        and a stored batch is remembered for its retries (also once the answer expired)."""
         self.pending += 1
+        self._open[id(fields)] = fields
 
         def on_durable(outcome) -> None:
+            if self.expired:  # answered REQUEST_TIMED_OUT: only a retry's answer can use this
+                if retry is not None and not isinstance(outcome, BaseException) and not outcome.duplicate:
+                    retry[0].remember(retry[1], retry[2], retry[3], outcome.base_offset)
+                return
+            self._open.pop(id(fields), None)
             if isinstance(outcome, BaseException):
                 fields.update(error_code=int(E.KAFKA_STORAGE_ERROR), base_offset=-1,
                               error_message=f"the append did not become durable: {outcome}")
@@ -144,7 +161,18 @@ class ProduceWait:
 
     @property
     def done(self) -> bool:
-        return self.pending == 0
+        return self.pending == 0 or self.expired
+
+    def expire(self) -> None:
+        """The request's timeout passed: what is not durable yet answers REQUEST_TIMED_OUT,
+        as Kafka's ``DelayedProduce.onExpiration`` does for partitions still waiting for
+        their acks. The append goes on; the client's retry (same producer sequences) is
+        answered as a retry once it is stored, or stored then."""
+        self.expired = True
+        for fields in self._open.values():
+            fields.update(error_code=int(E.REQUEST_TIMED_OUT), base_offset=-1,
+                          error_message="the append was not durable within the request's timeout")
+        self._open.clear()
 
     def finish(self):
         return PRODUCE.response.make(responses=tuple(
@@ -162,6 +190,18 @@ class FetchWait:
     keys: list  # (stream_id, topic_id, partition_id) for broker.wait_for_durable
     pending: object = None  # the session's (api key, version, correlation id)
     plan: FetchPlan | None = None  # what it reads (adapters/kafka/fetch_sessions.py)
+
+
+def _settling(states, skey, opened, on_durable):
+    """``on_durable`` that first tells ``states`` the fate of the ``opened`` append
+    (adapters/kafka/producer_state.py): in the log, or unknown (failed, or a duplicate
+    of a copy not applied here yet)."""
+    def settle(outcome) -> None:
+        applied = not isinstance(outcome, BaseException) and not outcome.duplicate
+        states.settled(skey, opened, applied, time.monotonic())
+        if on_durable is not None:
+            on_durable(outcome)
+    return settle
 
 
 def append_error(exc: BaseException) -> tuple[int, str]:
@@ -243,7 +283,7 @@ class DataPlane:
             refusal = int(E.INVALID_REQUIRED_ACKS)
         elif body.transactional_id is not None:
             return self._produce_txn(version, body, acks)
-        wait = ProduceWait()
+        wait = ProduceWait(timeout_ms=body.timeout_ms)
         for t in body.topic_data:
             parts: list[dict] = []
             info, err = self._topic(t.name, Action.SEND_MESSAGES)
@@ -298,24 +338,31 @@ class DataPlane:
             batch = decode_produce_batch(p.records, version, block=translate.COMPILED_BLOCK)
             block, nbytes = translate.to_block(batch)
             count = len(batch.records)
-            producer = retry = None
+            producer = retry = opened = None
             part = self.broker.partition(info.stream_id, info.id, p.index)
             if batch.producer_id >= 0:
                 pid = producer_key(batch.producer_id, batch.producer_epoch)
                 retry = (self.ctx.recent_batches, (info.stream_id, info.id, p.index, pid),
                          batch.base_sequence, batch.last_sequence)
-                producer = self._sequence(part, batch, pid, resp)
+                skey = (info.stream_id, info.id, p.index, batch.producer_id)
+                producer = self._sequence(part, batch, pid, skey, resp)
                 if producer is None:
                     if resp.get("error_code") == int(E.DUPLICATE_SEQUENCE_NUMBER):
                         self._answer_retry(part, retry, resp, wait)
                     return
             on_durable = wait.callback(resp, retry) if wait is not None else None
+            if producer is not None:
+                opened = self.ctx.producer_states.taken(skey, batch.producer_epoch, batch.base_sequence,
+                                                        batch.last_sequence, time.monotonic())
+                on_durable = _settling(self.ctx.producer_states, skey, opened, on_durable)
             try:
                 result = self.broker.append_records(info.stream_id, info.id, block, count, partition=p.index,
                                                     producer=producer, on_durable=on_durable, origin="kafka")
             except BaseException:
                 if wait is not None:
                     wait.pending -= 1  # this append will never call back
+                if opened is not None:  # refused before it reached the log: nothing is open
+                    self.ctx.producer_states.settled(skey, opened, True, time.monotonic())
                 raise
         except (RecordBatchError, FerryError) as exc:
             resp["error_code"], resp["error_message"] = append_error(exc)
@@ -341,11 +388,25 @@ class DataPlane:
         resp.pop("error_message", None)
         part.ack_after_pending(wait.callback(resp, retry))
 
-    @staticmethod
-    def _sequence(part, batch, pid: str, resp) -> tuple[str, int] | None:
+    def _sequence(self, part, batch, pid: str, skey, resp) -> tuple[str, int] | None:
         """The ``producer=(id, last sequence)`` of an idempotent batch, or None after
-        setting the error (module docstring)."""
-        refused = sequence_error(batch, part.producer_sequence(pid))
+        setting the error (module docstring): Kafka's epoch fence first, then its
+        sequence rule, where a gap an append still open here may fill is answered
+        NOT_ENOUGH_REPLICAS, retriable, instead of OUT_OF_ORDER_SEQUENCE_NUMBER
+        (adapters/kafka/producer_state.py)."""
+        states, now, epoch = self.ctx.producer_states, time.monotonic(), batch.producer_epoch
+        stored = part.producer_sequence(pid)
+        refused = states.refusal(skey, epoch, now)
+        if refused is None and part.producer_sequence(producer_key(batch.producer_id, epoch + 1)) is not None:
+            # another gateway (or this one before a restart) stored the next epoch's records
+            refused = int(E.INVALID_PRODUCER_EPOCH), f"producer {batch.producer_id} has an epoch after {epoch}"
+        if refused is None:
+            refused = sequence_error(batch, stored)
+            gap = (refused is not None and refused[0] == int(E.OUT_OF_ORDER_SEQUENCE_NUMBER)) or (
+                refused is None and stored is None and batch.base_sequence > 0)
+            if gap and states.gap_open(skey, epoch, batch.base_sequence, stored, now):
+                refused = int(E.NOT_ENOUGH_REPLICAS), (
+                    f"sequences before {batch.base_sequence} may still be stored; retry")
         if refused is not None:
             resp["error_code"], message = refused
             if message:

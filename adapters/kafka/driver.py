@@ -14,7 +14,9 @@ Waiting outcomes:
   connection's actor bound so the login guard and audit log see its address;
   a SCRAM login (the proof already checked by the session, no hashing left)
   asks ``UserStore.scram_login`` on this task, whose actor is the connection's;
-* a Produce waits for the flusher's durability callbacks of its appends;
+* a Produce waits for the flusher's durability callbacks of its appends, at most its
+  TimeoutMs (:data:`MIN_PRODUCE_TIMEOUT_MS` at least): past it the partitions still
+  waiting answer REQUEST_TIMED_OUT (``ProduceWait.expire``);
 * a Fetch waits until the high watermark (the durable end) of one of its
   partitions moves (``broker.wait_for_durable``) or its deadline, then reads again;
 * a group request waits until the coordinator answers it, from this or
@@ -68,6 +70,14 @@ RECV_CHUNK = 256 * 1024  # bytes per receive
 # an idle unauthenticated socket costs memory and a file descriptor for nothing.
 # With TLS the handshake counts against the same deadline.
 AUTH_TIMEOUT_S = 30.0
+# A Produce is answered within its TimeoutMs, as Kafka's DelayedProduce answers
+# REQUEST_TIMED_OUT for what is not acknowledged by then; so the answer comes before
+# the client's own deadline (librdkafka's socket.timeout.ms, 60 s, above its
+# request.timeout.ms, 30 s, which it sends as TimeoutMs), which would cut the
+# connection and count its requests as possibly stored. A smaller TimeoutMs is raised
+# to this floor: Kafka's wait is for replicas already written in memory, Ferry's for
+# an fsync or a cluster round trip, and a healthy write must not time out.
+MIN_PRODUCE_TIMEOUT_MS = 1000
 
 
 def now_ms() -> int:
@@ -227,7 +237,12 @@ async def _serve(ctx, clock: GroupClock, stream, session: KafkaSession, counters
                         await _wait_woken(wait)
                     finally:
                         parked.remove(wait)
-                elif isinstance(wait, (ProduceWait, TxnWait)):
+                elif isinstance(wait, ProduceWait):
+                    with trio.move_on_after(max(wait.timeout_ms, MIN_PRODUCE_TIMEOUT_MS) / 1000):
+                        await _wait_woken(wait)
+                    if not wait.done:
+                        wait.expire()  # Kafka's answer past the request's TimeoutMs (dataplane.py)
+                elif isinstance(wait, TxnWait):
                     await _wait_woken(wait)
                 elif isinstance(wait, FetchWait):
                     await _wait_fetch(ctx.broker, wait)
