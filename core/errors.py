@@ -300,6 +300,12 @@ class StorageError(FerryError):
     code = "storage_error"
 
 
+class StorageConflict(StorageError):
+    """A replicated metadata write lost a race: another gateway of the same store wrote
+    the metadata log at the same moment (gateway/jetstream_store/store.py). Nothing was
+    written; reading again and retrying is safe. Clients see it as any StorageError."""
+
+
 class CorruptSegment(StorageError):
     """Stored bytes failed their checksum. The segment is quarantined, never served."""
 

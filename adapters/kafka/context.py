@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from core.addressing import DEFAULT_KAFKA_STREAM, kafka_name_for, topic_for_kafka
-from core.errors import FerryError, TableKeyBadVersion
+from core.errors import FerryError, StorageConflict, TableKeyBadVersion
 from core.kvtables import NOT_EXISTS
 from core.permissions import Action
 
@@ -154,16 +154,18 @@ class KafkaContext:
 
     def _stored_cluster_id(self) -> str:
         tables = self.broker.tables
-        tables.create(CLUSTER_TABLE)  # no-op when it exists
         for _ in range(PRODUCER_ID_TRIES):
-            (entry,) = tables.get(CLUSTER_TABLE, [CLUSTER_ID_KEY])
-            if entry is not None:
-                return entry[1].decode()
-            made = cluster_id_of(str(self.broker.data_dir))
             try:
+                tables.create(CLUSTER_TABLE)  # no-op when it exists
+                (entry,) = tables.get(CLUSTER_TABLE, [CLUSTER_ID_KEY])
+                if entry is not None:
+                    return entry[1].decode()
+                made = cluster_id_of(str(self.broker.data_dir))
                 tables.update(CLUSTER_TABLE, [(CLUSTER_ID_KEY, made.encode(), NOT_EXISTS)])
                 return made
-            except TableKeyBadVersion:  # another gateway stored its id first: read that one
+            # Another gateway stored its id first (read that one), or wrote the replicated
+            # metadata at the same moment (two gateways starting together): read again.
+            except (TableKeyBadVersion, StorageConflict):
                 continue
         raise TableKeyBadVersion(f"{CLUSTER_TABLE}: the cluster id kept changing")
 
@@ -220,15 +222,15 @@ class KafkaContext:
         """The next block of producer ids, taken by a conditional update of the counter
         (module docstring); TableKeyBadVersion after PRODUCER_ID_TRIES lost races."""
         tables = self.broker.tables
-        tables.create(PRODUCER_ID_TABLE)  # no-op when it exists
         tries = 0
         while True:
-            (entry,) = tables.get(PRODUCER_ID_TABLE, [PRODUCER_ID_KEY])
-            start, version = (_I64.unpack(entry[1])[0], entry[2]) if entry is not None else (0, NOT_EXISTS)
             try:
+                tables.create(PRODUCER_ID_TABLE)  # no-op when it exists
+                (entry,) = tables.get(PRODUCER_ID_TABLE, [PRODUCER_ID_KEY])
+                start, version = (_I64.unpack(entry[1])[0], entry[2]) if entry is not None else (0, NOT_EXISTS)
                 tables.update(PRODUCER_ID_TABLE, [(PRODUCER_ID_KEY, _I64.pack(start + PRODUCER_ID_BLOCK), version)])
                 return start, start + PRODUCER_ID_BLOCK
-            except TableKeyBadVersion:
+            except (TableKeyBadVersion, StorageConflict):  # lost a race with another gateway: read again
                 tries += 1
                 if tries >= PRODUCER_ID_TRIES:
                     raise

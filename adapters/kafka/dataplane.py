@@ -29,9 +29,11 @@ partition's last stored sequence of that producer and epoch
 (``Partition.producer_sequence``, kept through restarts by the log): the next
 sequence is appended, an already stored one answers
 the first attempt's base offset with no error once that is durable, as Kafka
-answers a retry of one of a producer's last five batches (RecentBatches,
-adapters/kafka/recent_batches.py; a batch stored before this gateway started
-answers DUPLICATE_SEQUENCE_NUMBER, which the Java client and librdkafka treat
+answers a retry of one of a producer's last five batches (:func:`_retried_base`:
+this listener's RecentBatches, adapters/kafka/recent_batches.py, the partition's
+memory of calls, which over the JetStream store includes other gateways', then a
+bounded search of the stored records, adapters/kafka/retry_lookup.py; a batch not
+found answers DUPLICATE_SEQUENCE_NUMBER, which the Java client and librdkafka treat
 as success), a gap OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's
 ``ProducerStateManager`` rules for a producer whose state the broker holds).
 Before the sequences, Kafka's epoch fence: a batch of an older epoch than one
@@ -89,6 +91,7 @@ from .fetch_sessions import FetchPlan
 from .messages import FETCH, LIST_OFFSETS, PRODUCE
 from .placement import topic_key
 from .records import RecordBatchError, decode_produce_batch, producer_key, sequence_error
+from .retry_lookup import find_stored
 
 # Records read from the log per partition per fetch: bounds the work of one
 # response beside the byte limits (Kafka's own fetch is bounded by bytes only).
@@ -129,8 +132,8 @@ class ProduceWait:
 
     def callback(self, fields: dict, retry=None):
         """``on_durable`` for one partition's append. ``retry``: for an idempotent batch,
-        ``(recent batches, key, first sequence, last sequence)``: a duplicate answers the
-        first attempt's base offset when it is known (adapters/kafka/recent_batches.py),
+        ``(recent batches, key, first sequence, last sequence, partition, stored block, log
+        start)``: a duplicate answers the first attempt's base offset when it is known (:func:`_retried_base`),
         and a stored batch is remembered for its retries (also once the answer expired)."""
         self.pending += 1
         self._open[id(fields)] = fields
@@ -145,7 +148,7 @@ class ProduceWait:
                 fields.update(error_code=int(E.KAFKA_STORAGE_ERROR), base_offset=-1,
                               error_message=f"the append did not become durable: {outcome}")
             elif outcome.duplicate:  # a retry: answered once what was pending (the original) is durable
-                found = retry[0].find(*retry[1:]) if retry is not None else None
+                found = _retried_base(retry)
                 if found is None:
                     fields.update(error_code=int(E.DUPLICATE_SEQUENCE_NUMBER), base_offset=-1)
                 else:
@@ -190,6 +193,31 @@ class FetchWait:
     keys: list  # (stream_id, topic_id, partition_id) for broker.wait_for_durable
     pending: object = None  # the session's (api key, version, correlation id)
     plan: FetchPlan | None = None  # what it reads (adapters/kafka/fetch_sessions.py)
+
+
+def _retried_base(retry) -> int | None:
+    """The base offset of the stored batch a retry repeats, or None (then the answer is
+    DUPLICATE_SEQUENCE_NUMBER). Kafka's producer state holds each producer's last five
+    batches on every replica (``ProducerStateEntry``); here this listener's memory of the
+    batches it stored (adapters/kafka/recent_batches.py, matched on first and last
+    sequence), then the partition's own (``Partition.producer_call_offset``,
+    core/log/producers.py), which over the JetStream store also holds the calls other
+    gateways stored, applied by the mirror: a client that moved here after its gateway
+    died gets the offset it was stored at. Called once what is pending on the partition
+    is durable; an offset at or past the durable end is not answered. Neither remembers
+    what was stored before this process started: then the stored records are searched
+    for the retry's (adapters/kafka/retry_lookup.py, bounded)."""
+    if retry is None:
+        return None
+    recent, key, first, last, part, block, log_start = retry
+    found = recent.find(key, first, last)
+    if found is None:
+        found = part.producer_call_offset(key[3], first, last)
+        if found is not None and found >= part.durable_next_offset:
+            found = None
+    if found is None:  # forgotten (a restart): the records themselves (retry_lookup.py)
+        found = find_stored(part, block, log_start(), part.durable_next_offset)
+    return found
 
 
 def _settling(states, skey, opened, on_durable):
@@ -343,7 +371,8 @@ class DataPlane:
             if batch.producer_id >= 0:
                 pid = producer_key(batch.producer_id, batch.producer_epoch)
                 retry = (self.ctx.recent_batches, (info.stream_id, info.id, p.index, pid),
-                         batch.base_sequence, batch.last_sequence)
+                         batch.base_sequence, batch.last_sequence, part, block,
+                         lambda: self._log_start(info, p.index))
                 skey = (info.stream_id, info.id, p.index, batch.producer_id)
                 producer = self._sequence(part, batch, pid, skey, resp)
                 if producer is None:

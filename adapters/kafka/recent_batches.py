@@ -11,8 +11,11 @@ but not where the retried one went: answering DUPLICATE_SEQUENCE_NUMBER with bas
 offset -1 made librdkafka report that batch's records at offsets -1, 0, 1, ...
 (bench/fault_schedule.py found it when gateways died between storing and
 answering). :class:`RecentBatches` keeps what Kafka keeps, per listener, for the
-batches this gateway stored while it ran; a retry of an older or forgotten batch
-still gets DUPLICATE_SEQUENCE_NUMBER, which every client treats as success.
+batches this gateway stored while it ran; a retry it does not know is looked up in
+the partition next (adapters/kafka/dataplane.py ``_retried_base``: the partition's
+memory of calls, which includes other gateways' over the JetStream store, then the
+stored records, adapters/kafka/retry_lookup.py), and only a batch none of them finds
+gets DUPLICATE_SEQUENCE_NUMBER, which every client treats as success.
 Sans-I/O: plain data, no clock.
 """
 

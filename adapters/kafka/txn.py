@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import logging
 
-from core.errors import FerryError, NotFound, TableKeyBadVersion, TopicSealed
+from core.errors import FerryError, NotFound, StorageConflict, TableKeyBadVersion, TopicSealed
 from core.kvtables import MAX_VALUE_BYTES
 from core.permissions import Action
 
@@ -203,7 +203,7 @@ class TxnCoordinator:
         for _ in range(SAVE_TRIES):
             try:
                 return op()
-            except (TableKeyBadVersion, _Conflict):
+            except (TableKeyBadVersion, StorageConflict, _Conflict):  # another gateway wrote first: read again
                 continue
         raise TxnError(E.CONCURRENT_TRANSACTIONS, "the transaction's state kept changing")
 

@@ -40,7 +40,7 @@ from .config import MAX_APPEND_BYTES, MAX_BATCH_BYTES, LogConfig
 from .durable import DurableEnd
 from .index import T_MAXTS, TIME_ENTRY
 from .pending import FlushJob, PendingCall, index_entries, written_producers
-from .producers import Table, expire_idle, is_expired, remember
+from .producers import RecentCalls, Table, expire_idle, is_expired, remember
 from .readbatch import ReadBatch
 from .recovery import recover_segments
 from .results import AppendInput, AppendResult, OnDurable, _fast_result, _fire, _nothing
@@ -76,6 +76,7 @@ class Partition:
         self._pending_records = 0
         self._producers: Table = {}  # id -> (seq, write µs), write order; includes pending appends
         self._durable_producers: Table = {}  # as of the last batch written
+        self._recent_calls = RecentCalls(cfg.max_producers)  # where producers' last calls start
         self._ttl_us = cfg.producer_ttl_ms * 1000  # idle producers expire (core/log/producers.py)
         self._wake: Callable[[], None] = _nothing
         self._signalled = False
@@ -191,6 +192,12 @@ class Partition:
         or idle past ``cfg.producer_ttl_ms``."""
         entry = self._producers.get(producer_id)
         return None if entry is None or is_expired(entry, self._clock(), self._ttl_us) else entry[0]
+
+    def producer_call_offset(self, producer_id: str, first: int, last: int) -> int | None:
+        """The base offset of the producer's call of sequences ``first``..``last``, if it is
+        one of its last five this process took (core/log/producers.py ``RecentCalls``), else
+        None. It may still be pending: the caller answers once what is pending is durable."""
+        return self._recent_calls.find(producer_id, first, last)
 
     # -- bounds and reads (reads.py) ------------------------------------------------------
     @property
@@ -360,6 +367,7 @@ class Partition:
         self._pending_records += n
         if producer is not None:
             remember(self._producers, producer[0], producer[1], ts, self.cfg.max_producers)
+            self._recent_calls.add(producer[0], producer[1], base, n)
         if not self._signalled:
             self._signalled = True
             self._wake()
@@ -621,6 +629,7 @@ class Partition:
             raise StorageError(f"cannot purge partition at {self.path}: {exc}", errno=exc.errno) from exc
         self._next_offset = self._byte_end = 0
         self._producers, self._durable_producers = {}, {}
+        self._recent_calls.clear()
         self.durable.reset(0, 0)
 
     def close(self) -> None:

@@ -24,9 +24,15 @@ live producer nor brings an expired one back.
 
 from __future__ import annotations
 
+from collections import OrderedDict, deque
 from itertools import islice
 
 Table = dict[str, tuple[int, int]]  # producer id -> (last sequence, last write µs)
+
+# Calls remembered per producer by :class:`RecentCalls`: Kafka's
+# ProducerStateEntry.NUM_BATCHES_TO_RETAIN. An idempotent producer has at most five
+# requests in flight per connection, so a retry is of one of its last five calls.
+CALLS_PER_PRODUCER = 5
 
 
 def remember(table: Table, pid: str, seq: int, ts: int, limit: int) -> None:
@@ -59,4 +65,54 @@ def is_expired(entry: tuple[int, int], now: int, ttl_us: int) -> bool:
     return bool(ttl_us) and entry[1] < now - ttl_us
 
 
-__all__ = ["Table", "expire_idle", "is_expired", "remember"]
+class RecentCalls:
+    """Where each producer's last :data:`CALLS_PER_PRODUCER` calls start: ``(id, last
+    sequence) -> base offset``, as Kafka's producer state keeps each producer's last
+    batches' metadata (``ProducerStateEntry``, ``BatchMetadata``) so a retry is answered
+    with the first attempt's base offset (adapters/kafka/recent_batches.py).
+
+    Fed by every call the partition takes with a producer, its own appends and, over the
+    JetStream store, the mirror's (gateway/jetstream_store/partition.py ``apply``, one
+    message at a time with its call's sequence: the first one names the base), so a
+    gateway knows where a call another gateway stored went. In memory only: the batch
+    headers keep each producer's last sequence, not where its calls start, so a
+    restart forgets them (docs/storage.md "Producer deduplication"). At most
+    ``limit`` producers (the table's own bound, LogConfig.max_producers), least
+    recently written forgotten first."""
+
+    __slots__ = ("_by", "_limit")
+
+    def __init__(self, limit: int) -> None:
+        self._by: OrderedDict[str, deque[list[int]]] = OrderedDict()  # [last seq, base, count]
+        self._limit = limit
+
+    def add(self, pid: str, seq: int, base: int, count: int) -> None:
+        """A call of ``pid`` ending at sequence ``seq`` put ``count`` records at ``base``
+        (a repeat of the newest ``seq``, the next message of the same call, adds to it)."""
+        by = self._by
+        calls = by.get(pid)
+        if calls is None:
+            calls = by[pid] = deque(maxlen=CALLS_PER_PRODUCER)
+            if len(by) > self._limit:
+                by.popitem(last=False)
+        else:
+            by.move_to_end(pid)
+            if calls and calls[-1][0] == seq:
+                calls[-1][2] += count
+                return
+        calls.append([seq, base, count])
+
+    def find(self, pid: str, first: int, last: int) -> int | None:
+        """The base offset of ``pid``'s newest remembered call of sequences ``first``..
+        ``last`` (its last sequence and record count: Kafka matches a duplicate by its
+        first and last sequence, ``BatchMetadata``), or None."""
+        for seq, base, count in reversed(self._by.get(pid, ())):
+            if seq == last and count == last - first + 1:
+                return base
+        return None
+
+    def clear(self) -> None:
+        self._by.clear()
+
+
+__all__ = ["CALLS_PER_PRODUCER", "RecentCalls", "Table", "expire_idle", "is_expired", "remember"]
