@@ -216,6 +216,7 @@ class Broker:
         a replicated store): reload the metadata caches, open the partitions that
         appeared and close those that went."""
         self.meta.reload()
+        self.tables.replayed()  # key-value tables' watchers (JetStream durable consumers)
         self._forget_subjects()
         wanted: dict[tuple[int, int, int], TopicInfo] = {}
         for stream in self.meta.list_streams():

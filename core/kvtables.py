@@ -93,6 +93,22 @@ class KvTables:
     def __init__(self, db: MetaDb, *, clock: Callable[[], int] = now_us) -> None:
         self._db = db
         self._clock = clock
+        self._watchers: list[Callable[[], None]] = []
+
+    # -- writes made elsewhere ------------------------------------------------------
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` each time :meth:`replayed` reports writes that did
+        not go through this object: another gateway's, replayed into the file by a
+        replicated store (``Broker.resync``, docs/scale-out.md). The watcher reads
+        what changed with :meth:`delta` (versions are the same on every gateway:
+        the replayed statements carry them). It may be called on any thread that
+        replays, and inside another write's catch-up: it should only take note."""
+        self._watchers.append(callback)
+
+    def replayed(self) -> None:
+        """Writes made elsewhere reached the file: tell every watcher."""
+        for callback in tuple(self._watchers):
+            callback()
 
     # -- tables -----------------------------------------------------------------
     def create(self, name: str) -> bool:

@@ -20,10 +20,13 @@ definition.
   one ``Ferry-Store`` line, ``1;<id hex>;<time µs>;<origin time µs>`` plus
   ``;<producer b64url>;<sequence>`` for an idempotent producer's call, then a
   ``Nats-Msg-Id`` line: ``<producer b64url>:<sequence>:<i>`` for a producer's
-  call (so a call the client retries through another gateway is stored once),
-  else the message id in hex (so the gateway's own re-sends after a lost
-  acknowledgement are stored once). JetStream drops a repeated id inside its
-  duplicate window. The canonical headers follow as
+  call (so a call the client retries through another gateway is stored once);
+  on a JetStream stream's partition, for a message whose own headers carry a
+  ``Nats-Msg-Id``, ``js.<that id>`` (so a client's retry through another
+  gateway is stored once, gateway/jetstream_store/msgids.py; ``.`` is in
+  neither other form, so the ids cannot meet); else the message id in hex (so
+  the gateway's own re-sends after a lost acknowledgement are stored once).
+  JetStream drops a repeated id inside its duplicate window. The canonical headers follow as
   the NATS adapter writes them for subscribers (adapters/nats/translate.py,
   kinds in ``Ferry-Header-Kinds``, the publish subject kept), so a nats-py
   client reading the stream directly sees readable headers. A block whose
@@ -46,12 +49,19 @@ from typing import Any, Sequence
 
 from adapters.nats.headers import HeaderBlock, parse_headers
 from adapters.nats.jetstream.errors import ERRORS
+from adapters.nats.jetstream.fields import msg_id_of
 from adapters.nats.translate import block_to_headers, canonical_to_nats
 from core.errors import InvalidArgument
 
 STORE_HEADER = "Ferry-Store"
+# The cluster Nats-Msg-Id of a JetStream client's msg id (encode_message, msgids.py).
+CLIENT_ID_PREFIX = "js."
 RAW_HEADERS = "Ferry-Headers"
 MSG_ID = "Nats-Msg-Id"
+# The publish path's chain (publisher.py): JetStream keeps the line in the stored block,
+# as the block's last; decode_message drops it (never a user header: those are carried
+# as Ferry-Headers when a key starts with "Nats-").
+EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 FORMAT = "1"
 # JetStream error codes the store acts on, from the one table of them
 # (adapters/nats/jetstream/errors.py, nats-server's server/errors.json names):
@@ -99,29 +109,47 @@ class Layout:
     def meta_subject(self) -> str:
         return f"{self.prefix.lower()}.meta"
 
-    def stream_config(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0) -> dict:
-        """``$JS.API.STREAM.CREATE.<name>`` body: file storage, limits retention,
-        the deployment's replicas, direct gets on."""
+    def stream_config(self, name: str, subject: str, *, max_age_us: int = 0, max_bytes: int = 0,
+                      duplicate_window_ns: int = DUPLICATE_WINDOW_NS) -> dict:
+        """``$JS.API.STREAM.CREATE.<name>`` (and ``UPDATE``) body: file storage, limits
+        retention, the deployment's replicas, direct gets on. The duplicate window is at
+        most ``max_age``: nats-server refuses a longer one ("duplicates window can not be
+        larger then max age", server/stream.go checkStreamCfg)."""
+        max_age = max(0, max_age_us) * NS_PER_US
+        window = min(duplicate_window_ns, max_age) if max_age else duplicate_window_ns
         return {
             "name": name, "subjects": [subject], "retention": "limits", "storage": "file",
-            "num_replicas": self.replicas, "discard": "old", "duplicate_window": DUPLICATE_WINDOW_NS,
-            "max_age": max(0, max_age_us) * NS_PER_US, "max_bytes": max_bytes or -1,
+            "num_replicas": self.replicas, "discard": "old", "duplicate_window": window,
+            "max_age": max_age, "max_bytes": max_bytes or -1,
             "max_msgs": -1, "allow_direct": True,
         }
 
 
 # -- stored messages -------------------------------------------------------------------
 def encode_message(mid: int, timestamp: int, origin_timestamp: int, tlv: bytes,
-                   producer: tuple[str, int] | None = None, index: int = 0) -> bytes:
-    """The header block for one stored message (module docstring)."""
+                   producer: tuple[str, int] | None = None, index: int = 0, client_ids: bool = False) -> bytes:
+    """The header block for one stored message (module docstring); ``client_ids``: the
+    partition is a JetStream stream's, whose clients' msg ids the cluster de-duplicates."""
     hid = f"{mid:032x}"
     system = f"{FORMAT};{hid};{timestamp};{origin_timestamp}"
     if producer is not None:
         ptext = _b64url(producer[0].encode("utf-8", "surrogateescape"))
         head = f"NATS/1.0\r\n{STORE_HEADER}: {system};{ptext};{producer[1]}\r\n{MSG_ID}: {ptext}:{producer[1]}:{index}\r\n"
     else:
-        head = f"NATS/1.0\r\n{STORE_HEADER}: {system}\r\n{MSG_ID}: {hid}\r\n"
-    return head.encode("ascii") + (_user_lines(bytes(tlv)) if tlv else b"") + b"\r\n"
+        cid = client_msg_id(tlv) if client_ids and tlv else None
+        head = f"NATS/1.0\r\n{STORE_HEADER}: {system}\r\n{MSG_ID}: {cid or hid}\r\n"
+    return head.encode("utf-8") + (_user_lines(bytes(tlv)) if tlv else b"") + b"\r\n"
+
+
+def client_msg_id(tlv) -> str | None:
+    """``js.<id>`` for a message whose canonical headers carry a ``Nats-Msg-Id`` (module
+    docstring), else None. An id with a control character (a CR or LF would end the header
+    line; only a record written by another protocol can hold one, a NATS header cannot)
+    keeps the hex id: the gateway's own window still de-duplicates it."""
+    found = msg_id_of(tlv)
+    if not found or not found.isprintable():
+        return None
+    return CLIENT_ID_PREFIX + found
 
 
 def _user_lines(tlv: bytes) -> bytes:
@@ -167,6 +195,9 @@ def decode_message(header: bytes | None) -> StoredMessage:
         second = header.find(b"\r\n", end + 2)
         if end > 0 and second > 0 and header.startswith(_MSG_ID_LINE, end + 2):
             rest = header[second + 2:]
+            k = rest.rfind(_EXPECT_LINE)
+            if k >= 0 and (k == 0 or rest[k - 2:k] == b"\r\n"):
+                rest = rest[:k] + rest[rest.index(b"\r\n", k) + 2:]
             if rest == b"\r\n":
                 tlv = b""
             else:
@@ -186,11 +217,13 @@ def decode_message(header: bytes | None) -> StoredMessage:
     rest = items[1:]
     if rest and rest[0][0] == MSG_ID:
         rest = rest[1:]
+    rest = [item for item in rest if item[0] != EXPECTED_LAST_SEQ]
     return StoredMessage(mid, ts, origin, _decode_user(rest), producer)
 
 
 _FAST_HEAD = f"NATS/1.0\r\n{STORE_HEADER}: ".encode("ascii")
 _MSG_ID_LINE = f"{MSG_ID}: ".encode("ascii")
+_EXPECT_LINE = f"{EXPECTED_LAST_SEQ}: ".encode("ascii")
 
 
 def _system(text: str) -> tuple[int, int, int, tuple[str, int] | None]:
@@ -319,5 +352,5 @@ def request_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-__all__ = ["ApiError", "Layout", "StoredMessage", "ack_info", "api_answer", "decode_entry",
+__all__ = ["ApiError", "Layout", "StoredMessage", "ack_info", "api_answer", "client_msg_id", "decode_entry",
            "decode_message", "encode_entry", "encode_message", "mirror_consumer", "pub_ack", "request_json"]

@@ -35,6 +35,7 @@ cache is: it is re-read from the stream from the offset it holds.
 from __future__ import annotations
 
 import heapq
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -46,11 +47,19 @@ from core.log.segment import Segment
 from core.message import uuid7
 from core.record import encode_record
 
+from .layout import DUPLICATE_WINDOW_NS
+
 # Message bytes queued for the cluster per partition before ``over_limit`` asks the
 # protocol drivers to stop reading from their clients (the embedded log's backpressure,
 # LogConfig.max_pending_bytes, applied to the outbox): the cluster's round trip, not
 # the disk, is what the queue waits for.
 MAX_OUTBOX_BYTES = 16 * 1024 * 1024
+# How long after a producer's last stored call the cluster surely still remembers its
+# message ids: JetStream's duplicate window (layout.DUPLICATE_WINDOW_NS, 2 minutes) less
+# 20 s for the clocks of the gateway that stamped the call and of this one. A topic whose
+# expiry is shorter has a shorter window (layout.Layout.stream_config): a retry past it
+# is stored again rather than lost.
+CLUSTER_DEDUP_TRUST_US = DUPLICATE_WINDOW_NS // 1000 - 20_000_000
 # Bytes of the stored header block besides the message's own headers (the
 # Ferry-Store and Nats-Msg-Id lines, about 150 bytes, with room to spare).
 HEADER_ALLOWANCE = 512
@@ -71,6 +80,7 @@ class RemotePartition(Partition):
     """A partition cached locally and stored in a JetStream stream (module docstring)."""
 
     incarnation = None  # set by the store: tells a topic from a later one reusing its ids, or a purge
+    client_ids = False  # set by the store: a JetStream stream's, its clients' msg ids go to the cluster (msgids.py)
     max_message_bytes = MAX_APPEND_BYTES  # the cluster's max_payload (its INFO), set by the store
 
     def __init__(self, *args, **kwargs) -> None:
@@ -83,6 +93,11 @@ class RemotePartition(Partition):
         self._wake_remote: Callable[[], None] = lambda: None
         self._known_end: int | None = None  # the stream's end, asked by log_end, used once
         self._asking_end = False
+        # Ids of messages this gateway published and the mirror has not applied yet; a
+        # message applied that is not among them came from another writer, at foreign_at
+        # (time.monotonic): the publish chain stays off meanwhile (publisher.py).
+        self.own_ids: set[int] = set()
+        self.foreign_at = float("-inf")
 
     def set_remote_wakeup(self, wake: Callable[[], None]) -> None:
         """The cluster driver's ``wake()``, called when the outbox turns non-empty."""
@@ -138,7 +153,7 @@ class RemotePartition(Partition):
         return self._queue(messages, producer, on_durable)
 
     def _queue(self, messages, producer, on_durable) -> AppendResult:
-        if producer is not None and self._is_duplicate(producer):
+        if producer is not None and self._is_duplicate(producer) and not self._cluster_remembers(producer):
             return self._duplicate(on_durable)
         nbytes = sum(len(h) + len(p) for _, _, h, p in messages)
         for _, _, headers, payload in messages:
@@ -159,6 +174,17 @@ class RemotePartition(Partition):
         if len(self.outbox) == 1:
             self._wake_remote()
         return AppendResult(self.partition_id, guess, len(messages), self._append_time())
+
+    def _cluster_remembers(self, producer: tuple[str, int]) -> bool:
+        """A producer call this cache already holds (some of) goes to the cluster again
+        while the cluster still remembers its message ids (layout.py: ``<producer>:<seq>:<i>``):
+        the stored ones are answered duplicate at their sequences, so the answer names the
+        original offset, and what is missing is stored. A call is not atomic: a gateway
+        killed between two of its messages leaves its first part stored, and the mirror
+        records the producer's sequence from that first part; answered duplicate here,
+        the rest was lost (docs/scale-out.md, "Fault schedule", item 1)."""
+        last = self._producers.get(producer[0])
+        return last is not None and self._clock() - last[1] < CLUSTER_DEDUP_TRUST_US
 
     def take_outbox(self) -> list[Outgoing]:
         """The driver takes every queued call (in append order) to publish it."""
@@ -247,6 +273,11 @@ class RemotePartition(Partition):
             return None
         if offset != self._next_offset:
             raise StorageError(f"partition {self.partition_id}: stream sequence {seq} after {self._next_offset}")
+        own = self.own_ids
+        if mid in own:
+            own.discard(mid)
+        else:
+            self.foreign_at = time.monotonic()
         # Stored time never goes back within a partition (the time index needs it),
         # whichever gateway's clock stamped the message: every gateway applies the
         # same rule to the same order, so they store the same time.

@@ -16,15 +16,17 @@ beside trio:
   ``REQUEST_TIMEOUT_S``; the gateway's other connections wait meanwhile, which
   is why nothing per message goes this way.
 * :class:`~gateway.jetstream_store.client.TrioNats` for everything per message: the
-  *pump* publishes what :class:`~gateway.jetstream_store.partition.RemotePartition` appends
-  queued (pipelined, one PubAck each), and one *mirror* per stream (an ordered
+  *pump* hands what :class:`~gateway.jetstream_store.partition.RemotePartition` appends
+  queued to the :class:`~gateway.jetstream_store.publisher.Publisher` (pipelined, one
+  PubAck each, chained so a partition's messages are stored in the order taken), and
+  one *mirror* per stream (an ordered
   push consumer: no acks, flow control, heartbeats) applies every stored
   message, in sequence order, to the partition's local cache; the metadata
   log has a mirror too, so other gateways' changes arrive without a write.
 
 A re-send after a lost acknowledgement carries the same ``Nats-Msg-Id``
-(layout.py), so JetStream stores it once; re-sends stop after
-``PUBLISH_RETRY_S`` and the append fails (it was never acknowledged).
+(layout.py), so JetStream stores it once; re-sends go in order and stop after
+``PUBLISH_RETRY_S`` (publisher.py), and the append fails (it was never acknowledged).
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ import trio
 from adapters.nats.client_codec import STATUS_CONTROL, ServerMsg, headers_of, status_of
 from adapters.nats.headers import HeaderBlock, encode_headers
 from adapters.nats.translate import nats_to_canonical
-from core.errors import FerryError, InvalidArgument, StorageError
+from core.errors import FerryError, InvalidArgument, StorageConflict, StorageError
 from core.log import AppendInput
 from core.log.config import FSYNC_NEVER
-from core.message import now_us, uuid7_parts
+from core.message import uuid7_parts
 
 from .blocking import BlockingNats, new_inbox_prefix
 from .client import TrioNats
@@ -53,9 +55,11 @@ from .errors import ClusterServerError, ClusterUnreachable, ConnectionLost, NoRe
 from .groups import GroupCoordinator
 from .layout import (
     STREAM_NAME_EXISTS, STREAM_NOT_FOUND, WRONG_LAST_SEQUENCE, ApiError, Layout, ack_info, api_answer,
-    decode_entry, decode_message, encode_entry, encode_message, mirror_consumer, pub_ack, request_json,
+    decode_entry, decode_message, encode_entry, mirror_consumer, pub_ack, request_json,
 )  # fmt: skip
-from .partition import Outgoing, RemotePartition
+from .msgids import ClientIds
+from .partition import RemotePartition
+from .publisher import RETRY_BACKOFF_S, Publisher
 
 if TYPE_CHECKING:
     from core.model import TopicInfo
@@ -72,9 +76,6 @@ EPOCH_ATTR = "store.epoch"  # topic attribute: how many times the topic was purg
 # trio thread waits; a JetStream leader election takes about 5 s on loopback
 # (tests/support/nats_cluster.py measured 4.5-7 s), so a little more than that.
 REQUEST_TIMEOUT_S = 8.0
-# How long the pump keeps re-sending a message whose acknowledgement did not come
-# (no stream leader during an election, a lost connection): past it the append fails.
-PUBLISH_RETRY_S = 30.0
 # Bytes the cluster connection may hold unsent: above the largest message a gateway stores
 # (a Pravega event of 8 MiB; nats-server's max_payload caps it at 64 MiB), with room for
 # a burst of others.
@@ -89,7 +90,6 @@ NO_LEADER_PAUSE_S = 0.1
 INFO_TIMEOUT_S = 2.0  # one start-up probe of JetStream (retried until the start-up budget is spent)
 RUNNING_DIAL_TIMEOUT_S = 1.0  # one TCP dial of the blocking connection once the gateway runs
 WITHDRAW_TIMEOUT_S = 1.0  # a clean stop's lease delete: past it the lease runs out by itself
-RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 # A mirror that hears nothing (no message, no heartbeat) for this long recreates its
 # consumer: the server holding it died or forgot it (3 missed 5 s heartbeats).
 MIRROR_SILENCE_S = 15.0
@@ -122,6 +122,7 @@ class JetStreamStore:
         self._inbox = new_inbox_prefix()
         self._mirror_ids = 0
         self.groups = GroupCoordinator(self.layout, self._ensure_stream_config)
+        self.client_ids = ClientIds(self)  # JetStream msg ids the cluster de-duplicates (msgids.py)
         self._live = f"{self.layout.prefix.lower()}.l"  # plain NATS publishes between gateways
         self._sharing = False  # plain publishes go to other gateways (from run on)
         self.forward_dropped = 0  # publishes the cluster connection could not take (at most once)
@@ -245,6 +246,12 @@ class JetStreamStore:
         yield ("ferry_store_forward_dropped_total", "counter",
                "plain NATS publishes the cluster connection could not take", [({}, self.forward_dropped)])
         yield ("ferry_store_mirrors", "gauge", "streams this gateway mirrors", [({}, len(self._mirrors))])
+        publisher = getattr(self, "publisher", None)  # made by the pump (publisher.py)
+        yield ("ferry_store_publish_recoveries_total", "counter",
+               "publish failures after which a partition re-sent in order",
+               [({}, publisher.recoveries if publisher else 0)])
+        yield ("ferry_store_publish_resent_total", "counter", "messages published again",
+               [({}, publisher.resent if publisher else 0)])
 
     # -- metadata: core.metadb.Replicator ----------------------------------------------
     def before_write(self, db: "MetaDb") -> None:
@@ -315,6 +322,8 @@ class JetStreamStore:
     # -- partitions: core.store.Store ---------------------------------------------------
     def append(self, key, part: RemotePartition, items, producer, on_durable, published):
         """Queued for the cluster: readable (StoreEvents.applied) once the mirror applies it."""
+        if part.client_ids:
+            self.client_ids.before_append(key, published[0])
         return part.append(items, producer=producer, on_durable=on_durable)
 
     def append_records(self, key, part: RemotePartition, block, count, producer, on_durable, published):
@@ -358,6 +367,7 @@ class JetStreamStore:
         subject = self.layout.partition_subject(*key, incarnation)
         part.incarnation = incarnation
         part.max_message_bytes = self.max_payload
+        part.client_ids = self.client_ids.opened(topic, key)
         self.parts[key] = (part, stream, subject)
         part.set_remote_wakeup(partial(self._mark_dirty, key))
         return part
@@ -367,9 +377,11 @@ class JetStreamStore:
         for pid in partition_ids:
             key = (topic.stream_id, topic.id, pid)
             _part, stream, subject = self.parts[key]
-            self._ensure_stream(stream, subject, max_age_us=topic.message_expiry, max_bytes=per_part)
-            if self._running:
-                self._start_partition_mirror(key)
+            try:
+                self._ensure_stream(stream, subject, max_age_us=topic.message_expiry, max_bytes=per_part)
+            finally:  # a slow cluster's refusal must not leave the partition unmirrored for good:
+                if self._running:  # the mirror retries until the stream is there
+                    self._start_partition_mirror(key)
 
     def partitions_dropped(self, stream_id: int, topic_id: int, partition_ids) -> None:
         for pid in partition_ids:
@@ -381,6 +393,7 @@ class JetStreamStore:
     def partitions_closed(self, keys) -> None:
         for key in keys:
             self.parts.pop(key, None)
+            self.client_ids.closed(key)
             mirror = self._mirrors.pop(key, None)
             if mirror is not None:
                 mirror.stop()
@@ -441,6 +454,7 @@ class JetStreamStore:
         self._dirty_event.set()
 
     async def _pump(self) -> None:
+        publisher = self.publisher = Publisher(self.nc, self._nursery, lambda: self._running)
         while True:
             await self._dirty_event.wait()
             self._dirty_event = trio.Event()
@@ -448,53 +462,12 @@ class JetStreamStore:
             for key in dirty:
                 entry = self.parts.get(key)
                 if entry is None:
+                    publisher.forget(key)
                     continue
                 part, _stream, subject = entry
-                for out in part.take_outbox():
-                    self._send(part, subject, out)
-
-    def _send(self, part: RemotePartition, subject: str, out: Outgoing) -> None:
-        call = _Call(part, out)
-        ts = now_us()
-        deadline = trio.current_time() + PUBLISH_RETRY_S
-        for i, (mid, origin, headers, payload) in enumerate(out.messages):
-            header = encode_message(mid, ts, origin, headers, out.producer, i)
-            self._publish(call, i, subject, header, payload, deadline, 0)
-
-    def _publish(self, call: "_Call", index: int, subject: str, header: bytes, payload: bytes,
-                 deadline: float, attempt: int) -> None:
-        def answered(outcome) -> None:
-            if isinstance(outcome, ServerMsg):
-                try:
-                    seq, dup = pub_ack(outcome.payload)
-                except ApiError as exc:
-                    if exc.code == 503 or "no response" in exc.description.lower():
-                        retry(exc)  # no stream leader yet
-                    else:
-                        call.done(index, StorageError(f"the cluster refused the message: {exc}"))
-                    return
-                call.done(index, (seq, dup))
-            else:
-                retry(outcome)
-
-        def retry(exc) -> None:
-            if trio.current_time() >= deadline or not self._running:
-                call.done(index, StorageError(f"the cluster did not store the message: {exc or type(exc).__name__}"))
-                return
-            delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-            self._nursery.start_soon(self._resend, delay, call, index, subject, header, payload, deadline,
-                                     attempt + 1)
-
-        try:
-            self.nc.request_cb(subject, payload, header, answered)
-        except (ConnectionLost, SlowCluster) as exc:
-            retry(exc)
-        except ValueError as exc:  # over the cluster's max_payload
-            call.done(index, StorageError(f"message refused by the cluster: {exc}"))
-
-    async def _resend(self, delay, call, index, subject, header, payload, deadline, attempt) -> None:
-        await trio.sleep(delay)
-        self._publish(call, index, subject, header, payload, deadline, attempt)
+                outs = part.take_outbox()
+                if outs:
+                    publisher.submit(key, part, subject, outs)
 
     # -- plain NATS between gateways ----------------------------------------------------------
     def interest_elsewhere(self, subject: str) -> bool:
@@ -573,37 +546,8 @@ class JetStreamStore:
             self.events.applied(key, part, result, [AppendInput(msg.payload, headers, mid, origin)], None)
 
 
-class _Conflict(StorageError):
+class _Conflict(StorageConflict):
     """The metadata log moved past the entry this write followed."""
-
-
-class _Call:
-    """One append call's messages awaiting their PubAcks."""
-
-    __slots__ = ("part", "out", "left", "seqs", "dups", "error")
-
-    def __init__(self, part: RemotePartition, out: Outgoing) -> None:
-        self.part, self.out = part, out
-        self.left = len(out.messages)
-        self.seqs: list[int] = []
-        self.dups = 0
-        self.error: BaseException | None = None
-
-    def done(self, index: int, outcome) -> None:
-        if isinstance(outcome, BaseException):
-            self.error = self.error or outcome
-        else:
-            self.seqs.append(outcome[0])
-            self.dups += outcome[1]
-        self.left -= 1
-        if self.left:
-            return
-        n = len(self.out.messages)
-        if self.error is not None:
-            self.part.fail_in_flight(n, self.error, self.out.on_durable)
-        else:
-            self.part.await_applied(min(self.seqs), max(self.seqs), n, self.out.on_durable,
-                                    duplicate=self.dups == n and self.out.producer is not None)
 
 
 class _Mirror:

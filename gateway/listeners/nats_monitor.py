@@ -23,6 +23,7 @@ from functools import partial
 import h11
 import trio
 
+from adapters.nats.jetstream.monitor import warm_for_jsz
 from adapters.nats.monitor import respond
 from adapters.nats.server_state import shared_state
 from adapters.peer import peer_of
@@ -85,6 +86,8 @@ async def _serve_requests(broker, http_port: int, stream, conn: h11.Connection, 
         agent = dict(request.headers).get(b"user-agent")
         if agent:
             entry.client = clip(agent.decode("latin-1"))
+        while warm_for_jsz(broker, request.target.decode("latin-1").partition("?")[0]):
+            await trio.sleep(0)                  # cold JetStream state read in slices first (issue 30)
         status, body = _answer(broker, http_port, request)
         counters["messages_in"].inc(NAME)
         await _send(conn, stream, status, body, head_only=request.method == b"HEAD", counters=counters,

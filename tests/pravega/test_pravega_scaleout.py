@@ -40,7 +40,7 @@ _prefixes = itertools.count()
 PARK = {"FERRY_PRAVEGA_TAIL_PARK_MS": "500"}
 # How long the cut test keeps the cluster frozen: longer than the client takes to
 # reconnect and set up again (milliseconds on loopback), far below the gateway's
-# PUBLISH_RETRY_S (30 s, gateway/jetstream_store/store.py) after which an append fails.
+# PUBLISH_RETRY_S (30 s, gateway/jetstream_store/publisher.py) after which an append fails.
 FREEZE_S = 2.0
 
 

@@ -35,12 +35,15 @@ from .config import API_PREFIX, parse_config, type_error
 from .consumer_config import parse_consumer_config
 from .consumers import JsConsumers
 from .errors import JsApiError
-from .index import ROLLUP_HEADER, TTL_HEADER, parse_ttl
+from .index import ROLLUP_HEADER, TTL_HEADER, parse_ttl, subject_totals
 from .streams import JS_STREAM, MSG_ID_HEADER, JetStreams, JsStream, go_time
 
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 NAMES_LIMIT = 1024      # nats-server's page sizes for STREAM.NAMES and STREAM.LIST
 LIST_LIMIT = 256
+# STREAM.INFO's subject details per answer: nats-server's JSMaxSubjectDetails
+# (server/jetstream_api.go); past it the client pages with ``offset``.
+SUBJECT_DETAILS_LIMIT = 100_000
 API_LEVEL = 1
 _GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
@@ -179,9 +182,36 @@ class JetStreamApi:
         return self._info(self.streams.update(cfg))
 
     def info(self, name: str, payload: bytes) -> dict:
-        _body(payload, "JSApiStreamInfoRequest", {"subjects_filter": "string", "offset": "int"})
+        req = _body(payload, "JSApiStreamInfoRequest", {"subjects_filter": "string", "offset": "int"})
         st = self.streams.get(name)
-        return {"total": 0, "offset": 0, "limit": 0, **self._info(st, cluster=True)}
+        out = {"total": 0, "offset": 0, "limit": 0, **self._info(st, cluster=True)}
+        if req.get("subjects_filter"):
+            self._subject_details(st, out, req["subjects_filter"], req.get("offset") or 0)
+        return out
+
+    def _subject_details(self, st: JsStream, out: dict, pattern: str, offset: int) -> None:
+        """``state.subjects`` for a ``subjects_filter``, paged as nats-server pages it
+        (server/jetstream_api.go ``jsStreamInfoRequest``): every match when
+        ``offset`` is 0 and there are at most :data:`SUBJECT_DETAILS_LIMIT`,
+        else that many from ``offset`` of the sorted subjects; ``total``,
+        ``offset`` (as asked) and ``limit`` only when some subject matched."""
+        streams = self.streams
+        idx = streams.index(st)
+        if idx is not None:
+            totals = subject_totals(idx.subjects, pattern)
+        else:
+            first, last = streams.first_seq(st), streams.last_seq(st)
+            counts = streams.subject_counts(st, first, last).subjects if last >= first else {}
+            totals = subject_totals(counts, pattern, int)
+        if not totals:
+            return
+        out.update(total=len(totals), offset=offset, limit=SUBJECT_DETAILS_LIMIT)
+        if offset or len(totals) > SUBJECT_DETAILS_LIMIT:
+            names = sorted(totals)
+            start = min(max(offset, 0), len(names))
+            totals = {s: totals[s] for s in names[start:start + SUBJECT_DETAILS_LIMIT]}
+        if totals:                                   # an offset past the end: no map (Go's nil, omitted)
+            out["state"]["subjects"] = totals
 
     def names(self, _name: str, payload: bytes) -> dict:
         req = _body(payload, "JSApiStreamNamesRequest", {"offset": "int", "subject": "string"})

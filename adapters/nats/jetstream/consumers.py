@@ -35,26 +35,38 @@ expires requests, sends heartbeats, makes unacked messages due after
 deletes idle ephemerals and saves dirty state; :meth:`next_deadline` says
 when to call it next. The NATS driver runs both in one task per broker and
 is woken through ``wake`` when a deadline may have moved earlier.
+
+Scale-out (docs/scale-out.md "JetStream consumers"): the key-value tables'
+watcher marks the registry stale when other gateways' writes arrive;
+:meth:`JsConsumers.refresh`, run first by every entry point and the tick,
+follows the streams (``replicated``) and merges the durable consumers' saved
+state (``consumer_store.merge``), so a durable is one consumer across gateways.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
+import threading
 import time
 from typing import Any, Callable, Iterator
 
+from core.errors import FerryError
+
 from .consumer_config import check_consumer_update, same_settings
-from .consumer_store import SAVE_INTERVAL, TABLE, ConsumerStore
+from .consumer_store import SAVE_INTERVAL, TABLE, ConsumerStore, merge
 from .cursor import ACK_PREFIX, Cursor
 from .errors import JsApiError
 from .model import Consumer, Pending
 from .pull import Out, heartbeat, parse_pull, status
 from .push import PushDelivery, parse_fc_subject
+from .replicated import follow_streams
 from .retention import RetentionRules
 from .streams import JetStreams, JsStream, go_time, parse_go_time
 
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+log = logging.getLogger("ferry.nats.jetstream")
 
 
 class JsConsumers:
@@ -77,6 +89,12 @@ class JsConsumers:
         self.push_delivery = PushDelivery(self.cursor, lambda subject: self.interest(subject),
                                           lambda subject: self.room(subject), lambda: self.wake())
         streams.needed = self.retention.needed
+        # Scale-out: the key-value tables say when other gateways' writes arrived
+        # (KvTables.watch); refresh() applies them at the next safe point.
+        self.stale = False
+        self._thread = threading.get_ident()
+        if tables is not None and hasattr(tables, "watch"):
+            tables.watch(self._replayed)
 
     def load(self) -> None:
         """Rebuild the durable consumers from the table (at start)."""
@@ -85,6 +103,83 @@ class JsConsumers:
             self.by_stream.setdefault(con.stream.name, {})[con.name] = con
             self.push_delivery.set_push(con, now)
 
+    # -- other gateways' writes (scale-out) ------------------------------------------------
+    def _replayed(self) -> None:
+        """The tables' watcher: writes from elsewhere arrived. It may run inside one of
+        this registry's own writes (their catch-up) or on a worker thread, so it only
+        takes note; the timers task wakes (from its own thread) and refreshes."""
+        self.stale = True
+        if threading.get_ident() == self._thread:
+            self.wake()
+
+    def refresh(self) -> None:
+        """Apply what other gateways changed since the last call: streams that
+        appeared, changed or went (``replicated``), then the durable consumers
+        they saved: new ones added, deleted ones dropped, the state of the
+        others merged (``consumer_store.merge``), one consumer across gateways."""
+        if not self.stale:
+            return
+        self.stale = False
+        try:
+            self._refresh(self.clock())
+        except (FerryError, ValueError, KeyError, TypeError) as exc:
+            # a table read failed, or an entry this version cannot read: the timers and
+            # the request that called must go on; the next write from elsewhere retries
+            log.error("following other gateways' JetStream changes failed: %r", exc)
+
+    def _refresh(self, now: float) -> None:
+        added, dropped = follow_streams(self.streams)
+        for name in dropped:                     # deleted elsewhere: its consumers went with it
+            for con in list(self.by_stream.pop(name, {}).values()):
+                self.push_delivery.unindex(con)
+                self.store.dirty.discard(con)
+        for doc, version in self.store.changes():
+            self._follow(doc, version, now)
+        if added:                                # consumers saved before this gateway knew their stream
+            names = {st.name for st in added}
+            for doc, version in self.store.entries():
+                if doc["stream"] in names:
+                    self._follow(doc, version, now)
+        if self.store.removals:                  # deleted elsewhere
+            saved = [c for cons in self.by_stream.values() for c in cons.values() if c.version is not None]
+            for con in self.store.gone(saved):
+                self.by_stream.get(con.stream.name, {}).pop(con.name, None)
+                self.push_delivery.unindex(con)
+                self.store.dirty.discard(con)
+
+    def _follow(self, doc: dict, version: int, now: float) -> None:
+        """One saved consumer from the table (maybe this gateway's own write)."""
+        st = self.streams.streams.get(doc["stream"])
+        if st is None:
+            return
+        consumers = self.by_stream.setdefault(st.name, {})
+        con = consumers.get(doc["name"])
+        if con is not None and con.version is not None and con.version >= version:
+            return                               # written here, or already merged
+        if con is None or not con.durable or con.stream is not st or con.created != doc["created"]:
+            new = self.store.restore(doc, now)   # made (or made again) elsewhere
+            if new is None:
+                return
+            new.version = version
+            if con is not None:
+                new.waiting = con.waiting        # requests waiting here stay with the name
+                self.push_delivery.unindex(con)
+                self.store.dirty.discard(con)
+            consumers[new.name] = new
+            self.push_delivery.set_push(new, now)
+            return
+        if doc["config"] != json.loads(json.dumps(con.config)):   # updated or paused elsewhere (as saved)
+            self.push_delivery.unindex(con)
+            con.config = doc["config"]
+            self.push_delivery.set_push(con, now)
+        acked, ahead = merge(con, doc, now)
+        self.streams.release(st, acked)          # interest / work queue: what acks elsewhere freed
+        con.version = version
+        if ahead:
+            self.store.mark(con)                 # this side knows more: write the join back
+        if con.waiting or con.push is not None:
+            self.wake()
+
     # -- registry ---------------------------------------------------------------------
     def count(self, stream: str | None = None) -> int:
         if stream is not None:
@@ -92,6 +187,7 @@ class JsConsumers:
         return sum(len(c) for c in self.by_stream.values())
 
     def get(self, stream: str, name: str) -> Consumer:
+        self.refresh()
         self.streams.get(stream)
         con = self.by_stream.get(stream, {}).get(name)
         if con is None:
@@ -99,11 +195,13 @@ class JsConsumers:
         return con
 
     def names(self, stream: str) -> list[str]:
+        self.refresh()
         self.streams.get(stream)
         return sorted(self.by_stream.get(stream, {}))
 
     def add(self, st: JsStream, name: str | None, cfg: dict, durable: bool, action: str) -> Consumer:
         """Create (or find, or update) a consumer; ``name`` None = a new ephemeral name."""
+        self.refresh()
         consumers = self.by_stream.setdefault(st.name, {})
         name = name or "".join(secrets.choice(_NAME_CHARS) for _ in range(8))
         con = consumers.get(name)
@@ -175,6 +273,7 @@ class JsConsumers:
     # -- pull requests ----------------------------------------------------------------------
     def pull(self, stream: str, name: str, inbox: str, payload: bytes, now: float) -> list[Out] | None:
         """A ``MSG.NEXT`` request; None when there is no such consumer (no responders)."""
+        self.refresh()
         con = self.by_stream.get(stream, {}).get(name)
         if con is None or stream not in self.streams.streams:
             return None
@@ -243,6 +342,7 @@ class JsConsumers:
         if parsed is None:
             return None
         stream, name, seq = parsed
+        self.refresh()
         con = self.by_stream.get(stream, {}).get(name)
         if con is None:
             return None
@@ -332,6 +432,7 @@ class JsConsumers:
 
     def tick(self, now: float) -> list[Out]:
         """Expire requests, heartbeats, redeliveries, idle ephemerals, saves."""
+        self.refresh()
         out: list[Out] = []
         for consumers in list(self.by_stream.values()):
             for con in list(consumers.values()):
@@ -360,6 +461,8 @@ class JsConsumers:
         return out
 
     def next_deadline(self) -> float | None:
+        if self.stale:
+            return self.clock()                  # writes from elsewhere to apply (refresh)
         best: float | None = self.store.next_deadline()
         for consumers in self.by_stream.values():
             for con in consumers.values():

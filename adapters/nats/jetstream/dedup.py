@@ -13,28 +13,40 @@ last ``duplicate_window`` of messages after a start (through the streams'
 read methods: this module imports no broker), in slices when the warm-up
 drives it (``JetStreams.warm_step``), at once when a publish needs it
 (``JetStreams.dedup_window``); ``saved_state`` restores a saved window first.
+
+The window is this gateway's. In scale-out mode the cluster also de-duplicates a
+JetStream publish's msg id across every gateway of the store
+(gateway/jetstream_store/msgids.py); an id it found a first copy of elsewhere is
+remembered here at that copy's stored time, so it leaves this window when it
+leaves the cluster's.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .fields import msg_id_of
 
 # Ids remembered per stream for de-duplication; past it the oldest go first
 # (nats-server keeps every id inside the window; this bounds memory).
 MAX_DEDUP_IDS = 100_000
+# Retries of one msg id parked until its first copy's append here settles (each one a
+# client's publish awaiting its PubAck); past it a retry is told to publish again.
+MAX_SETTLING_WAITERS = 256
 
 
 class DedupWindow:
-    """Recent msg ids of one stream: id -> (seq, monotonic ns), oldest first."""
+    """Recent msg ids of one stream: id -> (seq, monotonic ns), oldest first; and
+    ``settling``: ids whose first copy's append through this gateway has not settled
+    (neither durable nor failed), each with the duplicates waiting for it."""
 
-    __slots__ = ("ids",)
+    __slots__ = ("ids", "settling")
 
     def __init__(self) -> None:
         self.ids: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self.settling: dict[str, list[Callable[[], None]]] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -45,7 +57,9 @@ class DedupWindow:
 
     def duplicate_of(self, msg_id: str, horizon_ns: int) -> int | None:
         """The seq ``msg_id`` was stored at, if that was at or after
-        ``horizon_ns`` (monotonic), else None; older ids are forgotten."""
+        ``horizon_ns`` (monotonic), else None; older ids are forgotten. The id's own
+        time is checked too: one remembered at another gateway's earlier store time
+        (:meth:`remember`, scale-out) may sit behind newer ones."""
         ids = self.ids
         while ids:
             oldest = next(iter(ids.values()))
@@ -53,7 +67,7 @@ class DedupWindow:
                 break
             ids.popitem(last=False)
         found = ids.get(msg_id)
-        return None if found is None else found[0]
+        return None if found is None or found[1] < horizon_ns else found[0]
 
     def forget(self, msg_id: str, seq: int) -> None:
         """Drop ``msg_id`` if it still stands for ``seq`` (that append failed: a retry
@@ -61,6 +75,32 @@ class DedupWindow:
         found = self.ids.get(msg_id)
         if found is not None and found[0] == seq:
             del self.ids[msg_id]
+
+    def appending(self, msg_id: str) -> None:
+        """The first copy of ``msg_id`` is being appended here (session._store)."""
+        self.settling.setdefault(msg_id, [])
+
+    def after_settled(self, msg_id: str, fire: Callable[[], None]) -> bool | None:
+        """Call ``fire`` once ``msg_id``'s append here settles: True if parked, None when
+        no append of it is in flight here, False when too many already wait."""
+        waiting = self.settling.get(msg_id)
+        if waiting is None:
+            return None
+        if len(waiting) >= MAX_SETTLING_WAITERS:
+            return False
+        waiting.append(fire)
+        return True
+
+    def settled(self, msg_id: str) -> None:
+        """``msg_id``'s append here is durable (the window holds its sequence) or failed
+        (:meth:`forget`): answer the duplicates that waited for it."""
+        for fire in self.settling.pop(msg_id, ()):
+            fire()
+
+    def remember_stored(self, msg_id: str, seq: int, stored_us: int) -> None:
+        """``msg_id`` stored at ``seq`` at ``stored_us`` (µs since the epoch): a first copy
+        another gateway stored, so the id leaves this window when it leaves the cluster's."""
+        self.remember(msg_id, seq, time.monotonic_ns() - max(0, time.time_ns() - stored_us * 1000))
 
     def remember(self, msg_id: str, seq: int, mono_ns: int) -> None:
         ids = self.ids
@@ -98,7 +138,14 @@ def refill(streams, st, after: int = 0, window: DedupWindow | None = None) -> It
     st.dedup, st.refill = window, None
 
 
+def first_copy(streams, st, seq: int) -> tuple[int, int] | None:
+    """(Ferry id, stored time µs) of the message at ``seq`` (None: not held here): tells a
+    publish the cluster stored from one it found a duplicate of (session._store)."""
+    view = streams._raw(st, seq)
+    return None if view is None else (view.id, view.timestamp)
+
+
 # Records read between two yields of refill(): the streams' scan chunk (SCAN_CHUNK).
 REFILL_YIELD = 256
 
-__all__ = ["MAX_DEDUP_IDS", "REFILL_YIELD", "DedupWindow", "refill"]
+__all__ = ["MAX_DEDUP_IDS", "MAX_SETTLING_WAITERS", "REFILL_YIELD", "DedupWindow", "first_copy", "refill"]

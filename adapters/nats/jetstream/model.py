@@ -8,6 +8,10 @@ stream and consumer sequence delivered), the ack floor, and ``pending``
 (stream seq -> :class:`Pending`) for messages delivered and not yet acked;
 ``rdc`` counts deliveries of redelivered messages until they are acked
 (``num_redelivered``).
+
+A durable consumer is one consumer across scale-out gateways: each gateway
+keeps this record, and merges the others' saved state into it
+(``consumer_store.merge``, docs/scale-out.md "JetStream consumers").
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class Consumer:
     pause: tuple[str, int] = ("", 0)    # config pause_until text and its ns since the epoch
     replayed: tuple[float, int] | None = None   # replay original: (monotonic, stored ns) of the last new delivery
     replay_due: float = 0.0      # ... and when the next one may go
+    version: int | None = None   # durable: the table version of the state last saved or merged here (None: never)
 
     @property
     def filters(self) -> list[str]:

@@ -42,7 +42,8 @@ What Ferry does not have is left out, never invented: ``config.strict``
 ``unique_tag``, ``compress_ok``, ``meta_cluster``, ``api.inflight`` (requests
 are answered synchronously, so none is ever in flight when this runs), the
 ``limits`` of nats-server's ``jetstream {}`` block (``{}``: Ferry enforces
-none). A stream's ``state`` is exactly ``STREAM.INFO``'s, ``num_subjects``
+none). A stream's ``state`` is exactly ``STREAM.INFO``'s (the monitoring
+listener first warms cold streams in slices: :func:`warm_for_jsz`), ``num_subjects``
 included: every stream that holds messages has it, from the subject index
 for an indexed stream and from ``SubjectCounts`` (``jetstream/streams.py``)
 for the others (plus ``num_deleted`` when hidden messages lie between its
@@ -65,6 +66,7 @@ from urllib.parse import parse_qs
 
 from .api import API_LEVEL, jetstream_for
 from .streams import go_time
+from .warmup import STATE, WARM_TAIL, cold, warm_for
 
 GLOBAL_ACCOUNT = "$G"               # nats-server's account when none are configured
 DEFAULT_LIMIT = 1024                # Jsz: a limit of 0 pages accounts by 1024
@@ -106,6 +108,28 @@ def respond(state, query: str, now: float) -> tuple[int, bytes]:
     if api is None and opts["leader_only"]:
         return 400, b"filtered response: not leader"
     return 200, go_json_indent(jsz(api, state.info.server_id, state.broker, now, opts))
+
+
+def warm_for_jsz(broker, path: str) -> bool:
+    """One warm-up slice (:data:`warmup.WARM_TAIL` records) toward the per-stream
+    state a ``/jsz`` request reads (every stream's ``state``); True when one ran
+    and the caller should yield and call again, False once :func:`jsz` would
+    read at most a slice per stream itself. The monitoring listener runs these
+    slices before it answers, other tasks between two (issue 30: a cold 1,000,000
+    -message stream was read in one piece inside the request)."""
+    if path != "/jsz":
+        return False
+    api = jetstream_for(broker)
+    if api is None:
+        return False
+    streams = api.streams
+    try:
+        for st in list(streams.streams.values()):
+            if cold(streams, st, STATE):
+                return warm_for(streams, st, STATE, WARM_TAIL)
+    except Exception:  # noqa: BLE001 - e.g. a damaged segment: jsz reads what is left itself and reports it
+        return False
+    return False
 
 
 def jsz(api, server_id: str, broker, now: float, opts: Mapping[str, Any]) -> dict[str, Any]:

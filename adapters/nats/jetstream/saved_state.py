@@ -4,7 +4,9 @@ Theory of operation
 -------------------
 Some per-stream answers are functions of every stored record: the
 per-subject counts behind ``num_subjects`` and the subject lookups
-(``index.SubjectCounts``), and the ``Nats-Msg-Id`` window
+(``index.SubjectCounts``), the subject index of a stream that needs one
+(``index.SubjectIndex``: KV buckets, interest and work-queue streams; its
+saved form is ``saved_index``'s), and the ``Nats-Msg-Id`` window
 (``dedup.DedupWindow``). Rebuilt from the log after a start, they cost a
 read of the whole stream (issue 30: 5.2 s for the first STREAM.INFO of a
 620,000-message stream, on the event loop). nats-server writes its stream
@@ -34,8 +36,9 @@ from typing import Iterator
 
 from core.kvtables import MAX_VALUE_BYTES, NO_VERSION
 
+from . import saved_index
 from .dedup import DedupWindow, refill
-from .index import SubjectCounts
+from .index import SubjectCounts, needs_index
 from .warmup import STATE, cold
 
 TABLE = "nats.jetstream.state"
@@ -93,6 +96,10 @@ class SavedState:
         self.marks[st.name] = (to, time.monotonic())
         if counts is not None and st.counts is None:
             st.counts = counts
+        part = doc.get("index")
+        if part is not None and saved_index.matches(part, st.config) and st.index is None \
+                and st.building is None and needs_index(st.config, st.floors, st.deleted):
+            st.loading = self._load_index(st, part, to)     # decoded in steps by the warm-up (or a call)
         if chunks is not None and st.dedup is None:     # decoded in steps by the warm-up (or a publish)
             st.refill = self._refill(streams, st, chunks, to)
 
@@ -118,9 +125,24 @@ class SavedState:
         else:
             st.dedup, st.refill = window, None
 
+    def _load_index(self, st, part: dict, to: int) -> Iterator[None]:
+        """The saved subject index decoded a step at a time
+        (``saved_index.decode``); at the end it is ``st.building``, which the
+        warm-up catches up from ``to`` and puts in use. A damaged part is
+        dropped: the index is built from the log instead."""
+        try:
+            for idx in saved_index.decode(part, to, st.floors, st.deleted):
+                if idx is None:
+                    yield
+                elif st.index is None and st.building is None:
+                    st.building = idx
+        except (KeyError, TypeError, ValueError):
+            pass
+        st.loading = None
+
     def save_stream(self, streams, st) -> None:
-        """Save ``st``'s counts (caught up with the log first) and msg-id window,
-        when it has either (at shutdown: the document built in one go)."""
+        """Save ``st``'s counts or index (caught up with the log first) and msg-id
+        window, when it has any (at shutdown: the document built in one go)."""
         data = None
         for data in self.snapshot(streams, st):
             pass
@@ -136,7 +158,7 @@ class SavedState:
         tasks and writes the bytes (:meth:`write`, off the loop)."""
         out = []
         for st in list(streams.streams.values()):
-            if not st.restored or st.counts is None and st.dedup is None:
+            if not st.restored or st.counts is None and st.dedup is None and st.index is None:
                 continue
             last = streams.last_seq(st)
             to, at = self.marks.get(st.name, (0, -math.inf))
@@ -157,10 +179,14 @@ class SavedState:
         copies), so what a later step encodes is the state at ``to``."""
         last = streams.last_seq(st)
         view = streams._raw(st, last) if last else None
-        if view is None or (st.counts is None and st.dedup is None):
+        if view is None or (st.counts is None and st.dedup is None and st.index is None):
             return
         head = {"topic": st.topic_id, "to": last, "id": f"{view.id:032x}"}
-        subjects = ids = None
+        subjects = ids = index = None
+        if st.index is not None:                       # caught up (at most WARM_TAIL records: due())
+            streams.index(st)
+            if st.index is not None and st.index.to == last:
+                index = saved_index.encode(st.index)   # copies the index in its first step
         if st.counts is not None and st.index is None:
             counts = streams.subject_counts(st, streams.first_seq(st), last)
             if counts.to == last:
@@ -173,6 +199,13 @@ class SavedState:
             horizon = mono - st.config["duplicate_window"]  # only the ids still inside the window
         self.marks[st.name] = (last, time.monotonic())
         parts = [_dumps(head)[:-1]]
+        if index is not None:                          # one text per step; nothing when over its limit
+            part = None
+            for part in index:
+                if part is None:
+                    yield None
+            if part is not None:
+                parts += [b',"index":', part]
         if subjects is not None:                       # SubjectCounts.to_json's shape
             parts.append(b',"counts":{"start":%d,"to":%d,"subjects":{' % (start, last))
             chunks = []

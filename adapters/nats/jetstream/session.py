@@ -38,12 +38,14 @@ from core.errors import (
 )
 from core.live import Delivery
 from core.log import AppendInput
+from core.message import uuid7
 
 from ..errors import NatsHeaderError
 from ..headers import parse_headers
 from .api import JetStreamApi, pub_ack, pub_error
 from .direct import DIRECT_PREFIX, direct_get
 from .consumers import ACK_PREFIX
+from .dedup import first_copy
 from .errors import JsApiError
 from .fields import MSG_ID_HEADER
 from .pull import Out
@@ -139,48 +141,79 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
 
 def _answer_duplicate(session, js: JetStreamApi, st, msg_id: str, reply: str) -> None:
     """A publish whose ``Nats-Msg-Id`` is in the window: answered ``duplicate: true`` once
-    what is pending on the stream is durable (the first copy may still be), with the
-    sequence the first copy got; if that copy failed meanwhile (its id is forgotten,
-    :func:`_store`), the answer is the store error, so the client publishes again rather
-    than take an ack for a message never stored (bench/fault_schedule.py found such acks)."""
+    the first copy's append settled, with the sequence the first copy got; if that copy
+    failed meanwhile (its id is forgotten, :func:`_store`), the answer is the store error,
+    so the client publishes again rather than take an ack for a message never stored
+    (bench/fault_schedule.py found such acks). A first copy appended through this gateway
+    is waited for itself: a JetStream-store partition holds appends in flight outside the
+    local log, so waiting for what is pending there (the embedded log's rule, still used
+    for a copy not in flight here) answered at once, with the sequence only guessed."""
     name = st.name
 
-    def answer(_outcome) -> None:
+    def answer(_outcome=None) -> None:
         seq = js.streams.duplicate_of(st, msg_id)
         if seq is None:
             err = JsApiError("JSStreamStoreFailedF", err="the first copy of this message id was not stored")
             session._reply(reply, pub_error(name, err))
         else:
             session._reply(reply, pub_ack(name, seq, duplicate=True))
-    session.broker.partition(JS_STREAM, st.topic_id, 0).ack_after_pending(answer)
+    parked = js.streams.dedup_window(st).after_settled(msg_id, answer)
+    if parked is None:
+        session.broker.partition(JS_STREAM, st.topic_id, 0).ack_after_pending(answer)
+    elif not parked:
+        err = JsApiError("JSStreamStoreFailedF", err="the first copy of this message id is still being stored")
+        session._reply(reply, pub_error(name, err))
 
 
 def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block, tlv) -> None:
     """Append to the stream's topic; the PubAck goes out once durable. The msg id is
     remembered at the sequence the append was given, corrected to the one it was stored
     at (a JetStream-store partition only guesses it at append), and forgotten if the
-    append fails, so a retry stores the message instead of being told it is a duplicate."""
+    append fails, so a retry stores the message instead of being told it is a duplicate.
+
+    In scale-out mode the cluster de-duplicates the msg id across gateways
+    (gateway/jetstream_store/msgids.py) and reports the first copy's sequence: when the
+    message stored there is not this one (its Ferry id differs), the publish was a
+    duplicate and is answered ``duplicate: true``, as nats-server answers it. The
+    embedded log stores every append at the sequence it was given, so it never looks."""
     name = st.name
     msg_id = block.get(MSG_ID_HEADER) if block is not None else None
+    own_id = uuid7() if msg_id else 0                # this copy's Ferry id, to know it again
+    window = js.streams.dedup_window(st) if msg_id else None
     guessed = 0
 
     def on_durable(result) -> None:
         if isinstance(result, BaseException):
             if msg_id:
-                js.streams.dedup_window(st).forget(msg_id, guessed)
+                window.forget(msg_id, guessed)
+                window.settled(msg_id)               # the duplicates that waited: the store error
             if reply:
                 session._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
             return
-        if msg_id and result.base_offset + 1 != guessed:
-            js.streams.remember(st, msg_id, result.base_offset + 1)
+        seq = result.base_offset + 1
+        duplicate = False
+        if msg_id:
+            if seq != guessed:
+                first = first_copy(js.streams, st, seq)
+                duplicate = first is not None and first[0] != own_id
+                if duplicate:
+                    window.remember_stored(msg_id, seq, first[1])
+                else:
+                    js.streams.remember(st, msg_id, seq)
+            window.settled(msg_id)                   # the duplicates that waited: this sequence
         if reply:
-            session._reply(reply, pub_ack(name, result.base_offset + 1))
+            session._reply(reply, pub_ack(name, seq, duplicate=duplicate))
+
+    if msg_id:
+        window.appending(msg_id)
 
     try:
-        result = session.broker.append(JS_STREAM, st.topic_id, [AppendInput(payload=payload, headers=tlv)],
+        result = session.broker.append(JS_STREAM, st.topic_id, [AppendInput(payload=payload, headers=tlv, id=own_id)],
                                        partition=0, on_durable=on_durable, live_subject=subject, origin=ORIGIN,
                                        native=header, publisher=session, reply=reply or None)
     except FerryError as exc:
+        if msg_id:
+            window.settled(msg_id)                   # nothing appended: the waiting duplicates' error
         if reply:
             sealed = isinstance(exc, TopicSealed)
             err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))

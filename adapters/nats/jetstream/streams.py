@@ -91,6 +91,7 @@ class JsStream:
     counts: SubjectCounts | None = None              # subjects of a stream without index (num_subjects)
     want_index: bool = False                         # a last_per_subject consumer asked for one
     building: SubjectIndex | None = None             # an index warm_step is building, not in use yet
+    loading: Iterator | None = None                  # the saved index being decoded (saved_state), then building
     restored: bool = False                           # the saved state was looked at (save_state)
     refill: Iterator | None = None                   # the msg-id window's refill in progress (warm_step)
     part: Any = None                                 # its partition (core Partition), while open
@@ -187,7 +188,7 @@ class JetStreams:
         topic = self.broker.get_topic(JS_STREAM, st.topic_id)
         self.broker.update_topic(JS_STREAM, st.topic_id, settings=replace(topic.settings, **_retention(cfg)))
         st.config = cfg
-        st.index = st.building = None                # limits may have changed: rebuilt on next need
+        st.index = st.building = st.loading = None   # limits may have changed: rebuilt on next need
         self._save(st)
         self._subjects.clear()
         self.generation += 1   # subject -> stream answers may differ now (session route caches)
@@ -320,6 +321,8 @@ class JetStreams:
             if not (force or st.want_index or needs_index(st.config, st.floors, st.deleted)):
                 return None
             st.want_index = True
+            for _ in st.loading or ():               # a saved index half decoded: the rest now
+                pass
             idx = st.index = st.building or self._new_index(st)   # one warm_step began: go on from there
             st.building = None
             built = True

@@ -44,6 +44,9 @@ def warm_step(streams, budget: int) -> bool:
             streams._restore(st)
         last = streams.last_seq(st)
         if st.index is None and needs_index(st.config, st.floors, st.deleted):
+            if st.loading is not None:               # the saved index, a text per step (saved_index)
+                next(st.loading, None)
+                return True
             building = st.building = st.building or streams._new_index(st)
             before = building.to
             if not streams._index_catch_up(st, building, budget) and building.to != before:
@@ -126,6 +129,9 @@ def warm_for(streams, st, what: str, budget: int) -> bool:
         return True
     if st.index is not None or what == INDEX or _indexed(st):
         idx = st.index
+        if idx is None and st.loading is not None:   # the saved index, a text per step (saved_index)
+            next(st.loading, None)
+            return True
         if idx is None:
             idx = st.building = st.building or streams._new_index(st)
         before = idx.to
