@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry_harness import running_gateway
 from nats_cluster_fixtures import nats_cluster  # noqa: F401 - the test's own cluster (it is starved)
+from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 WAIT_S = 120  # guards a hang only
@@ -39,50 +40,24 @@ WAIT_S = 120  # guards a hang only
 HOLD_S = 36.0
 
 
-class AckHoldingProxy:
+class AckHoldingProxy(TcpProxy):
     """A TCP proxy ``listen -> target`` that forwards client bytes at once and, while
     ``holding`` is set, keeps the server's bytes back (nothing is dropped: they leave
     when it clears, unless the client closed meanwhile)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
         self.holding = threading.Event()
-        self.socks: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                return
-            self.socks += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, hold: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                while hold and self.holding.is_set():
-                    time.sleep(0.05)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def relay(self, data: bytes, dst: socket.socket, from_client: bool, state: dict) -> bool:
+        while not from_client and self.holding.is_set():
+            time.sleep(0.05)
+        dst.sendall(data)
+        return True
 
     def close(self) -> None:
         self.holding.clear()
-        self.server.close()
-        for s in self.socks:
-            s.close()
+        super().close()
 
 
 def test_a_batch_stored_without_its_ack_is_not_stored_again_under_a_new_epoch(tmp_path, nats_cluster):  # noqa: F811

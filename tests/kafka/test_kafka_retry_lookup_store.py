@@ -25,6 +25,8 @@ from adapters.kafka.messages_admin import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from adapters.kafka.messages_txn import INIT_PRODUCER_ID
 from adapters.kafka.records import Record, encode_batch
 from ferry_harness import TEST_STORE, running_gateway, store_env
+from kafka_support import sasl_conf as conf
+from kafka_support import until as wait_until
 
 pytestmark = [pytest.mark.store,
               pytest.mark.skipif(TEST_STORE != "jetstream", reason="two gateways need the JetStream store pass")]
@@ -69,23 +71,8 @@ class RawKafka:
         self.sock.close()
 
 
-def conf(gw) -> dict:
-    return {"bootstrap.servers": f"127.0.0.1:{gw.ports['kafka']}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": gw.cfg.auth.root_username,
-            "sasl.password": gw.cfg.auth.root_password}
-
-
 def until(what: str, check):
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            got = check()
-        except KafkaException as exc:  # a listener not answering yet, or a broker just stopped
-            got = exc
-        if got and not isinstance(got, KafkaException):
-            return got
-        assert time.monotonic() < deadline, f"not within {WAIT_S} s: {what} (last: {got!r})"
-        time.sleep(0.1)
+    return wait_until(what, check, WAIT_S, tolerate=(KafkaException,))
 
 
 def test_a_retry_through_the_new_leader_gets_the_first_attempts_offset(tmp_path):

@@ -17,6 +17,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry_harness import TEST_STORE, running_gateway, store_env
+from kafka_support import sasl_conf as conf
+from kafka_support import until as wait_until
 
 pytestmark = [pytest.mark.store,
               pytest.mark.skipif(TEST_STORE != "jetstream", reason="two gateways need the JetStream store pass")]
@@ -28,20 +30,8 @@ GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "auto.offset.
          "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000}
 
 
-def conf(gw) -> dict:
-    return {"bootstrap.servers": f"127.0.0.1:{gw.ports['kafka']}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": gw.cfg.auth.root_username,
-            "sasl.password": gw.cfg.auth.root_password}
-
-
 def until(what: str, check):
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"not within {WAIT_S} s: {what}"
-        time.sleep(0.1)
+    return wait_until(what, check, WAIT_S)
 
 
 def produce(gw, topic: str, n: int, tag: str) -> set[bytes]:

@@ -25,6 +25,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry_harness import running_gateway
+from kafka_support import sasl_conf as conf
+from kafka_support import until as wait_until
 from gateway.jetstream_store.blocking import BlockingNats
 from nats_cluster import NatsCluster, find_nats_server
 from nats_cluster_fixtures import SKIP_REASON
@@ -37,20 +39,8 @@ ROUND = 100  # records per produce round
 ROUND_PAUSE_S = 0.02
 
 
-def conf(gw) -> dict:
-    return {"bootstrap.servers": f"127.0.0.1:{gw.ports['kafka']}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": gw.cfg.auth.root_username,
-            "sasl.password": gw.cfg.auth.root_password}
-
-
 def until(what: str, check):
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"not within {WAIT_S} s: {what}"
-        time.sleep(0.1)
+    return wait_until(what, check, WAIT_S)
 
 
 class Api:

@@ -32,6 +32,7 @@ import pytest
 from ferry_harness import running_gateway
 from nats_cluster_fixtures import nats_cluster_module  # noqa: F401 - the module's cluster
 from pravega_clients import SCENARIO_TIMEOUT_S, finish, run_scenario, start_scenario
+from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 WAIT = 30  # guards a hang only
@@ -106,7 +107,7 @@ def test_transaction_committed_on_one_gateway_is_read_on_the_other(tmp_path, clu
         assert got["read"]["count"] == 6
 
 
-class CuttingProxy:
+class CuttingProxy(TcpProxy):
     """A TCP proxy ``listen -> target`` that, on each of its first ``cuts``
     connections to carry more than ``after`` bytes from the client, forwards the
     chunk that crossed the mark and then closes both sides before any answer to it
@@ -115,51 +116,20 @@ class CuttingProxy:
 
     def __init__(self, listen: tuple[str, int], target: tuple[str, int], after: int, cuts: int,
                  on_cut=lambda: None) -> None:
-        self.target, self.after, self.left, self.on_cut = target, after, cuts, on_cut
-        self.server = socket.create_server(listen)
+        self.after, self.left, self.on_cut = after, cuts, on_cut
         self.cut = 0
-        self.lock = threading.Lock()
-        self.socks: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target, listen)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            self.socks += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
-        seen = 0
-        try:
-            while data := src.recv(65536):
-                with self.lock:
-                    dst.sendall(data)
-                    seen += len(data)
-                    if from_client and seen > self.after and self.left > 0:
-                        self.left -= 1
-                        self.cut += 1
-                        self.on_cut()
-                        for s in (src, dst):
-                            s.shutdown(socket.SHUT_RDWR)
-                        return
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.server.close()
-        for s in self.socks:
-            s.close()
+    def relay(self, data: bytes, dst: socket.socket, from_client: bool, state: dict) -> bool:
+        with self.lock:
+            dst.sendall(data)
+            state["seen"] = state.get("seen", 0) + len(data)
+            if from_client and state["seen"] > self.after and self.left > 0:
+                self.left -= 1
+                self.cut += 1
+                self.on_cut()
+                return False  # both sides shut down now, before an answer can come back
+        return True
 
 
 class Freezer:

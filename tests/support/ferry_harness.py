@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import selectors
 import socket
 import subprocess
 import sys
@@ -17,11 +16,12 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 from urllib.parse import quote
 
 import pytest
 import trio
+from serve_banner import read_until_ready  # noqa: F401 - also for the tests that import it from here
 
 from gateway.config import load_config
 from gateway.server import run_gateway
@@ -106,27 +106,6 @@ def _serve_once(cwd: Path, data: Path, args, limit_s: float) -> tuple[subprocess
     except TimeoutError as hung:
         proc.kill()
         raise AssertionError(f"server did not start: {hung}") from None
-
-
-def read_until_ready(proc: subprocess.Popen, limit_s: float,
-                     exited: Callable[[int, bytes], Exception]) -> str:
-    """``ferry serve``'s stdout up to its final ``ready`` line (the banner). ``limit_s``
-    bounds a hung start (TimeoutError with the output so far; no timing is asserted); a
-    process that exits first raises what ``exited(exit code, output so far)`` makes."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline, buf = time.monotonic() + limit_s, b""
-    try:
-        while not buf.endswith(b"\nready\n"):
-            if not sel.select(max(deadline - time.monotonic(), 0)):
-                raise TimeoutError(f"no 'ready' within {limit_s} s: {buf!r}")
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise exited(proc.wait(), buf)
-            buf += chunk
-    finally:
-        sel.close()
-    return buf.decode()
 
 
 def kill_process(proc: subprocess.Popen) -> None:

@@ -36,7 +36,6 @@ import argparse
 import os
 import re
 import secrets
-import selectors
 import shutil
 import subprocess
 import sys
@@ -48,6 +47,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from serve_banner import read_until_ready  # noqa: E402 - shared with the test harness
 IGNORE_FILE = HERE / "ignore.txt"
 PACKAGE = "@confluentinc/kafka-javascript"
 PACKAGE_VERSION = "1.10.1"  # bundles librdkafka 2.15.1 with deps/librdkafka/tests
@@ -214,17 +215,15 @@ class Gateway:
         self.port = int(found.group(1))
 
     def _banner(self) -> str:
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        buf, deadline = b"", time.monotonic() + SERVE_START_LIMIT_S
-        while not buf.rstrip().endswith(b"ready"):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                sys.exit(f"ferry serve did not start (see {self.log}):\n{buf.decode(errors='replace')}")
-            if sel.select(0.5):
-                chunk = os.read(self.proc.stdout.fileno(), 65536)
-                buf += chunk
-        return buf.decode(errors="replace")
+        def exited(code: int, buf: bytes) -> SystemExit:
+            self.stop()
+            return SystemExit(f"ferry serve did not start (exit {code}, see {self.log}):\n"
+                              f"{buf.decode(errors='replace')}")
+        try:
+            return read_until_ready(self.proc, SERVE_START_LIMIT_S, exited)
+        except TimeoutError as hung:
+            self.stop()
+            sys.exit(f"ferry serve did not start (see {self.log}): {hung}")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -42,7 +42,6 @@ import json
 import os
 import re
 import secrets
-import selectors
 import shlex
 import shutil
 import subprocess
@@ -57,6 +56,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from serve_banner import read_until_ready  # noqa: E402 - shared with the test harness
 EXPECTED_FILE = HERE / "expected.txt"
 SERVE = HERE / "serve_checked.py"
 PACKAGE, VERSION = "pravega", "0.3.8"
@@ -190,17 +191,15 @@ class Gateway:
         self.segment_store, self.controller = int(ports["pravega"]), int(ports["pravega_controller"])
 
     def _banner(self) -> str:
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        buf, deadline = b"", time.monotonic() + SERVE_START_LIMIT_S
-        while not buf.rstrip().endswith(b"ready"):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                sys.exit(f"ferry serve did not start (see {self.log}):\n{buf.decode(errors='replace')}")
-            if sel.select(0.5):
-                buf += os.read(self.proc.stdout.fileno(), 65536)
-        sel.close()
-        return buf.decode(errors="replace")
+        def exited(code: int, buf: bytes) -> SystemExit:
+            self.stop()
+            return SystemExit(f"ferry serve did not start (exit {code}, see {self.log}):\n"
+                              f"{buf.decode(errors='replace')}")
+        try:
+            return read_until_ready(self.proc, SERVE_START_LIMIT_S, exited)
+        except TimeoutError as hung:
+            self.stop()
+            sys.exit(f"ferry serve did not start (see {self.log}): {hung}")
 
     def stop(self) -> int | None:
         if self.proc is None:
