@@ -1,5 +1,5 @@
-"""Reading ``ferry serve``'s banner from its stdout, with no dependency beyond the
-standard library: the test harness (ferry_harness.py) and the runners of the clients'
+"""Reading ``ferry serve``'s banner from its stdout, and stopping it, with no dependency
+beyond the standard library: the test harness (ferry_harness.py) and the runners of the clients'
 own suites (tests/kafka/librdkafka/run_suite.py, tests/pravega/client_suite/run_suite.py),
 which are plain scripts, share it."""
 
@@ -31,3 +31,28 @@ def read_until_ready(proc: subprocess.Popen, limit_s: float,
     finally:
         sel.close()
     return buf.decode()
+
+
+def banner_or_exit(proc: subprocess.Popen, limit_s: float, log, stop: Callable[[], object]) -> str:
+    """:func:`read_until_ready` for a plain script (the suite runners): a server that exits
+    or hangs first is stopped with ``stop()`` and the script exits with a one-line reason
+    naming ``log`` (the server's stderr)."""
+    def exited(code: int, buf: bytes) -> SystemExit:
+        stop()
+        return SystemExit(f"ferry serve did not start (exit {code}, see {log}):\n{buf.decode(errors='replace')}")
+    try:
+        return read_until_ready(proc, limit_s, exited)
+    except TimeoutError as hung:
+        stop()
+        raise SystemExit(f"ferry serve did not start (see {log}): {hung}") from None
+
+
+def terminate(proc: subprocess.Popen, grace_s: float = 30) -> None:
+    """SIGTERM (a clean stop), then SIGKILL if it is not gone within ``grace_s``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

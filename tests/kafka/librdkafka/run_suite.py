@@ -48,7 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "tests" / "support"))
-from serve_banner import read_until_ready  # noqa: E402 - shared with the test harness
+from serve_banner import banner_or_exit, terminate  # noqa: E402 - shared with the test harness
 IGNORE_FILE = HERE / "ignore.txt"
 PACKAGE = "@confluentinc/kafka-javascript"
 PACKAGE_VERSION = "1.10.1"  # bundles librdkafka 2.15.1 with deps/librdkafka/tests
@@ -215,27 +215,14 @@ class Gateway:
         self.port = int(found.group(1))
 
     def _banner(self) -> str:
-        def exited(code: int, buf: bytes) -> SystemExit:
-            self.stop()
-            return SystemExit(f"ferry serve did not start (exit {code}, see {self.log}):\n"
-                              f"{buf.decode(errors='replace')}")
-        try:
-            return read_until_ready(self.proc, SERVE_START_LIMIT_S, exited)
-        except TimeoutError as hung:
-            self.stop()
-            sys.exit(f"ferry serve did not start (see {self.log}): {hung}")
+        return banner_or_exit(self.proc, SERVE_START_LIMIT_S, self.log, self.stop)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc)
 
     def test_conf(self, path: Path) -> Path:
         path.write_text("\n".join((

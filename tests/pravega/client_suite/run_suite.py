@@ -57,7 +57,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "tests" / "support"))
-from serve_banner import read_until_ready  # noqa: E402 - shared with the test harness
+from serve_banner import banner_or_exit, terminate  # noqa: E402 - shared with the test harness
 EXPECTED_FILE = HERE / "expected.txt"
 SERVE = HERE / "serve_checked.py"
 PACKAGE, VERSION = "pravega", "0.3.8"
@@ -191,26 +191,12 @@ class Gateway:
         self.segment_store, self.controller = int(ports["pravega"]), int(ports["pravega_controller"])
 
     def _banner(self) -> str:
-        def exited(code: int, buf: bytes) -> SystemExit:
-            self.stop()
-            return SystemExit(f"ferry serve did not start (exit {code}, see {self.log}):\n"
-                              f"{buf.decode(errors='replace')}")
-        try:
-            return read_until_ready(self.proc, SERVE_START_LIMIT_S, exited)
-        except TimeoutError as hung:
-            self.stop()
-            sys.exit(f"ferry serve did not start (see {self.log}): {hung}")
+        return banner_or_exit(self.proc, SERVE_START_LIMIT_S, self.log, self.stop)
 
     def stop(self) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self.proc.stdout.close()
         return self.proc.returncode
 
