@@ -123,6 +123,7 @@ class JetStreamStore:
         self._mirror_ids = 0
         self.groups = GroupCoordinator(self.layout, self._ensure_stream_config)
         self.client_ids = ClientIds(self)  # JetStream msg ids the cluster de-duplicates (msgids.py)
+        self.publisher: Publisher | None = None  # made by the pump once the connection runs (publisher.py)
         self._live = f"{self.layout.prefix.lower()}.l"  # plain NATS publishes between gateways
         self._sharing = False  # plain publishes go to other gateways (from run on)
         self.forward_dropped = 0  # publishes the cluster connection could not take (at most once)
@@ -246,7 +247,7 @@ class JetStreamStore:
         yield ("ferry_store_forward_dropped_total", "counter",
                "plain NATS publishes the cluster connection could not take", [({}, self.forward_dropped)])
         yield ("ferry_store_mirrors", "gauge", "streams this gateway mirrors", [({}, len(self._mirrors))])
-        publisher = getattr(self, "publisher", None)  # made by the pump (publisher.py)
+        publisher = self.publisher
         yield ("ferry_store_publish_recoveries_total", "counter",
                "publish failures after which a partition re-sent in order",
                [({}, publisher.recoveries if publisher else 0)])
