@@ -64,10 +64,10 @@ from .codec import Append, split_events
 from .errors import PravegaProtocolError
 from .errors import Reply as _Reply
 from .names import parse_segment
-from .reads import (clamp, durable_end, events_started, raw_end, raw_offset_for, raw_pos_of, read_events,
-                    read_raw)
+from .reads import clamp, durable_end, events_started, raw_end, raw_pos_of, read_events, read_raw
 from .state import TxnError, state_of
 from .tables import TableSegmentOps
+from .views import SegmentViews
 
 log = logging.getLogger("ferry.pravega")
 
@@ -87,8 +87,6 @@ ERROR_REPLIES = frozenset((
     C.TableSegmentNotEmpty, C.InvalidEventNumber, C.OperationUnsupported, C.AuthTokenCheckFailed,
     C.ConditionalCheckFailed, C.TableKeyDoesNotExist, C.TableKeyBadVersion, C.ErrorMessage,
 ))
-ATTR_KIND = "pravega.kind"  # topic attribute: "bytes" once a byte stream wrote it
-BYTES = "bytes"
 MAX_TRANSIENT_BYTES = 64 * 1024 * 1024  # one large event's parts held before the merge (core MAX_PAYLOAD)
 # Unmerged large events per connection: the 0.3.8 client builds one at a time per segment
 # writer, so a few cover any real client and bound what a misbehaving one can pin
@@ -145,6 +143,7 @@ class SegmentStoreSession(TableSegmentOps):
         self.closed = False
         self._principal: Principal | None = None  # who the request being handled acts as (auth on)
         self.gate = SegmentGate(broker, self.state)  # tokens and live permissions (adapters/pravega/gate.py)
+        self.views = SegmentViews(broker, self.state.kinds)  # events or raw bytes (adapters/pravega/views.py)
         self._handlers = {
             C.Hello: self._hello,
             C.KeepAlive: self._keep_alive,
@@ -284,7 +283,7 @@ class SegmentStoreSession(TableSegmentOps):
                                         message=f"{MAX_WRITERS} writers are set up on this connection"))
         self.writers[cmd.writer_id] = _Writer(seg, topic.stream_id, topic.id, name.number, last,
                                               str(cmd.writer_id), txn, seg if name.transient else None,
-                                              self.is_bytes(topic), principal=self._principal)
+                                              self.views.is_bytes(topic), principal=self._principal)
         self.send(C.AppendSetup(request_id=rid, segment=seg, writer_id=cmd.writer_id, last_event_number=last))
 
     def _setup_settled(self, cmd) -> None:
@@ -468,7 +467,7 @@ class SegmentStoreSession(TableSegmentOps):
             return
         topic = self.broker.get_topic(w.stream_id, w.topic_id)
         if not w.raw:
-            if part.next_offset != 0 or self._unsettled_bytes(w) or not self._mark_bytes(topic):
+            if part.next_offset != 0 or self._unsettled_bytes(w) or not self.views.mark_bytes(topic):
                 # An event stream with events in it cannot become a byte stream.
                 self.send(C.ConditionalCheckFailed(writer_id=cmd.writer_id, event_number=cmd.event_number,
                                                    request_id=cmd.request_id))
@@ -494,43 +493,6 @@ class SegmentStoreSession(TableSegmentOps):
         """What this gateway's appends to the writer's partition that the cluster has not
         stored yet will add to its end (always 0 with the embedded log; state.py)."""
         return self.state.unsettled_bytes.get((w.stream_id, w.topic_id, w.partition), 0)
-
-    # -- byte streams ----------------------------------------------------------------------------
-    def is_bytes(self, topic) -> bool:
-        """True when the topic is a byte stream (its Pravega view is raw bytes)."""
-        key = (topic.stream_id, topic.id, topic.created_at)
-        kind = self.state.kinds.get(key)
-        if kind is None:
-            kind = self.broker.topic_state.topic_attrs(topic.stream_id, topic.id).get(ATTR_KIND, "events")
-            if kind == BYTES or topic.partitions_count != 1 or self._partition(topic, 0).next_offset:
-                # Kept once final: only an empty single-segment stream can still turn into a
-                # byte stream -- here (_mark_bytes keeps this cache) or, in scale-out mode, on
-                # another gateway (the attribute arrives through the metadata log) -- so that
-                # answer is read again next time (one attribute read until the stream has data).
-                self.state.kinds[key] = kind
-        return kind == BYTES
-
-    def _mark_bytes(self, topic) -> bool:
-        if topic.partitions_count != 1:
-            return False  # byte streams are single-segment streams (Pravega's ByteStreamWriter)
-        self.broker.topic_state.set_topic_attrs(topic.stream_id, topic.id, {ATTR_KIND: BYTES})
-        self.state.kinds[(topic.stream_id, topic.id, topic.created_at)] = BYTES
-        return True
-
-    def _raw_start(self, topic, part) -> int:
-        """A byte stream's first readable raw offset (the recorded start is kept in the
-        event view, where the core's whole-segment deletion can use it)."""
-        start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, 0)
-        off = part.offset_for_byte_pos(start)
-        if off >= part.next_offset:
-            return raw_end(part)
-        return raw_pos_of(part, off) + (start - part.byte_pos_of(off))
-
-    def _event_pos_of_raw(self, part, raw: int) -> int:
-        off = raw_offset_for(part, raw)
-        if off >= part.next_offset:
-            return part.byte_end
-        return part.byte_pos_of(off) + (raw - raw_pos_of(part, off))
 
     # -- large events: transient segments merged into their parent -------------------------
     def _create_transient(self, cmd) -> None:
@@ -601,12 +563,9 @@ class SegmentStoreSession(TableSegmentOps):
             self.send(r.reply)
             return None
         part = self._partition(topic, name.number)
-        raw = self.is_bytes(topic)
+        raw = self.views.is_bytes(topic)
         end = durable_end(part, raw)  # readers get durable bytes only (issue 30; reads.py)
-        if raw:
-            start = self._raw_start(topic, part)
-        else:
-            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
+        start = self.views.start(topic, part, name.number, raw)
         offset = cmd.offset
         if offset < start:
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
@@ -625,7 +584,7 @@ class SegmentStoreSession(TableSegmentOps):
         try:
             data = (read_raw if raw else read_events)(part, offset, min(clamp(cmd.suggested_length), end - offset))
         except InvalidOffset:  # retention moved the start between the check and the read
-            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
+            start = self.views.start(topic, part, name.number, raw)
             self.send(C.SegmentIsTruncated(request_id=rid, segment=seg, start_offset=start, server_stack_trace="",
                                            offset=offset))
             return None
@@ -648,12 +607,9 @@ class SegmentStoreSession(TableSegmentOps):
                                           is_deleted=False, last_modified=self._clock_ms(), write_offset=held,
                                           start_offset=0))
             return
-        raw = self.is_bytes(topic)
+        raw = self.views.is_bytes(topic)
         end = durable_end(part, raw)  # the length readers may read to (issue 30)
-        if raw:
-            start = self._raw_start(topic, part)
-        else:
-            start = self.broker.topic_state.partition_byte_start(topic.stream_id, topic.id, name.number)
+        start = self.views.start(topic, part, name.number, raw)
         self.send(C.StreamSegmentInfo(request_id=rid, segment_name=seg, exists=True, is_sealed=topic.sealed,
                                       is_deleted=False, last_modified=self._clock_ms(), write_offset=end,
                                       start_offset=start))
@@ -671,12 +627,12 @@ class SegmentStoreSession(TableSegmentOps):
         rid, seg = cmd.request_id, cmd.segment
         name, topic = self._target(rid, seg)
         offset = cmd.truncation_offset
-        if self.is_bytes(topic):
+        if self.views.is_bytes(topic):
             part = self._partition(topic, name.number)
             if not 0 <= offset <= raw_end(part):
                 raise _Reply(C.ErrorMessage(request_id=rid, segment=seg, message=f"offset {offset} is past the end",
                                             error_code=0))
-            offset = self._event_pos_of_raw(part, offset)
+            offset = self.views.event_pos_of_raw(part, offset)
         try:
             self.broker.topic_state.truncate_partition(topic.stream_id, topic.id, name.number, offset)
         except InvalidOffset as exc:
