@@ -47,6 +47,7 @@ from core.errors import FerryError, StorageConflict, TableKeyBadVersion
 from core.kvtables import NOT_EXISTS
 from core.permissions import Action
 
+from .catch_up import CatchUp
 from .fetch_sessions import FetchSessions
 from .placement import SINGLE_NODE_ID, Placement
 from .producer_state import ProducerStates
@@ -137,6 +138,7 @@ class KafkaContext:
         self.fetch_sessions = FetchSessions()  # KIP-227, per listener (adapters/kafka/fetch_sessions.py)
         self.recent_batches = RecentBatches()  # retries' answers (adapters/kafka/recent_batches.py)
         self.producer_states = ProducerStates()  # epochs and open appends (adapters/kafka/producer_state.py)
+        self.catch_up = CatchUp()  # a new leader's copy caught up before sequences (adapters/kafka/catch_up.py)
         self._pid_next = 0
         self._pid_end = 0
         self.txn = TxnCoordinator(self)

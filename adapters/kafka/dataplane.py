@@ -40,7 +40,11 @@ Before the sequences, Kafka's epoch fence: a batch of an older epoch than one
 the partition took answers INVALID_PRODUCER_EPOCH; and a gap that an append of
 the producer still open on this gateway may fill answers NOT_ENOUGH_REPLICAS
 (retriable) instead of OUT_OF_ORDER, which librdkafka would take as proof that
-the batch is not stored (adapters/kafka/producer_state.py). The driver answers
+the batch is not stored (adapters/kafka/producer_state.py). Over a store that
+several gateways share, a gateway's copy of the partition may lack another gateway's
+last records: a new leader takes no batch until its copy holds the stored log's end,
+and a gap is judged again on a copy caught up after it was seen, NOT_ENOUGH_REPLICAS
+meanwhile (adapters/kafka/catch_up.py). The driver answers
 a Produce within its TimeoutMs: partitions not durable by then answer
 REQUEST_TIMED_OUT (:meth:`ProduceWait.expire`, Kafka's ``DelayedProduce``).
 
@@ -368,6 +372,10 @@ class DataPlane:
             count = len(batch.records)
             producer = retry = opened = None
             part = self.broker.partition(info.stream_id, info.id, p.index)
+            if self._catching_up(info, p.index, part):
+                resp["error_code"] = int(E.NOT_ENOUGH_REPLICAS)  # retriable, "not written"
+                resp["error_message"] = "this broker is catching up with the partition's stored log; retry"
+                return
             if batch.producer_id >= 0:
                 pid = producer_key(batch.producer_id, batch.producer_epoch)
                 retry = (self.ctx.recent_batches, (info.stream_id, info.id, p.index, pid),
@@ -405,6 +413,17 @@ class DataPlane:
         self.counters["messages_in"].inc(LISTENER, amount=count)
         self.counters["bytes_in"].inc(LISTENER, amount=nbytes)
 
+    def _catching_up(self, info, index: int, part) -> bool:
+        """True while this gateway's copy of the partition may lack records the stored log
+        held when the gateway took the partition's leadership, or when a batch showed a gap
+        (adapters/kafka/catch_up.py): the batch is answered NOT_ENOUGH_REPLICAS then."""
+        placement = self.ctx.placement()
+        if placement.single:  # one gateway: its copy is the log
+            return False
+        key = (info.stream_id, info.id, index)
+        return not self.ctx.catch_up.ready(key, placement, part.next_offset,
+                                           lambda: self.broker.store.log_end(key, part))
+
     @staticmethod
     def _answer_retry(part, retry, resp: dict, wait: ProduceWait | None) -> None:
         """A retry of a batch already taken: Kafka answers the first attempt's base offset
@@ -436,6 +455,13 @@ class DataPlane:
             if gap and states.gap_open(skey, epoch, batch.base_sequence, stored, now):
                 refused = int(E.NOT_ENOUGH_REPLICAS), (
                     f"sequences before {batch.base_sequence} may still be stored; retry")
+            elif gap and not self.ctx.placement().single and self.ctx.catch_up.recheck(
+                    skey[:3], (batch.producer_id, epoch, batch.base_sequence)):
+                # this copy may lack the producer's last batches another gateway stored: catch
+                # up, then judge again (adapters/kafka/catch_up.py); OUT_OF_ORDER would stop
+                # librdkafka's producer or make it bump its epoch
+                refused = int(E.NOT_ENOUGH_REPLICAS), (
+                    f"sequences before {batch.base_sequence} may be in the stored log; retry")
         if refused is not None:
             resp["error_code"], message = refused
             if message:

@@ -82,6 +82,9 @@ class RemotePartition(Partition):
     incarnation = None  # set by the store: tells a topic from a later one reusing its ids, or a purge
     client_ids = False  # set by the store: a JetStream stream's, its clients' msg ids go to the cluster (msgids.py)
     max_message_bytes = MAX_APPEND_BYTES  # the cluster's max_payload (its INFO), set by the store
+    # How long a producer's call is left to the cluster (_cluster_remembers): less when the
+    # stream's duplicate window is shorter than the store's (iggyids.py sets it).
+    cluster_trust_us = CLUSTER_DEDUP_TRUST_US
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -95,9 +98,12 @@ class RemotePartition(Partition):
         self._asking_end = False
         # Ids of messages this gateway published and the mirror has not applied yet; a
         # message applied that is not among them came from another writer, at foreign_at
-        # (time.monotonic): the publish chain stays off meanwhile (publisher.py).
+        # (time.monotonic): the publish chain stays off meanwhile (publisher.py). foreign_seq
+        # is the stream sequence of the last such message: a chain whose last known
+        # sequence is below it is stale (publisher.py, PartitionPublisher._drive).
         self.own_ids: set[int] = set()
         self.foreign_at = float("-inf")
+        self.foreign_seq = 0
 
     def set_remote_wakeup(self, wake: Callable[[], None]) -> None:
         """The cluster driver's ``wake()``, called when the outbox turns non-empty."""
@@ -184,7 +190,7 @@ class RemotePartition(Partition):
         records the producer's sequence from that first part; answered duplicate here,
         the rest was lost (docs/scale-out.md, "Fault schedule", item 1)."""
         last = self._producers.get(producer[0])
-        return last is not None and self._clock() - last[1] < CLUSTER_DEDUP_TRUST_US
+        return last is not None and self._clock() - last[1] < self.cluster_trust_us
 
     def take_outbox(self) -> list[Outgoing]:
         """The driver takes every queued call (in append order) to publish it."""
@@ -278,6 +284,7 @@ class RemotePartition(Partition):
             own.discard(mid)
         else:
             self.foreign_at = time.monotonic()
+            self.foreign_seq = seq
         # Stored time never goes back within a partition (the time index needs it),
         # whichever gateway's clock stamped the message: every gateway applies the
         # same rule to the same order, so they store the same time.

@@ -56,6 +56,22 @@ the next one if a stream leader goes away between them; when a second writer sta
 while the chain is on, the first of ours it overtakes before our mirror sees it may be
 stored after the next of ours.
 
+**A stale chain** (docs/scale-out.md, "Fault schedule", items 1 and 6). The chain's sequence
+is only right while nobody else writes the stream. A Kafka partition's leadership can move
+to another gateway and back while this one is idle past ``SHARED_HOLD_S``; the other's
+messages then sit after the chain's last sequence. Pipelined, a call's messages expect
+``tail``, ``tail + 1``, ...: the first ones are refused, but the one whose expectation
+happens to equal the stream's real last sequence (``tail`` plus the other gateway's
+count) is stored, and so is the rest of the call, before the refused head is re-sent.
+Seeds 2 and 3 of bench/fault_schedule.py stored Kafka batches of 108 to 126 records that
+way (the tail first, its head after it), and librdkafka numbered their records from the
+call's base offset, naming other records. So the chain is dropped whenever the mirror has applied another writer's message
+past its sequence (partition.py ``foreign_seq``): the next message goes alone. What the
+mirror has not applied yet is the Kafka leader's catch-up (adapters/kafka/catch_up.py).
+The chain went stale by itself too: after a freeze, one message's answer timed out while
+the later ones' came back, and the lone re-send (answered duplicate at its old sequence)
+set the chain's sequence below theirs; it now goes on from the highest acknowledged.
+
 The chain uses only ``Nats-Expected-Last-Sequence`` and ``Nats-Msg-Id`` (JetStream since
 nats-server 2.2), so it needs no stream option and works on every server Ferry supports.
 
@@ -213,6 +229,10 @@ class PartitionPublisher:
             return
         now = trio.current_time()
         shared = now < self.shared_until or time.monotonic() - self.part.foreign_at < SHARED_HOLD_S
+        if self.tail is not None and self.part.foreign_seq > self.tail:
+            # Another writer stored past the chain's last known sequence (module docstring,
+            # "A stale chain"): the next message goes alone and gives the chain its sequence.
+            self.tail = None
         running = self.owner.running()
         while self.queue and not self.recovering and self.lone is None:
             alone = self.alone or (not shared and self.tail is None)
@@ -292,7 +312,10 @@ class PartitionPublisher:
             # Nothing else was in flight: the chain goes on from it. A duplicate's sequence
             # too: with one writer what is stored of ours is a prefix of what we sent, so
             # the next ones are either duplicates at the following sequences or new there.
-            self.tail = seq
+            # But a re-sent message whose first answer was lost may sit before later ones
+            # already acknowledged (recovery re-sends only the failed): the chain goes on
+            # from the highest sequence acknowledged, or it is stale (module docstring).
+            self.tail = max(seq, self.last_seq)
         if not dup:
             if self.last_seq and seq > self.last_seq + 1 and expected is None and not lone \
                     and trio.current_time() < self.shared_until:

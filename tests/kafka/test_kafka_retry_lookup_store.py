@@ -20,6 +20,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapters.kafka import frames
+from adapters.kafka.errors import ErrorCode
 from adapters.kafka.messages import PRODUCE
 from adapters.kafka.messages_admin import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from adapters.kafka.messages_txn import INIT_PRODUCER_ID
@@ -31,6 +32,7 @@ from kafka_support import until as wait_until
 pytestmark = [pytest.mark.store,
               pytest.mark.skipif(TEST_STORE != "jetstream", reason="two gateways need the JetStream store pass")]
 WAIT_S = 60  # a loop's limit: guards a hang only (a lease is 7 s)
+NOT_ENOUGH_REPLICAS = int(ErrorCode.NOT_ENOUGH_REPLICAS)
 
 
 class RawKafka:
@@ -60,12 +62,20 @@ class RawKafka:
             buf += chunk
         return buf
 
-    def produce(self, topic: str, partition: int, records: bytes):
+    def produce(self, topic: str, partition: int, records: bytes, *, retry: bool = True):
+        """One batch's answer, sent again while it is NOT_ENOUGH_REPLICAS ("not written",
+        retriable, as librdkafka does: a leader new to the partition first catches its
+        copy up with the stored log, adapters/kafka/catch_up.py) unless ``retry`` is False."""
         P = PRODUCE.request.structs
         data = P["TopicProduceData"].make(name=topic, partition_data=(
             P["PartitionProduceData"].make(index=partition, records=records),))
-        out = self.call(PRODUCE, 9, acks=-1, timeout_ms=10_000, topic_data=(data,))
-        return out.responses[0].partition_responses[0]
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            out = self.call(PRODUCE, 9, acks=-1, timeout_ms=10_000, topic_data=(data,))
+            answer = out.responses[0].partition_responses[0]
+            if not retry or answer.error_code != NOT_ENOUGH_REPLICAS or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.1)  # librdkafka's retry.backoff.ms
 
     def close(self) -> None:
         self.sock.close()
