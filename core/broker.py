@@ -101,6 +101,11 @@ class Broker:
         # Set by the gateway (gateway/diagnostics.py): the effective configuration and
         # recent log lines a snapshot reports (Iggy's GetSnapshotFile); None if bare.
         self.diagnostics = None
+        # Set while the broker's background tasks run (core/flusher.py SliceRunner):
+        # ``in_slices(step, done)`` runs work that grows with the data a step at a time,
+        # other tasks between two. None when bare (a test, a CLI tool): callers then do
+        # the work in one piece.
+        self.in_slices: Callable[[Callable[[], bool], Callable[[bool], None]], None] | None = None
         self._partitions: dict[tuple[int, int, int], Partition] = {}
         self.dirs = DataDir(data_dir, cfg.log)
         self._round_robin: dict[tuple[int, int], int] = {}

@@ -36,7 +36,11 @@ shutdown never half-acks. What is still pending when the task is cancelled is
 written by ``Partition.flush()``/``close()`` (the broker's close does that).
 
 ``run_broker_tasks`` bundles what a broker needs in the background: this
-flusher and the periodic retention sweep (``Broker.enforce_retention``).
+flusher, the periodic retention sweep (``Broker.enforce_retention``) and the
+runner of sliced jobs (:class:`SliceRunner`, installed as ``Broker.in_slices``):
+work that grows with the data, which an adapter (trio-free) hands over as a
+``step()`` to call until it says done, every other task running between two
+steps (issue 30: no request stalls the gateway).
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class BrokerLike(LogRegistry, Protocol):
     """What :func:`run_broker_tasks` needs of ``core.broker.Broker``."""
 
     cfg: object  # BrokerConfig: .log (LogConfig) and .retention_interval_s
+    in_slices: Callable[[Callable[[], bool], Callable[[bool], None]], None] | None
 
     def enforce_retention(self, now: int | None = None) -> int: ...
 
@@ -96,7 +101,41 @@ async def run_broker_tasks(broker: BrokerLike, *, task_status: trio.TaskStatus =
     async with trio.open_nursery() as nursery:
         await nursery.start(run_flusher, broker, broker.cfg.log)
         nursery.start_soon(run_retention, broker, broker.cfg.retention_interval_s)
-        task_status.started()
+        async with trio.open_nursery() as jobs:
+            broker.in_slices = SliceRunner(jobs)
+            try:
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                broker.in_slices = None
+
+
+class SliceRunner:
+    """``Broker.in_slices(step, done)``: call ``step()`` until it returns True, letting
+    every other task run between two calls, then ``done(True)``; ``done(False)`` if a
+    step raised (logged) or the broker's tasks stopped first. Each job is its own task,
+    so one partition's long rebuild does not hold another's. What a job holds is the
+    submitter's to bound (Iggy's dedup: one rebuild per partition at a time)."""
+
+    __slots__ = ("_nursery",)
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    def __call__(self, step: Callable[[], bool], done: Callable[[bool], None]) -> None:
+        self._nursery.start_soon(self._run, step, done)
+
+    @staticmethod
+    async def _run(step: Callable[[], bool], done: Callable[[bool], None]) -> None:
+        finished = False
+        try:
+            while not step():
+                await trio.sleep(0)
+            finished = True
+        except Exception:  # noqa: BLE001 - the submitter falls back (done(False)); never fatal here
+            log.exception("a sliced background job failed")
+        finally:
+            done(finished)
 
 
 async def run_retention(broker: BrokerLike, interval_s: float) -> None:

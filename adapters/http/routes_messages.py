@@ -21,7 +21,7 @@ from core.errors import FerryError, NotFound
 from core.permissions import Action
 from core.record import MAX_PAYLOAD
 
-from adapters.iggy.dedup import filter_send
+from adapters.iggy.dedup import filter_send, hold_send
 
 from . import models
 from .errors import JSON_TYPE, HttpError, Response, from_core, internal_error, not_found_entity
@@ -82,18 +82,23 @@ def send_messages(app: App, ctx: Ctx):
     # One unstamped block, stamped in one pass by the core (core/log/encoded.py), not
     # one record encoding per message; the core checks sizes and header blocks the same.
     block, count = block_of(items), len(items)
-    # Iggy's message deduplication, as on the binary send (adapters/iggy/dedup.py).
-    kept = filter_send(app.broker, topic, partition, key, block, count)
-    if kept is not None:
-        partition, key, block, count = kept.partition, None, kept.block, kept.count
-    if kept is not None and not count:  # every message was a duplicate: 201 all the same
-        kept.part.ack_after_pending(ack.done)
-    else:
-        app.broker.append_records(topic.stream_id, topic.id, block, count, partition=partition, key=key,
-                                  on_durable=ack.done if kept is None else kept.on_durable(ack.done),
-                                  origin="http")
+
+    def go(partition, key) -> None:
+        # Iggy's message deduplication, as on the binary send (adapters/iggy/dedup.py).
+        kept = filter_send(app.broker, topic, partition, key, block, count)
+        if kept is not None and not kept.count:  # every message was a duplicate: 201 all the same
+            kept.part.ack_after_pending(ack.done)
+            return
+        app.broker.append_records(topic.stream_id, topic.id, kept.block if kept else block,
+                                  kept.count if kept else count, partition=kept.partition if kept else partition,
+                                  key=None if kept else key,
+                                  on_durable=ack.done if kept is None else kept.on_durable(ack.done), origin="http")
         if kept is not None:
             kept.stored()
+    # The first deduplicated send after a start waits while the window is rebuilt in slices.
+    held, partition, key = hold_send(app.broker, topic, partition, key, go, ack.done)
+    if not held:
+        go(partition, key)
     app.counters["messages_in"].inc(app.listener, amount=len(items))
     app.counters["bytes_in"].inc(app.listener, amount=sum(len(i.payload) for i in items))
     return Park(ack.subscribe, ack.outcome, None)

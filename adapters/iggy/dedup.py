@@ -20,9 +20,14 @@ Where Ferry differs, and why:
   attribute :data:`TOPIC_ATTR` (``"true"`` / ``"false"``; :func:`set_topic_dedup`).
 * **Across restarts.** Upstream's window lives in memory and starts empty. Ferry
   rebuilds a partition's window from the ids stored in its log at the first
-  deduplicated send after a start (``iddedup.rebuild``: at most ``max_entries``
+  deduplicated send after a start (``iddedup.Rebuild``: at most ``max_entries``
   records, the expiry, ``REBUILD_MAX_BYTES``), so a client that resends after a
-  ``kill -9`` stores nothing twice.
+  ``kill -9`` stores nothing twice. The rebuild runs in slices of
+  ``iddedup.REBUILD_SLICE`` records by the broker's background tasks
+  (``Broker.in_slices``, core/flusher.py; :func:`hold_send`), the sends
+  to that partition held until it is done and then run in the order they came: at
+  ``max_entries = 1000000`` it reads up to 16 MiB, which held the loop 170-220 ms
+  in one piece at 1,000,000 messages (docs/iggy.md, "Large topics").
 * **Id 0** is never a duplicate and is not remembered (upstream remembers the
   UUID it generated, which no client can resend; Ferry keeps the room for client ids).
 * **Bounded.** ``max_entries`` is 1..``MAX_ENTRIES_LIMIT`` (upstream: 0 = unbounded).
@@ -32,16 +37,23 @@ Where Ferry differs, and why:
   remembered when the append is queued and forgotten if it fails
   (:meth:`Filtered.on_durable`), so a resend after a failed write is stored.
 
-The window is this gateway's (one per partition object, dropped with it): in a
-scale-out deployment each gateway deduplicates what passes through it.
+The window is this gateway's (one per partition object, dropped with it). In a
+scale-out deployment (``ferry serve --store``) the cluster catches what another
+gateway stored: a message of a topic with deduplication on goes to its partition's
+stream with ``iggy.<id hex>`` as its ``Nats-Msg-Id``, and that stream's
+``duplicate_window`` is :func:`cluster_window_us` (the expiry), so a batch resent
+through another gateway after the first died is stored once, and an id is forgotten
+at the expiry on every gateway alike (gateway/jetstream_store/iggyids.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 from weakref import WeakKeyDictionary
 
-from core.log.iddedup import DEFAULT_EXPIRY_US, DEFAULT_MAX_ENTRIES, IdWindow, block_ids, drop_records, rebuild
+from core.log.iddedup import (DEFAULT_EXPIRY_US, DEFAULT_MAX_ENTRIES, IdWindow, Rebuild, block_ids, drop_records,
+                              rebuild)
 from core.message import now_us
 from core.perowner import PerOwner
 
@@ -68,15 +80,20 @@ class DedupSettings:
 class _BrokerDedup:
     """One broker's settings, topic overrides and windows (per partition object)."""
 
-    __slots__ = ("settings", "windows", "overrides", "__weakref__")
+    __slots__ = ("settings", "windows", "building", "overrides", "__weakref__")
 
     def __init__(self) -> None:
         self.settings = DedupSettings()
         self.windows: WeakKeyDictionary[object, IdWindow] = WeakKeyDictionary()
+        # partition object -> the sends waiting for its window (hold_send), while it is rebuilt
+        self.building: WeakKeyDictionary[object, list[Callable[[], None]]] = WeakKeyDictionary()
         self.overrides: dict[tuple[int, int, int], bool | None] = {}  # (stream, topic, created_at) -> override
 
 
 _STATE: PerOwner[_BrokerDedup] = PerOwner(_BrokerDedup)
+# The settings again, by the broker's Metadata: what a scale-out store holds (it never
+# sees the Broker), for cluster_window_us.
+_BY_META: PerOwner[DedupSettings] = PerOwner()
 
 
 def configure(broker, settings: DedupSettings) -> None:
@@ -84,6 +101,23 @@ def configure(broker, settings: DedupSettings) -> None:
     state = _STATE.of(broker)
     state.settings = settings
     state.windows = WeakKeyDictionary()
+    state.building = WeakKeyDictionary()
+    try:
+        _BY_META.set(broker.meta, settings)
+    except (AttributeError, TypeError):  # a test double without a weakly referable Metadata
+        pass
+
+
+def cluster_window_us(meta, topic) -> int | None:
+    """Scale-out: how long (µs) the cluster should remember the Iggy ids of ``topic``
+    (its partitions' streams' ``duplicate_window``: the expiry; 0, no expiry, gives
+    None's caller its own default), or None when deduplication is off for ``topic``.
+    ``meta`` is the broker's Metadata (the store's ``StoreEvents.meta``). Reads the
+    topic's override afresh: the store calls it once per metadata change, not per send."""
+    settings = _BY_META.get(meta) or DedupSettings()
+    value = meta.topic_state.topic_attrs(topic.stream_id, topic.id).get(TOPIC_ATTR, "")
+    on = settings.enabled if value not in (_TRUE, _FALSE) else value == _TRUE
+    return settings.expiry_us if on else None
 
 
 def set_topic_dedup(broker, topic, enabled: bool | None) -> None:
@@ -167,6 +201,55 @@ def filter_send(broker, topic, partition: int | None, key: bytes | None, block: 
     return Filtered(pid, block, count - len(drop), len(drop), part, window, ids, now)
 
 
+def hold_send(broker, topic, partition: int | None, key: bytes | None,
+              go: Callable[[int | None, bytes | None], None],
+              fail: Callable[[BaseException], None]) -> tuple[bool, int | None, bytes | None]:
+    """Before :func:`filter_send`: ``(held, partition, key)``. When deduplication is on
+    for ``topic`` and the chosen partition's window is not rebuilt yet (the first send
+    after a start), the rebuild starts in slices (``Broker.in_slices``; or the send joins
+    the one running) and ``held`` is True: ``go(partition, None)`` runs once the window
+    is filled, in the order the sends came (an exception it raises goes to ``fail``).
+    Otherwise (off, window ready, or no background tasks: the rebuild then runs in one
+    piece in filter_send) ``held`` is False and the caller goes on now with ``partition``
+    and ``key`` (the partition chosen once: the balanced counter moves once per send)."""
+    if broker.draining or broker.closed or topic.sealed or not topic_dedup(broker, topic):
+        return False, partition, key
+    pid = broker.choose_partition(topic, partition, key)
+    part = broker.partition(topic.stream_id, topic.id, pid)
+    state = _STATE.of(broker)
+    if part in state.windows:
+        return False, pid, None
+
+    def resume() -> None:
+        try:
+            go(pid, None)
+        except Exception as exc:  # noqa: BLE001 - the send's own error, answered to its client
+            fail(exc)
+    waiting = state.building.get(part)
+    if waiting is not None:
+        waiting.append(resume)
+        return True, pid, None
+    if broker.in_slices is None:  # no background tasks (a test driving a session): in one piece
+        return False, pid, None
+    s = state.settings
+    window = IdWindow(s.max_entries, s.expiry_us)
+    job = Rebuild(window, part.read, part.first_offset, part.next_offset, now_us())
+    state.building[part] = [resume]
+
+    def done(finished: bool) -> None:
+        # A failed or cut rebuild leaves no window: the held sends rebuild (and fail, or
+        # succeed) in one piece in filter_send.
+        waiting = state.building.pop(part, [])
+        if finished:
+            state.windows[part] = window
+        for go_on in waiting:
+            go_on()
+    # The broker's job, not the connection's (core/flusher.py SliceRunner): other
+    # connections' sends to the partition wait for it too.
+    broker.in_slices(job.step, done)
+    return True, pid, None
+
+
 def _window_of(broker, part, now: int) -> IdWindow:
     """The partition's window, rebuilt from its log on first use after a start."""
     state = _STATE.of(broker)
@@ -179,5 +262,5 @@ def _window_of(broker, part, now: int) -> IdWindow:
     return window
 
 
-__all__ = ["DedupSettings", "Filtered", "MAX_CACHED_TOPICS", "TOPIC_ATTR", "configure", "filter_send",
-           "set_topic_dedup", "topic_dedup"]
+__all__ = ["DedupSettings", "Filtered", "MAX_CACHED_TOPICS", "TOPIC_ATTR", "cluster_window_us", "configure",
+           "filter_send", "hold_send", "set_topic_dedup", "topic_dedup"]

@@ -16,7 +16,7 @@ from core.permissions import Action
 
 from . import render
 from . import replies as R
-from .dedup import filter_send
+from .dedup import filter_send, hold_send
 from .errors import CURRENT_DIALECT, IggyError, IggyStatus
 from .events import Deferred, Reply
 from .handler_rules import _not_found_is_empty, _partition_plane
@@ -127,19 +127,28 @@ def send_messages(s, v):
         raise IggyStatus(IggyError.TOO_BIG_MESSAGE_PAYLOAD, "batch payload too large")
     block, producer = take_producer_block(batch)  # Ferry's idempotent-send tag (producer.py)
     count = batch.count
-    with _partition_plane(s):
-        # Iggy's message deduplication, when on for the topic (dedup.py): repeated ids dropped.
-        kept = filter_send(s.broker, t, partition, key, block, count)
-        if kept is not None:
-            if not kept.count:  # every message was a duplicate: the send still succeeds
+
+    def go(partition, key) -> None:
+        with _partition_plane(s):
+            # Iggy's message deduplication, when on for the topic (dedup.py): repeated ids dropped.
+            kept = filter_send(s.broker, t, partition, key, block, count)
+            if kept is not None and not kept.count:  # every message was a duplicate: the send still succeeds
                 kept.part.ack_after_pending(pending.fire)
-                return pending
-            partition, key, block, count = kept.partition, None, kept.block, kept.count
-        s.broker.append_records(t.stream_id, t.id, block, count, partition=partition, key=key, producer=producer,
-                                on_durable=pending.fire if kept is None else kept.on_durable(pending.fire),
-                                origin="iggy")
-    if kept is not None:
-        kept.stored()
+                return
+            if kept is not None:
+                partition, key = kept.partition, None
+            s.broker.append_records(t.stream_id, t.id, kept.block if kept else block, kept.count if kept else count,
+                                    partition=partition, key=key, producer=producer,
+                                    on_durable=pending.fire if kept is None else kept.on_durable(pending.fire),
+                                    origin="iggy")
+        if kept is not None:
+            kept.stored()
+    with _partition_plane(s):
+        # The first deduplicated send after a start waits while its partition's window is
+        # rebuilt in slices (dedup.hold_send): the event loop is not held meanwhile.
+        held, partition, key = hold_send(s.broker, t, partition, key, go, pending.fire)
+    if not held:
+        go(partition, key)
     return pending
 
 

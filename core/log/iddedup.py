@@ -34,6 +34,7 @@ argument), no trio.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from collections import OrderedDict
 from typing import Callable, Sequence
 
@@ -61,10 +62,9 @@ REBUILD_STEP = 256
 
 # The id of a stored record: u128 little-endian at bytes 8..24 (lo, hi), its append
 # time at 32..40, header-block and payload lengths at 48..56 (core.record RECORD_HEADER).
-_ID = struct.Struct("<8xQQ")
-_TS = struct.Struct("<32xQ")
 _LENS = struct.Struct("<48xII")
 _ID_LENS = struct.Struct("<8xQQ24xII")  # one unpack per record (STYLE.md section 7)
+_ID_TS = struct.Struct("<8xQQ8xQ")  # id (lo, hi) and append time, one unpack per record
 
 
 class IdWindow:
@@ -184,6 +184,93 @@ def drop_records(block: bytes | bytearray, count: int, drop: Sequence[int]) -> b
 
 ReadTail = Callable[[int, int, int], "object"]  # (offset, count, max_bytes) -> ReadBatch
 
+# Records one Rebuild.step reads at most: a few ms of the event loop (4,096 records of
+# 128 B took ~3 ms here), so a large window (max_entries up to MAX_ENTRIES_LIMIT, the
+# REBUILD_MAX_BYTES budget) is read in slices with other work between them.
+REBUILD_SLICE = 4096
+
+
+class Rebuild:
+    """:func:`rebuild` in slices: :meth:`step` handles at most ``max_records`` records
+    (read back from the tail, then put into the window oldest first) and says whether
+    the window is filled. The caller uses the window only once it is, so a half-read log
+    never answers :meth:`IdWindow.duplicates`. Records appended after the rebuild began
+    are not read (the caller holds the sends that would add them until it is done)."""
+
+    __slots__ = ("window", "read", "cutoff", "low", "hi", "budget", "ids", "times", "reading", "filled")
+
+    def __init__(self, window: IdWindow, read: ReadTail, first_offset: int, next_offset: int, now: int) -> None:
+        self.window, self.read = window, read
+        self.cutoff = now - window.expiry_us if window.expiry_us else None
+        self.low = max(first_offset, next_offset - window.max_entries)
+        self.hi = next_offset
+        self.budget = REBUILD_MAX_BYTES
+        # ids and their append µs: newest first while reading, then oldest first. Two lists
+        # of ints, not a tuple per record: ints are not tracked by the cyclic GC, so 131,072
+        # records read bring no full collection into a slice.
+        self.ids: list[int] = []
+        self.times: list[int] = []
+        self.reading = True
+        self.filled = 0  # entries put into the window
+
+    @property
+    def nbytes(self) -> int:
+        """Record bytes read so far."""
+        return REBUILD_MAX_BYTES - self.budget
+
+    def step(self, max_records: int = REBUILD_SLICE) -> bool:
+        """Up to ``max_records`` more records; True once the window is filled (then
+        every later call is a no-op)."""
+        if self.reading:
+            self._read(max_records)
+            return False
+        start = self.filled
+        stop = min(len(self.ids), start + max_records)
+        known = self.window._ids
+        # IdWindow.add: id 0 never, a repeat keeps its first time
+        for msg_id, ts in zip(self.ids[start:stop], self.times[start:stop]):
+            if msg_id and msg_id not in known:
+                known[msg_id] = ts
+        while len(known) > self.window.max_entries:
+            known.popitem(last=False)
+        self.filled = stop
+        if stop < len(self.ids):
+            return False
+        self.ids, self.times = [], []
+        return True
+
+    def _read(self, max_records: int) -> None:
+        cutoff, ids, times, read = self.cutoff, self.ids, self.times, self.read
+        left = max_records
+        while left > 0:
+            hi = self.hi
+            if hi <= self.low or self.budget <= 0:
+                break
+            lo = max(self.low, hi - REBUILD_STEP)
+            batch = read(lo, hi - lo, self.budget)
+            got_ids, got_times = _records(batch)
+            n = len(got_ids)
+            if not n:
+                break
+            self.budget -= batch.nbytes
+            left -= n
+            if cutoff is None or got_times[0] >= cutoff:  # all within the expiry (times never decrease)
+                ids.extend(reversed(got_ids))
+                times.extend(reversed(got_times))
+            else:
+                keep = n - bisect_left(got_times, cutoff)  # the newest ``keep`` are within it
+                ids.extend(reversed(got_ids[n - keep:]))
+                times.extend(reversed(got_times[n - keep:]))
+                break  # all before are older
+            if batch.first_offset + n < hi:  # cut short by the budget
+                break
+            self.hi = batch.first_offset
+        else:
+            return  # the slice is used up: more to read
+        ids.reverse()  # oldest first, the window's order
+        times.reverse()
+        self.reading = False
+
 
 def rebuild(window: IdWindow, read: ReadTail, first_offset: int, next_offset: int, now: int) -> int:
     """Fill ``window`` from a partition's stored records (``read`` is its
@@ -191,46 +278,30 @@ def rebuild(window: IdWindow, read: ReadTail, first_offset: int, next_offset: in
     records, none appended before ``now - expiry_us``, at most
     :data:`REBUILD_MAX_BYTES` (+ one record) read. Each id is remembered at its
     record's append time, so the expiry runs on from when it was stored.
-    Returns the number of record bytes read."""
-    cutoff = now - window.expiry_us if window.expiry_us else None
-    low = max(first_offset, next_offset - window.max_entries)
-    found: list[tuple[int, int]] = []  # (id, append µs), newest first
-    budget, hi = REBUILD_MAX_BYTES, next_offset
-    while hi > low and budget > 0:
-        lo = max(low, hi - REBUILD_STEP)
-        batch = read(lo, hi - lo, budget)
-        records = _records(batch)
-        if not records:
-            break
-        budget -= batch.nbytes
-        older = False
-        for msg_id, ts in reversed(records):
-            if cutoff is not None and ts < cutoff:
-                older = True  # append times never decrease in a partition: all before are older
-                break
-            found.append((msg_id, ts))
-        if older or batch.first_offset + len(records) < hi:  # expired, or cut short by the budget
-            break
-        hi = batch.first_offset
-    for msg_id, ts in reversed(found):
-        window.add(msg_id, ts)
-    return REBUILD_MAX_BYTES - budget
+    Returns the number of record bytes read. In one piece: :class:`Rebuild` slices it."""
+    job = Rebuild(window, read, first_offset, next_offset, now)
+    while not job.step():
+        pass
+    return job.nbytes
 
 
-def _records(batch) -> list[tuple[int, int]]:
-    """``(id, append µs)`` of each record of a ReadBatch (its chunks are whole records)."""
-    out = []
+def _records(batch) -> tuple[list[int], list[int]]:
+    """The ids and append µs of the records of a ReadBatch (its chunks are whole records)."""
+    ids: list[int] = []
+    times: list[int] = []
     sizes, i = batch.sizes, 0
-    unpack_id, unpack_ts = _ID.unpack_from, _TS.unpack_from
+    unpack = _ID_TS.unpack_from
+    add_id, add_ts = ids.append, times.append
     for chunk in batch.chunks:
         pos, end = 0, len(chunk)
         while pos < end:
-            lo, hi = unpack_id(chunk, pos)
-            out.append((lo | hi << 64, unpack_ts(chunk, pos)[0]))
+            lo, hi, ts = unpack(chunk, pos)
+            add_id(lo | hi << 64 if hi else lo)
+            add_ts(ts)
             pos += sizes[i]
             i += 1
-    return out
+    return ids, times
 
 
 __all__ = ["DEFAULT_EXPIRY_US", "DEFAULT_MAX_ENTRIES", "IdWindow", "MAX_ENTRIES_LIMIT", "MAX_EXPIRY_US",
-           "REBUILD_MAX_BYTES", "REBUILD_STEP", "block_ids", "drop_records", "rebuild"]
+           "REBUILD_MAX_BYTES", "REBUILD_SLICE", "REBUILD_STEP", "Rebuild", "block_ids", "drop_records", "rebuild"]

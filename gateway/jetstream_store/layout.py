@@ -56,6 +56,10 @@ from core.errors import InvalidArgument
 STORE_HEADER = "Ferry-Store"
 # The cluster Nats-Msg-Id of a JetStream client's msg id (encode_message, msgids.py).
 CLIENT_ID_PREFIX = "js."
+# encode_message's ``client_ids`` for a partition whose topic has Iggy deduplication on:
+# each message goes as ``iggy.<id hex>`` (iggyids.py).
+IGGY_IDS = "iggy"
+IGGY_ID_PREFIX = "iggy."
 RAW_HEADERS = "Ferry-Headers"
 MSG_ID = "Nats-Msg-Id"
 # The publish path's chain (publisher.py): JetStream keeps the line in the stored block,
@@ -136,7 +140,10 @@ def encode_message(mid: int, timestamp: int, origin_timestamp: int, tlv: bytes,
         ptext = _b64url(producer[0].encode("utf-8", "surrogateescape"))
         head = f"NATS/1.0\r\n{STORE_HEADER}: {system};{ptext};{producer[1]}\r\n{MSG_ID}: {ptext}:{producer[1]}:{index}\r\n"
     else:
-        cid = client_msg_id(tlv) if client_ids and tlv else None
+        if client_ids == IGGY_IDS:
+            cid = IGGY_ID_PREFIX + hid
+        else:
+            cid = client_msg_id(tlv) if client_ids and tlv else None
         head = f"NATS/1.0\r\n{STORE_HEADER}: {system}\r\n{MSG_ID}: {cid or hid}\r\n"
     return head.encode("utf-8") + (_user_lines(bytes(tlv)) if tlv else b"") + b"\r\n"
 
@@ -352,5 +359,6 @@ def request_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-__all__ = ["ApiError", "Layout", "StoredMessage", "ack_info", "api_answer", "client_msg_id", "decode_entry",
-           "decode_message", "encode_entry", "encode_message", "mirror_consumer", "pub_ack", "request_json"]
+__all__ = ["ApiError", "IGGY_IDS", "IGGY_ID_PREFIX", "Layout", "StoredMessage", "ack_info", "api_answer",
+           "client_msg_id", "decode_entry", "decode_message", "encode_entry", "encode_message", "mirror_consumer",
+           "pub_ack", "request_json"]

@@ -57,6 +57,7 @@ from .layout import (
     STREAM_NAME_EXISTS, STREAM_NOT_FOUND, WRONG_LAST_SEQUENCE, ApiError, Layout, ack_info, api_answer,
     decode_entry, decode_message, encode_entry, mirror_consumer, pub_ack, request_json,
 )  # fmt: skip
+from .iggyids import IggyIds
 from .msgids import ClientIds
 from .partition import RemotePartition
 from .publisher import RETRY_BACKOFF_S, Publisher
@@ -123,6 +124,7 @@ class JetStreamStore:
         self._mirror_ids = 0
         self.groups = GroupCoordinator(self.layout, self._ensure_stream_config)
         self.client_ids = ClientIds(self)  # JetStream msg ids the cluster de-duplicates (msgids.py)
+        self.iggy_ids = IggyIds(self)  # Iggy message ids the cluster de-duplicates (iggyids.py)
         self.publisher: Publisher | None = None  # made by the pump once the connection runs (publisher.py)
         self._live = f"{self.layout.prefix.lower()}.l"  # plain NATS publishes between gateways
         self._sharing = False  # plain publishes go to other gateways (from run on)
@@ -328,6 +330,7 @@ class JetStreamStore:
         return part.append(items, producer=producer, on_durable=on_durable)
 
     def append_records(self, key, part: RemotePartition, block, count, producer, on_durable, published):
+        self.iggy_ids.before_append(key, published[0])
         return part.append_encoded(block, count, producer=producer, on_durable=on_durable)
 
     def group_changed(self, key, member_id: int, joined: bool) -> None:
@@ -368,7 +371,7 @@ class JetStreamStore:
         subject = self.layout.partition_subject(*key, incarnation)
         part.incarnation = incarnation
         part.max_message_bytes = self.max_payload
-        part.client_ids = self.client_ids.opened(topic, key)
+        part.client_ids = self.client_ids.opened(topic, key) or self.iggy_ids.opened(topic, key)
         self.parts[key] = (part, stream, subject)
         part.set_remote_wakeup(partial(self._mark_dirty, key))
         return part
@@ -395,6 +398,7 @@ class JetStreamStore:
         for key in keys:
             self.parts.pop(key, None)
             self.client_ids.closed(key)
+            self.iggy_ids.closed(key)
             mirror = self._mirrors.pop(key, None)
             if mirror is not None:
                 mirror.stop()

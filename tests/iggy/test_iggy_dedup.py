@@ -14,16 +14,18 @@ import struct
 
 import httpx
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.iggy import dedup
 from adapters.iggy.messages import WireMessage
 from adapters.iggy.types import PartitioningValue
+from core.flusher import run_broker_tasks
 from core.broker import Broker
 from core.errors import InvalidArgument, StorageError
 from core.log.config import LogConfig
-from core.log.iddedup import REBUILD_STEP, IdWindow, block_ids, drop_records, rebuild
+from core.log.iddedup import REBUILD_STEP, IdWindow, Rebuild, block_ids, drop_records, rebuild
 from core.log.encoded import block_of
 from core.log.partition import AppendInput, Partition
 from ferry_harness import kill_process, running_gateway, serve_process
@@ -142,6 +144,89 @@ def test_rebuild_from_the_log_tail_after_reopen(tmp_path):
         assert len(w) == 0
     finally:
         part.close()
+
+
+@pytest.mark.parametrize("slice_records", [1, 7, REBUILD_STEP, 100_000])
+def test_a_rebuild_in_slices_fills_the_window_as_the_model_does(tmp_path, slice_records):
+    """Rebuild.step with any slice size: the ids a window built one record at a time from the
+    newest back (IdWindow.add, oldest first) would hold, in the same order and times, and
+    nothing before the last step (a half-read log never answers)."""
+    now = [1_000 * S]
+    part = _partition(tmp_path / "p", lambda: now[0])
+    stored = []  # (id, append µs) in log order
+    for k in range(30):
+        ids = [0 if i % 17 == 0 else (i % 250) + 1 + 1_000 * (k % 3) for i in range(k * 40, k * 40 + 40)]
+        part.append([AppendInput(payload=b"p", id=i) for i in ids])
+        stored += [(i, now[0]) for i in ids]
+        now[0] += S
+    part.flush()
+    batch = part.read(0, len(stored), 1 << 30)  # id 0 was stored as a fresh UUIDv7
+    stored = list(zip(block_ids(b"".join(batch.chunks), batch.count), [ts for _i, ts in stored]))
+    for max_entries, expiry in ((10_000, 0), (900, 0), (10_000, 12 * S), (300, 20 * S)):
+        model = IdWindow(max_entries, expiry)
+        cutoff = now[0] - expiry if expiry else None
+        tail = stored[-max_entries:]
+        if cutoff is not None:
+            tail = [(i, ts) for i, ts in tail if ts >= cutoff]
+        for i, ts in tail:
+            model.add(i, ts)
+        w = IdWindow(max_entries, expiry)
+        job = Rebuild(w, part.read, part.first_offset, part.next_offset, now[0])
+        steps = 0
+        while not job.step(slice_records):
+            assert len(w) == 0 or not job.reading  # filled only once everything is read
+            steps += 1
+        assert list(w._ids.items()) == list(model._ids.items())
+        assert steps >= min(len(stored), max_entries) // max(slice_records, REBUILD_STEP) - 1
+    part.close()
+
+
+def test_a_cold_window_holds_the_sends_and_runs_them_in_order_on_the_event_loop(tmp_path):
+    """hold_send with the broker's tasks running: the first deduplicated send after a
+    start hands the rebuild to ``Broker.in_slices`` and waits; a second one joins it; both
+    run in order once the window is filled (from the log: the stored id is a duplicate),
+    after more than one step; a later send goes at once. A bare broker (no tasks) does
+    the rebuild in one piece in filter_send."""
+    broker = Broker.open(tmp_path / "data")
+    try:
+        broker.create_stream("s")
+        topic = broker.create_topic("s", "t", 1)
+        broker.append("s", "t", [AppendInput(payload=b"x", id=i) for i in range(1, 9_001)], partition=0)
+        dedup.configure(broker, dedup.DedupSettings(True, 10_000, 3_600 * S))
+        ran = []
+
+        def go(name):
+            def run(partition, key):
+                kept = dedup.filter_send(broker, topic, partition, key, block_of(
+                    [AppendInput(payload=b"y", id=5), AppendInput(payload=b"y", id=20_000)]), 2)
+                ran.append((name, partition, key, kept.dropped))
+            return run
+
+        assert broker.in_slices is None
+        assert dedup.hold_send(broker, topic, None, None, go("bare"), ran.append) == (False, 0, None)
+        steps = []
+
+        async def main():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(run_broker_tasks, broker)
+                runner = broker.in_slices
+
+                def counted(step, done):
+                    runner(lambda: steps.append(1) or step(), done)
+                broker.in_slices = counted
+                first = dedup.hold_send(broker, topic, None, None, go("first"), ran.append)
+                second = dedup.hold_send(broker, topic, 0, None, go("second"), ran.append)
+                assert first == (True, 0, None) and second == (True, 0, None) and ran == []
+                while len(ran) < 2:
+                    await trio.sleep(0)
+                assert ran == [("first", 0, None, 1), ("second", 0, None, 1)]  # id 5 found in the log
+                assert len(steps) > 2  # 9,000 records read and filled in slices of REBUILD_SLICE
+                assert dedup.hold_send(broker, topic, None, None, go("third"), ran.append) == (False, 0, None)
+                nursery.cancel_scope.cancel()
+        trio.run(main)
+        assert broker.in_slices is None  # uninstalled with the tasks
+    finally:
+        broker.close()
 
 
 # -- the Iggy send path (sans-I/O session over a real broker) ----------------------------------
