@@ -32,6 +32,15 @@ decides; nothing is replicated between gateways for it:
   with it once the local cache holds that message, and the JetStream adapter
   compares the id stored there with its own message's: another's means a
   duplicate (adapters/nats/jetstream/session.py ``_store``).
+* **Only stored copies answer.** nats-server answers ``duplicate`` only for a
+  copy it stored (an id still being proposed gets error 10158, which the client
+  retries). Each gateway's msg-id window is also saved in the key-value tables,
+  which every gateway shares and reads at its start, so it must hold no id whose
+  append is still on its way here at a guessed sequence: a gateway that took
+  such a guess answered a retry ``duplicate: true`` for a message never stored
+  (docs/scale-out.md, "Fault schedule", item 3, seed 2). The window keeps those
+  aside until they settle, and a duplicate's sequence is checked against the
+  log before it is answered (adapters/nats/jetstream/dedup.py, ``held``).
 
 What is not kept: Ferry's own re-sends of a message *without* a msg id on a
 stream whose window is shorter than the pump's re-send span (30 s) are

@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import os
 import signal
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 
 from ferry_harness import running_gateway
 from nats_cluster_fixtures import nats_cluster_module  # noqa: F401 - the fixture
+from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 WAIT_S = 30  # guards a hang only
@@ -32,9 +34,9 @@ _prefixes = itertools.count()
 
 
 @contextmanager
-def gateway(tmp_path: Path, name: str, cluster, prefix: str):
+def gateway(tmp_path: Path, name: str, cluster, prefix: str, url: str | None = None):
     (tmp_path / name).mkdir(exist_ok=True)
-    with running_gateway(tmp_path / name, FERRY_STORE_URL=cluster.url, FERRY_STORE_PREFIX=prefix) as gw:
+    with running_gateway(tmp_path / name, FERRY_STORE_URL=url or cluster.url, FERRY_STORE_PREFIX=prefix) as gw:
         yield gw
 
 
@@ -183,3 +185,66 @@ def test_a_retry_is_not_acknowledged_before_its_first_copy_is_stored(tmp_path, n
         again = asyncio.run(publish(a, "st.x", b"x", "m1"))
         assert (again.seq, bool(again.duplicate)) == (2, True)
         assert [m[2] for m in asyncio.run(stored(a, "SETTLE", 2))] == ["own-a", "m1"]
+
+
+class DropPublishes(TcpProxy):
+    """A gateway's cluster connection that loses, once ``dropping`` is set, every publish
+    whose header block holds ``marker`` (whole NATS protocol ops, so nothing else is cut):
+    that message's append stays in flight, as while its stream has no leader."""
+
+    def __init__(self, target: tuple[str, int], marker: bytes) -> None:
+        super().__init__(target)
+        self.marker = marker
+        self.dropping = threading.Event()
+        self.dropped = 0
+
+    def relay(self, data: bytes, dst, from_client: bool, state: dict) -> bool:
+        if not from_client:
+            dst.sendall(data)
+            return True
+        buf = state.setdefault("buf", bytearray())
+        buf += data
+        out = bytearray()
+        while (end := buf.find(b"\r\n")) >= 0:
+            op = bytes(buf[:end]).split()
+            size = end + 2
+            if op and op[0].upper() in (b"PUB", b"HPUB"):
+                size += int(op[-1]) + 2
+                if len(buf) < size:
+                    break
+                if self.dropping.is_set() and op[0].upper() == b"HPUB" and self.marker in buf[end + 2:size]:
+                    self.dropped += 1
+                    del buf[:size]
+                    continue
+            out += buf[:size]
+            del buf[:size]
+        if out:
+            dst.sendall(out)
+        return True
+
+
+def test_a_saved_window_never_holds_an_id_whose_append_was_in_flight(tmp_path, nats_cluster_module):  # noqa: F811
+    """docs/scale-out.md "Fault schedule" item 3, seed 2's 2 lost messages: gateway A saved
+    its msg-id window (a checkpoint, or its stop) while a client's first copy was still on
+    its way to the cluster, at the sequence A had only guessed. The saved state is in the
+    key-value tables every gateway shares, so gateway B, started next, took the id as stored
+    and answered the client's retry ``duplicate: true`` at that sequence: the message was
+    never stored anywhere. nats-server answers a duplicate only for a stored copy."""
+    cluster = nats_cluster_module
+    prefix = f"G{next(_prefixes)}"
+    proxy = DropPublishes(("127.0.0.1", cluster.client_ports[0]), b"Nats-Msg-Id: js.m1\r\n")
+    try:
+        with gateway(tmp_path, "a", cluster, prefix, url=f"nats://127.0.0.1:{proxy.port}") as a:
+            asyncio.run(add_stream(a, "GUESS", ["gs.>"]))
+            assert asyncio.run(publish(a, "gs.a", b"a0", "own-a")).seq == 1
+            proxy.dropping.set()
+            with pytest.raises(nats.errors.TimeoutError):  # the first copy: on its way, not stored
+                asyncio.run(publish(a, "gs.x", b"x", "m1", timeout=1.0))
+            assert proxy.dropped >= 1
+        # A stopped with the append still in flight; its stop saved the streams' state
+        with gateway(tmp_path, "b", cluster, prefix) as b:
+            again = asyncio.run(publish(b, "gs.x", b"x", "m1"))
+            assert (again.seq, bool(again.duplicate)) == (2, False)  # stored now, not a duplicate of nothing
+            assert [m[2] for m in asyncio.run(stored(b, "GUESS", 2))] == ["own-a", "m1"]
+    finally:
+        proxy.close()

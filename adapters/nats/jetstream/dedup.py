@@ -19,6 +19,21 @@ JetStream publish's msg id across every gateway of the store
 (gateway/jetstream_store/msgids.py); an id it found a first copy of elsewhere is
 remembered here at that copy's stored time, so it leaves this window when it
 leaves the cluster's.
+
+Only stored copies are in ``ids``. nats-server fills its msg-id map from stored
+messages (server/stream.go ``rebuildDedupe``) and stages an id still being
+proposed with sequence 0, answering a re-send of it with error 10158 ("duplicate
+message id is in process"), never ``duplicate`` (server/jetstream_batching.go,
+``checkMsgHeadersPreClusteredProposal``). Here an id whose first copy's append
+through this gateway has not settled sits in ``guessed``, at the sequence the
+append was given (a JetStream-store partition only guesses it), until
+:meth:`~DedupWindow.settled` moves it to ``ids`` or drops it: a retry meanwhile
+is still found (and waits, ``after_settled``), but what the saved state writes
+(``saved_state``, read ``ids``) holds no guess. Such a guess, saved in the key-value
+tables every scale-out gateway shares, let another gateway answer a retry
+``duplicate: true`` for a message never stored: bench/fault_schedule.py seed 2
+lost 2 that way (docs/scale-out.md, "Fault schedule", item 3). :func:`held`
+checks a duplicate answer against the log as well, for documents saved before.
 """
 
 from __future__ import annotations
@@ -38,15 +53,17 @@ MAX_SETTLING_WAITERS = 256
 
 
 class DedupWindow:
-    """Recent msg ids of one stream: id -> (seq, monotonic ns), oldest first; and
-    ``settling``: ids whose first copy's append through this gateway has not settled
-    (neither durable nor failed), each with the duplicates waiting for it."""
+    """Recent msg ids of one stream whose copies are stored: id -> (seq, monotonic ns),
+    oldest first; ``settling``: ids whose first copy's append through this gateway has
+    not settled (neither durable nor failed), each with the duplicates waiting for it;
+    ``guessed``: those ids' (seq the append was given, monotonic ns), until it settles."""
 
-    __slots__ = ("ids", "settling")
+    __slots__ = ("ids", "settling", "guessed")
 
     def __init__(self) -> None:
         self.ids: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self.settling: dict[str, list[Callable[[], None]]] = {}
+        self.guessed: dict[str, tuple[int, int]] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -59,7 +76,11 @@ class DedupWindow:
         """The seq ``msg_id`` was stored at, if that was at or after
         ``horizon_ns`` (monotonic), else None; older ids are forgotten. The id's own
         time is checked too: one remembered at another gateway's earlier store time
-        (:meth:`remember`, scale-out) may sit behind newer ones."""
+        (:meth:`remember`, scale-out) may sit behind newer ones. An id whose append
+        here is in flight is found at the sequence that append was given."""
+        guess = self.guessed.get(msg_id)
+        if guess is not None:
+            return guess[0]
         ids = self.ids
         while ids:
             oldest = next(iter(ids.values()))
@@ -72,9 +93,10 @@ class DedupWindow:
     def forget(self, msg_id: str, seq: int) -> None:
         """Drop ``msg_id`` if it still stands for ``seq`` (that append failed: a retry
         must be stored, not answered as a duplicate of nothing)."""
-        found = self.ids.get(msg_id)
-        if found is not None and found[0] == seq:
-            del self.ids[msg_id]
+        for where in (self.guessed, self.ids):
+            found = where.get(msg_id)
+            if found is not None and found[0] == seq:
+                del where[msg_id]
 
     def appending(self, msg_id: str) -> None:
         """The first copy of ``msg_id`` is being appended here (session._store)."""
@@ -91,11 +113,20 @@ class DedupWindow:
         waiting.append(fire)
         return True
 
-    def settled(self, msg_id: str) -> None:
-        """``msg_id``'s append here is durable (the window holds its sequence) or failed
-        (:meth:`forget`): answer the duplicates that waited for it."""
+    def settled(self, msg_id: str, stored: bool = True) -> None:
+        """``msg_id``'s append here is durable (``stored``: the window takes the sequence
+        it was last remembered at) or failed (not stored: it is dropped, and a retry is
+        stored): answer the duplicates that waited for it."""
+        guess = self.guessed.pop(msg_id, None)
+        if guess is not None and stored:
+            self._add(msg_id, *guess)
         for fire in self.settling.pop(msg_id, ()):
             fire()
+
+    def drop(self, msg_id: str) -> None:
+        """Forget ``msg_id`` whatever it stands for (:func:`held` found no copy of it)."""
+        self.ids.pop(msg_id, None)
+        self.guessed.pop(msg_id, None)
 
     def remember_stored(self, msg_id: str, seq: int, stored_us: int) -> None:
         """``msg_id`` stored at ``seq`` at ``stored_us`` (µs since the epoch): a first copy
@@ -103,6 +134,13 @@ class DedupWindow:
         self.remember(msg_id, seq, time.monotonic_ns() - max(0, time.time_ns() - stored_us * 1000))
 
     def remember(self, msg_id: str, seq: int, mono_ns: int) -> None:
+        """``msg_id`` at ``seq``: a guess while its append here settles, else stored."""
+        if msg_id in self.settling:
+            self.guessed[msg_id] = (seq, mono_ns)
+        else:
+            self._add(msg_id, seq, mono_ns)
+
+    def _add(self, msg_id: str, seq: int, mono_ns: int) -> None:
         ids = self.ids
         ids[msg_id] = (seq, mono_ns)
         ids.move_to_end(msg_id)
@@ -138,6 +176,18 @@ def refill(streams, st, after: int = 0, window: DedupWindow | None = None) -> It
     st.dedup, st.refill = window, None
 
 
+def held(streams, st, msg_id: str, seq: int) -> bool:
+    """May a duplicate of ``msg_id`` be answered with ``seq``? Not when the log ends
+    before ``seq`` or holds another msg id there: the window's entry then names a copy
+    never stored here (a saved window with an append's guessed sequence, module
+    docstring). A copy no longer held (deleted, purged, expired) still counts: nats-server
+    keeps its id until the window passes, whatever became of the message."""
+    if seq > streams.last_seq(st):
+        return False
+    view = streams._raw(st, seq)
+    return view is None or msg_id_of(view.headers) == msg_id
+
+
 def first_copy(streams, st, seq: int) -> tuple[int, int] | None:
     """(Ferry id, stored time µs) of the message at ``seq`` (None: not held here): tells a
     publish the cluster stored from one it found a duplicate of (session._store)."""
@@ -148,4 +198,4 @@ def first_copy(streams, st, seq: int) -> tuple[int, int] | None:
 # Records read between two yields of refill(): the streams' scan chunk (SCAN_CHUNK).
 REFILL_YIELD = 256
 
-__all__ = ["MAX_DEDUP_IDS", "MAX_SETTLING_WAITERS", "REFILL_YIELD", "DedupWindow", "first_copy", "refill"]
+__all__ = ["MAX_DEDUP_IDS", "MAX_SETTLING_WAITERS", "REFILL_YIELD", "DedupWindow", "first_copy", "held", "refill"]

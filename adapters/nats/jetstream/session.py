@@ -26,6 +26,7 @@ so push delivery waits instead of filling an outbox (docs/nats.md "Push consumer
 
 from __future__ import annotations
 
+import logging
 import random
 from functools import partial
 
@@ -45,7 +46,7 @@ from ..headers import parse_headers
 from .api import JetStreamApi, pub_ack, pub_error
 from .direct import DIRECT_PREFIX, direct_get
 from .consumers import ACK_PREFIX
-from .dedup import first_copy
+from .dedup import first_copy, held
 from .errors import JsApiError
 from .fields import MSG_ID_HEADER
 from .pull import Out
@@ -59,6 +60,7 @@ API_PREFIX = "$JS.API."
 PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT."
 UNSTORABLE = (NatsHeaderError, InvalidHeaderKey, InvalidHeaderValue, HeadersTooLarge)
 _pick = random.Random()
+log = logging.getLogger("ferry.nats")
 
 
 def wire(broker, js: JetStreamApi) -> None:
@@ -120,26 +122,32 @@ def route(session, js: JetStreamApi, subject: str, reply: str, header: bytes, pa
     try:
         block = parse_headers(header) if header else None
         tlv = block_to_canonical(block, subject)
+    except UNSTORABLE as exc:
+        if reply:
+            session._ack(reply, st.name, exc, code=400)
+        return True
+    _publish(session, js, st, subject, reply, header, payload, block, tlv)
+    return True
+
+
+def _publish(session, js: JetStreamApi, st, subject, reply, header, payload, block, tlv) -> None:
+    """nats-server's publish checks, then the append or the duplicate's answer."""
+    try:
         duplicate = js.check_publish(st, block, len(payload))
         if duplicate is None:
             js.check_subject_seq(st, block, subject)
     except JsApiError as err:
         if reply:
             session._reply(reply, pub_error(st.name, err))
-        return True
-    except UNSTORABLE as exc:
-        if reply:
-            session._ack(reply, st.name, exc, code=400)
-        return True
+        return
     if duplicate is not None:
-        if reply:
-            _answer_duplicate(session, js, st, block.get(MSG_ID_HEADER), reply)
-        return True
+        _answer_duplicate(session, js, st, block.get(MSG_ID_HEADER), reply,
+                          partial(_publish, session, js, st, subject, reply, header, payload, block, tlv))
+        return
     _store(session, js, st, subject, reply, header, payload, block, tlv)
-    return True
 
 
-def _answer_duplicate(session, js: JetStreamApi, st, msg_id: str, reply: str) -> None:
+def _answer_duplicate(session, js: JetStreamApi, st, msg_id: str, reply: str, again) -> None:
     """A publish whose ``Nats-Msg-Id`` is in the window: answered ``duplicate: true`` once
     the first copy's append settled, with the sequence the first copy got; if that copy
     failed meanwhile (its id is forgotten, :func:`_store`), the answer is the store error,
@@ -147,20 +155,33 @@ def _answer_duplicate(session, js: JetStreamApi, st, msg_id: str, reply: str) ->
     (bench/fault_schedule.py found such acks). A first copy appended through this gateway
     is waited for itself: a JetStream-store partition holds appends in flight outside the
     local log, so waiting for what is pending there (the embedded log's rule, still used
-    for a copy not in flight here) answered at once, with the sequence only guessed."""
+    for a copy not in flight here) answered at once, with the sequence only guessed.
+
+    The answer's sequence is checked against the log (``dedup.held``): a window entry the
+    log does not back (a saved window from a gateway whose append was in flight, dedup.py)
+    is dropped and the publish goes through the checks again (``again``), so it is stored,
+    as nats-server stores a message whose id it has no stored copy of."""
     name = st.name
+    window = js.streams.dedup_window(st)
 
     def answer(_outcome=None) -> None:
         seq = js.streams.duplicate_of(st, msg_id)
-        if seq is None:
+        if seq is not None and not held(js.streams, st, msg_id, seq):
+            log.warning("stream %s: msg id %r was remembered at sequence %d, which holds no copy of it; "
+                        "storing the publish", name, msg_id, seq)
+            js.streams.dedup_window(st).drop(msg_id)
+            again()
+        elif not reply:
+            return
+        elif seq is None:
             err = JsApiError("JSStreamStoreFailedF", err="the first copy of this message id was not stored")
             session._reply(reply, pub_error(name, err))
         else:
             session._reply(reply, pub_ack(name, seq, duplicate=True))
-    parked = js.streams.dedup_window(st).after_settled(msg_id, answer)
+    parked = window.after_settled(msg_id, answer)
     if parked is None:
         session.broker.partition(JS_STREAM, st.topic_id, 0).ack_after_pending(answer)
-    elif not parked:
+    elif not parked and reply:
         err = JsApiError("JSStreamStoreFailedF", err="the first copy of this message id is still being stored")
         session._reply(reply, pub_error(name, err))
 
@@ -181,12 +202,14 @@ def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block
     own_id = uuid7() if msg_id else 0                # this copy's Ferry id, to know it again
     window = js.streams.dedup_window(st) if msg_id else None
     guessed = 0
+    fired = False                                    # on_durable ran before append() returned
 
     def on_durable(result) -> None:
+        nonlocal fired
+        fired = True
         if isinstance(result, BaseException):
             if msg_id:
-                window.forget(msg_id, guessed)
-                window.settled(msg_id)               # the duplicates that waited: the store error
+                window.settled(msg_id, stored=False)  # forgotten; the duplicates that waited: the store error
             if reply:
                 session._reply(reply, pub_error(name, JsApiError("JSStreamStoreFailedF", err=str(result))))
             return
@@ -213,14 +236,16 @@ def _store(session, js: JetStreamApi, st, subject, reply, header, payload, block
                                        native=header, publisher=session, reply=reply or None)
     except FerryError as exc:
         if msg_id:
-            window.settled(msg_id)                   # nothing appended: the waiting duplicates' error
+            window.settled(msg_id, stored=False)     # nothing appended: the waiting duplicates' error
         if reply:
             sealed = isinstance(exc, TopicSealed)
             err = JsApiError("JSStreamSealedErr") if sealed else JsApiError("JSStreamStoreFailedF", err=str(exc))
             session._reply(reply, pub_error(name, err))
         return
     guessed = result.base_offset + 1
-    js.stored(st, block, guessed, subject)
+    # The id is a guess (DedupWindow.guessed) until on_durable settles it; one settled
+    # already (a durability that fired at once) was remembered, or forgotten, there.
+    js.stored(st, None if fired else block, guessed, subject)
 
 
 def _pull(session, js: JetStreamApi, subject: str, reply: str, payload: bytes) -> None:
