@@ -260,7 +260,15 @@ class JetStreamStore:
     def before_write(self, db: "MetaDb") -> None:
         """Apply every metadata log entry past the one ``db`` holds."""
         stream = self.layout.meta_stream
-        info = self._call(f"$JS.API.STREAM.INFO.{stream}")
+        try:
+            info = self._call(f"$JS.API.STREAM.INFO.{stream}")
+        except ApiError as exc:
+            # e.g. 503/10008 "JetStream system temporarily unavailable" while a node
+            # restarts: the write fails as a storage error each protocol answers as its
+            # own retriable error (Kafka's OffsetCommit: COORDINATOR_NOT_AVAILABLE), not
+            # as a gateway exception escaping to the connection (a fault-schedule run saw
+            # "kafka connection failed" with this traceback).
+            raise StorageError(f"the cluster could not say where the metadata log ends: {exc}") from None
         last = int(info.get("state", {}).get("last_seq", 0))
         changed = False
         while db.replica_seq < last:
