@@ -654,7 +654,7 @@ class _Mirror:
         try:
             self.apply(seq, msg, stored_ns)
         except FerryError as exc:
-            log.error("mirror of %s stopped at %d: %s", self.stream, seq, exc)
+            log.warning("mirror of %s could not apply %d (%s); it starts again from there", self.stream, seq, exc)
             self.restart.set()
             return
         self.expect = seq + 1
