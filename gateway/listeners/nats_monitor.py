@@ -86,7 +86,7 @@ async def _serve_requests(broker, http_port: int, stream, conn: h11.Connection, 
         agent = dict(request.headers).get(b"user-agent")
         if agent:
             entry.client = clip(agent.decode("latin-1"))
-        while warm_for_jsz(broker, request.target.decode("latin-1").partition("?")[0]):
+        while warm_for_jsz(broker, request.target.decode("latin-1")):
             await trio.sleep(0)                  # cold JetStream state read in slices first (issue 30)
         status, body = _answer(broker, http_port, request)
         counters["messages_in"].inc(NAME)

@@ -186,8 +186,8 @@ def test_long_stream_warms_in_slices_and_restarts_after_kill_from_a_checkpoint(t
     counter.install(monkeypatch)
     watch = WarmWatch(counter)
     watch.install(monkeypatch)
-    real_save = JetStreams.save_state
-    monkeypatch.setattr(JetStreams, "save_state", lambda streams: None)   # the stop saves nothing: kill -9
+    real_save = SavedState.stop_steps
+    monkeypatch.setattr(SavedState, "stop_steps", lambda saved, streams: iter(()))   # the stop saves nothing: kill -9
     written, real_write = threading.Event(), SavedState.write
 
     def write(saved, name, data):
@@ -213,7 +213,7 @@ def test_long_stream_warms_in_slices_and_restarts_after_kill_from_a_checkpoint(t
 
     # A start after that kill: the periodic checkpoint (taken once the warm-up had
     # caught up) is restored and only the tail stored after it is read.
-    monkeypatch.setattr(JetStreams, "save_state", real_save)
+    monkeypatch.setattr(SavedState, "stop_steps", real_save)
     counter.records, watch.slices = 0, []
     watch.done.clear()
     slices = SliceWatch(counter)

@@ -61,7 +61,7 @@ from .errors import JsApiError
 from .model import Consumer, Pending
 from .pull import Out, heartbeat, parse_pull, status
 from .push import PushDelivery, parse_fc_subject
-from .replicated import follow_streams
+from .replicated import follow_removed, follow_streams
 from .retention import RetentionRules
 from .streams import JetStreams, JsStream, go_time, parse_go_time
 
@@ -117,11 +117,13 @@ class JsConsumers:
         appeared, changed or went (``replicated``), then the durable consumers
         they saved: new ones added, deleted ones dropped, the state of the
         others merged (``consumer_store.merge``), one consumer across gateways."""
-        if not self.stale:
+        if not (self.stale or self.streams.removed.behind):
             return
-        self.stale = False
+        stale, self.stale = self.stale, False
         try:
-            self._refresh(self.clock())
+            if stale:
+                self._refresh(self.clock())
+            follow_removed(self.streams)         # purges and deletes made elsewhere: one slice a call
         except (FerryError, ValueError, KeyError, TypeError) as exc:
             # a table read failed, or an entry this version cannot read: the timers and
             # the request that called must go on; the next write from elsewhere retries
@@ -247,7 +249,8 @@ class JsConsumers:
         self.store.remove(con)
         st = con.stream
         if st.config["retention"] != "limits" and st.index is not None:
-            self.streams.release(st, list(st.index.live))    # what only it still needed goes
+            # what only it still needed goes, checked in the warm-up's slices (warmup.release_step)
+            st.index.to_release = list(reversed(st.index.live))
 
     # -- info ---------------------------------------------------------------------------
     def info(self, con: Consumer) -> dict[str, Any]:
@@ -461,7 +464,7 @@ class JsConsumers:
         return out
 
     def next_deadline(self) -> float | None:
-        if self.stale:
+        if self.stale or self.streams.removed.behind:
             return self.clock()                  # writes from elsewhere to apply (refresh)
         best: float | None = self.store.next_deadline()
         for consumers in self.by_stream.values():

@@ -179,6 +179,10 @@ class SubjectIndex:
         self.expiry: list[tuple[int, int]] = []       # heap of (expires ns, seq)
         self.version = 0                              # hide events so far
         self.hidden: deque[tuple[int, str]] = deque(maxlen=HIDDEN_LOG)
+        # Interest / work-queue retention: live seqs whose need is still to be checked
+        # (an index put in use after a start, a consumer deleted), newest first, a slice
+        # at a time by the warm-up (warmup.release_step), not all in one piece.
+        self.to_release: list[int] = []
 
     # -- building --------------------------------------------------------------------
     def add(self, seq: int, subject: str, ts_ns: int, rollup: str | None = None, ttl: int = 0) -> None:
@@ -223,6 +227,8 @@ class SubjectIndex:
         else:
             if seqs[0] == seq:
                 seqs.popleft()
+            elif seqs[-1] == seq:                    # newest first (a release slice): no scan either
+                seqs.pop()
             else:
                 seqs.remove(seq)
             if len(seqs) == 1:

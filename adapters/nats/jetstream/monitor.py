@@ -14,9 +14,10 @@ document from :class:`~adapters.nats.jetstream.api.JetStreamApi` (the one
 :func:`~adapters.nats.jetstream.api.jetstream_for` finds for the broker):
 stream states and consumer infos are the ones ``$JS.API.STREAM.INFO`` and
 ``CONSUMER.INFO`` answer with, account usage is ``$JS.API.INFO``'s, and
-``api.total``/``api.errors`` are the API's own counters. Nothing is cached:
-every GET reads the current state (two record reads per stream, plus each
-consumer's pending count when consumers are asked for).
+``api.total``/``api.errors`` are the API's own counters. Nothing is cached
+across requests: every GET reads the current state (two record reads per
+stream, plus each consumer's pending count when consumers are asked for;
+those infos are built in slices just before the answer, :func:`warm_for_jsz`).
 
 Wire facts carried over from nats-server (checked against nats-server 2.15.1
 in ``tests/nats/test_nats_jsz.py``):
@@ -60,6 +61,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qs
@@ -110,13 +113,17 @@ def respond(state, query: str, now: float) -> tuple[int, bytes]:
     return 200, go_json_indent(jsz(api, state.info.server_id, state.broker, now, opts))
 
 
-def warm_for_jsz(broker, path: str) -> bool:
-    """One warm-up slice (:data:`warmup.WARM_TAIL` records) toward the per-stream
-    state a ``/jsz`` request reads (every stream's ``state``); True when one ran
-    and the caller should yield and call again, False once :func:`jsz` would
-    read at most a slice per stream itself. The monitoring listener runs these
-    slices before it answers, other tasks between two (issue 30: a cold 1,000,000
-    -message stream was read in one piece inside the request)."""
+def warm_for_jsz(broker, target: str) -> bool:
+    """One slice of the work a ``/jsz`` request (``target``: its path, with or
+    without its query) needs done first: a warm-up slice (:data:`warmup.WARM_TAIL`
+    records) toward every stream's ``state``, then, with ``consumers=true``,
+    the infos of :data:`CONSUMER_SLICE` consumers (kept for :func:`jsz`). True
+    when one ran and the caller should yield and call again, False once
+    :func:`jsz` would read at most a slice per stream and build no consumer
+    info itself. The monitoring listener runs these slices before it answers,
+    other tasks between two (issue 30: a cold 1,000,000-message stream was read
+    in one piece inside the request, and every consumer's info built in one)."""
+    path, _, query = target.partition("?")
     if path != "/jsz":
         return False
     api = jetstream_for(broker)
@@ -127,9 +134,44 @@ def warm_for_jsz(broker, path: str) -> bool:
         for st in list(streams.streams.values()):
             if cold(streams, st, STATE):
                 return warm_for(streams, st, STATE, WARM_TAIL)
+        if query and parse_options(query).get("consumers"):
+            return _consumer_slice(api)
+    except JszQueryError:
+        return False                                  # answered with its 400
     except Exception:  # noqa: BLE001 - e.g. a damaged segment: jsz reads what is left itself and reports it
         return False
     return False
+
+
+# Consumer infos one /jsz slice builds (each a dict and the consumer's pending count,
+# 20-50 us here): a slice near the warm-up's ~10 ms.
+CONSUMER_SLICE = 256
+# Infos built by warm_for_jsz slices for the next jsz() of that API: api -> (monotonic
+# s of the first slice, {(stream, consumer): info}). jsz() takes them (and builds only
+# the ones missing, e.g. of a consumer created meanwhile) and drops them; a request
+# given up between its slices leaves some, which the next one uses only while
+# younger than READY_S (the slices of one request take a few ms each).
+_READY: "weakref.WeakKeyDictionary[Any, tuple[float, dict[tuple[str, str], dict]]]" = weakref.WeakKeyDictionary()
+READY_S = 1.0
+
+
+def _consumer_slice(api) -> bool:
+    now = time.monotonic()
+    at, ready = _READY.get(api) or (now, {})
+    if now - at > READY_S:
+        at, ready = now, {}
+    _READY[api] = (at, ready)
+    built = 0
+    for name in sorted(api.streams.streams):
+        for cname in sorted(api.consumers.by_stream.get(name, {})):
+            con = api.consumers.by_stream.get(name, {}).get(cname)
+            if con is None or (name, cname) in ready:
+                continue
+            if built == CONSUMER_SLICE:
+                return True
+            ready[(name, cname)] = api.consumers.info(con)
+            built += 1
+    return built > 0
 
 
 def jsz(api, server_id: str, broker, now: float, opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,6 +207,7 @@ def jsz(api, server_id: str, broker, now: float, opts: Mapping[str, Any]) -> dic
             detail["stream_detail"] = [_stream_detail(api, name, states[name], opts) for name in names]
         doc["account_details"] = [detail]
     doc["total"] = 1
+    _READY.pop(api, None)                           # built for this answer (warm_for_jsz)
     return doc
 
 
@@ -189,8 +232,11 @@ def _stream_detail(api, name: str, state: dict[str, Any], opts: Mapping[str, Any
     out["state"] = state
     if opts.get("consumers"):
         infos = []
+        at, ready = _READY.get(api) or (0.0, {})
+        if time.monotonic() - at > READY_S:
+            ready = {}
         for cname in api.consumers.names(name):
-            info = api.consumers.info(api.consumers.get(name, cname))
+            info = ready.get((name, cname)) or api.consumers.info(api.consumers.get(name, cname))
             if not opts.get("config"):
                 info = {k: v for k, v in info.items() if k != "config"}
             infos.append(info)

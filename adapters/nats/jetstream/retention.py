@@ -11,7 +11,10 @@ redelivered. :class:`RetentionRules` (owned by ``JsConsumers``, reading its
 registry) answers that question for the streams module, which removes what nobody needs
 through the subject index (``JetStreams.release``) after every ack, every
 delivery of an ack-none consumer, a consumer's deletion and an index
-rebuild; a message published on an interest stream whose subject no
+rebuild (these two over every live message: queued on the index,
+``to_release``, and checked ``warmup.RELEASE_SLICE`` at a time by the warm-up,
+``warmup.release_step``; issue 30: in one piece they held the loop for the
+whole stream); a message published on an interest stream whose subject no
 consumer filters on is removed at once (``JetStreams.no_interest``).
 New consumers of a work-queue stream follow nats-server's rules (explicit
 ack, deliver all, one consumer per subject).
@@ -28,7 +31,6 @@ from .errors import JsApiError
 if TYPE_CHECKING:  # pragma: no cover
     from .model import Consumer
     from .streams import JsStream
-
 
 class RetentionRules:
     """Retention questions about the consumers in ``registry`` (the consumers'

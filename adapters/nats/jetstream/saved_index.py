@@ -60,7 +60,24 @@ MAX_INDEX_BYTES = 24 * 1024 * 1024
 
 def encode(idx: SubjectIndex) -> Iterator[None | bytes]:
     """``idx`` as the saved part (module doc), JSON: yields None between
-    steps, then the part's bytes, or nothing when over :data:`MAX_INDEX_BYTES`."""
+    steps, then the part's bytes, or nothing when over :data:`MAX_INDEX_BYTES`.
+    The texts are JSON string literals here (the first document layout,
+    still read); ``saved_state`` writes :func:`encode_parts`' texts as lines."""
+    parts = None
+    for parts in encode_parts(idx):
+        if parts is None:
+            yield None
+    if parts is not None:
+        meta, texts, pairs = parts
+        yield b"".join([_dumps(meta)[:-1].encode(), b',"seqs":[', b",".join(json.dumps(t.decode()).encode()
+                        for t in texts), b'],"expiry":[', b",".join(json.dumps(p.decode()).encode() for p in pairs),
+                        b"]}"])
+
+
+def encode_parts(idx: SubjectIndex) -> Iterator[None | tuple[dict, list[bytes], list[bytes]]]:
+    """``idx`` in steps (yields None between two), then ``(meta, seqs,
+    expiry)``: the part's scalar fields and its two lists of JSON texts
+    (module doc), or nothing when over :data:`MAX_INDEX_BYTES`."""
     live, expiry = idx.live.copy(), list(idx.expiry)        # the state at this moment
     head = idx.first()
     part = {"to": idx.to, "head": idx.to + 1 if head is None else head, "per_subject": idx.per_subject,
@@ -93,7 +110,7 @@ def encode(idx: SubjectIndex) -> Iterator[None | bytes]:
             steps.append(0)
             counts.append(1)
             prevs.append(-1 if i is None else i)
-    texts: list[bytes] = []                 # each a JSON string literal holding a JSON object
+    texts: list[bytes] = []                 # each a JSON object's text
     chunk: dict[str, list] = {}
     size = n_seqs = n_runs = 0
     for subject, last in open_runs.items():
@@ -119,8 +136,7 @@ def encode(idx: SubjectIndex) -> Iterator[None | bytes]:
         yield None
         pairs.append(_text(expiry[i:i + CHUNK_SEQS]))
     if sum(map(len, texts)) + sum(map(len, pairs)) <= MAX_INDEX_BYTES:
-        yield b"".join([_dumps(part)[:-1].encode(), b',"seqs":[', b",".join(texts), b'],"expiry":[',
-                        b",".join(pairs), b"]}"])
+        yield part, texts, pairs
 
 
 def matches(part, config: dict) -> bool:
@@ -201,8 +217,9 @@ def _dumps(doc) -> str:
 
 
 def _text(doc) -> bytes:
-    """``doc`` as a JSON string literal holding its JSON (decoded a text per step)."""
-    return json.dumps(_dumps(doc)).encode()
+    """``doc``'s JSON text (decoded a text per step); never holds a newline, so
+    ``saved_state`` can write each text as one line."""
+    return _dumps(doc).encode()
 
 
-__all__ = ["CHUNK_SEQS", "MAX_INDEX_BYTES", "decode", "encode", "matches"]
+__all__ = ["CHUNK_SEQS", "MAX_INDEX_BYTES", "decode", "encode", "encode_parts", "matches"]

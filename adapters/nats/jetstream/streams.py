@@ -330,7 +330,9 @@ class JetStreams:
             built = False
         self._index_catch_up(st, idx)
         if built and st.config["retention"] != "limits":
-            self.release(st, list(idx.live))          # acked before a restart, or no interest left
+            # acked before a restart, or no interest left: checked in the warm-up's
+            # slices (warmup.release_step; calls that read the state wait for them)
+            idx.to_release = list(reversed(idx.live))
         if idx.ttls:
             idx.expire(time.time_ns())
         idx.trim_below(base or self._log_start(st))
