@@ -12,8 +12,13 @@ What it does
    (nats-py ``flush``), an Iggy PING (raw TCP, code 1) and an HTTP ``GET /ping``, each
    every 20 ms; it reports the longest wait of each.
 4. Calls every JetStream API with nats-py (raw ``$JS.API`` requests, a msg-id publish,
-   KV get/keys/history, pull fetches), the Iggy admin commands with apache-iggy 0.9.0
-   (its venv, ``tests/support/iggy_clients.py``) and their HTTP equivalents with httpx.
+   KV get/keys/history, pull fetches), the Iggy commands with apache-iggy 0.9.0 (its
+   venv, ``tests/support/iggy_clients.py``: streams, topics, stats, consumer offsets,
+   polls first/last/by offset/by timestamp/next with auto-commit, a send with ids with
+   deduplication on, whose first one rebuilds the window, consumer groups, partitions;
+   in the last run delete segments and purge) and their HTTP equivalents with httpx
+   (the login too). ``--skip js`` fills and probes only the Iggy topic;
+   ``--iggy-dedup-entries`` sets the deduplication window (docs/iggy.md "Large topics").
    Each call's first answer after the restart is timed on its own (``first``), then
    ``--repeat`` more (p50/p99/max).
 
@@ -216,62 +221,122 @@ async def jetstream_calls(port: int, repeat: int, timings: Timings, mutate: bool
     await nc.close()
 
 
-IGGY_SCRIPT = r'''
-import asyncio, json, sys, time
+IGGY_SCRIPT = r"""
+import asyncio, json, struct, sys, time
 import apache_iggy as lib
-port, repeat = int(sys.argv[1]), int(sys.argv[2])
+port, repeat, phase = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+
+def sid(name_or_id) -> bytes:   # an Identifier: 1 numeric (u32), 2 string
+    if isinstance(name_or_id, int):
+        return bytes([1, 4]) + struct.pack("<I", name_or_id)
+    raw = name_or_id.encode()
+    return bytes([2, len(raw)]) + raw
+
+
+def offset_body(stream, topic, partition, consumer=1) -> bytes:   # dialect 3 (apache-iggy 0.9.0)
+    return bytes([1]) + sid(consumer) + sid(stream) + sid(topic) + bytes([1]) + struct.pack("<I", partition)
+
+
 async def main():
     c = lib.IggyClient(f"127.0.0.1:{port}")
     await c.connect()
     await c.login_user("iggy", "iggy")
     one = lib.Consumer.Single(1)
     ts = int(time.time() * 1e6) - 10**9
-    calls = {
-        "iggy get_stream": lambda: c.get_stream("bigiggy"),
-        "iggy get_streams": lambda: c.get_streams(),
-        "iggy get_topic": lambda: c.get_topic("bigiggy", "t"),
-        "iggy get_topics": lambda: c.get_topics("bigiggy"),
-        "iggy get_stats": lambda: c.get_stats(),
-        "iggy poll first": lambda: c.poll_messages("bigiggy", "t", consumer=one, polling_strategy=lib.PollingStrategy.First(),
-                                                   count=10, auto_commit=False, partition_id=0),
-        "iggy poll last": lambda: c.poll_messages("bigiggy", "t", consumer=one, polling_strategy=lib.PollingStrategy.Last(),
-                                                  count=10, auto_commit=False, partition_id=0),
-        "iggy poll by timestamp": lambda: c.poll_messages("bigiggy", "t", consumer=one,
-                                                          polling_strategy=lib.PollingStrategy.Timestamp(ts),
-                                                          count=10, auto_commit=False, partition_id=0),
-    }
+    poll = lambda strategy, auto=False: c.poll_messages("bigiggy", "t", consumer=one, polling_strategy=strategy,
+                                                        count=10, auto_commit=auto, partition_id=0)
+    sent = [0]
+
+    async def send_with_ids(i):   # with deduplication on, the first one rebuilds the window (iddedup.rebuild)
+        sent[0] += 1
+        await c.send_messages("bigiggy", "t", 0, [lib.SendMessage(b"y" * 64, id=(sent[0] << 32) + k + 1)
+                                                  for k in range(10)])
+
+    async def group_join_info(i):
+        await c.join_consumer_group("bigiggy", "t", "g")
+        await c.get_consumer_group("bigiggy", "t", "g")
+        await c.leave_consumer_group("bigiggy", "t", "g")
+
+    calls = {}
+    if phase == "read":
+        calls = {
+            "iggy get_stream": lambda i: c.get_stream("bigiggy"),
+            "iggy get_streams": lambda i: c.get_streams(),
+            "iggy get_topic": lambda i: c.get_topic("bigiggy", "t"),
+            "iggy get_topics": lambda i: c.get_topics("bigiggy"),
+            "iggy get_stats": lambda i: c.get_stats(),
+            "iggy store consumer offset": lambda i: c.send_binary_request(
+                121, offset_body("bigiggy", "t", 0) + struct.pack("<QB", 1000 + i, 1)),
+            "iggy get consumer offset": lambda i: c.send_binary_request(120, offset_body("bigiggy", "t", 0)),
+            "iggy poll first": lambda i: poll(lib.PollingStrategy.First()),
+            "iggy poll last": lambda i: poll(lib.PollingStrategy.Last()),
+            "iggy poll by offset (middle)": lambda i: poll(lib.PollingStrategy.Offset(500_000 + 1000 * i)),
+            "iggy poll by timestamp": lambda i: poll(lib.PollingStrategy.Timestamp(ts)),
+            "iggy poll next, auto-commit": lambda i: poll(lib.PollingStrategy.Next(), True),
+            "iggy send 10 with ids (dedup on)": send_with_ids,
+            "iggy create consumer group": lambda i: c.create_consumer_group("bigiggy", "t", f"g{i}"),
+            "iggy join + info + leave group": group_join_info,
+            "iggy create partitions (1)": lambda i: c.create_partitions("bigiggy", "t", 1),
+            "iggy delete partitions (1)": lambda i: c.delete_partitions("bigiggy", "t", 1),
+        }
+        await c.create_consumer_group("bigiggy", "t", "g")
+    elif phase == "mutate":   # last run only: they drop the data
+        calls = {
+            "iggy delete segments (1)": lambda i: c.send_binary_request(
+                503, sid("bigiggy") + sid("t") + struct.pack("<II", 0, 1)),
+            "iggy purge topic": lambda i: c.purge_topic("bigiggy", "t"),
+        }
     out = {}
     for name, call in calls.items():
         times = []
         for i in range(repeat + 1):
-            t0 = time.perf_counter()
-            await call()
+            wall, t0 = time.time(), time.perf_counter()
+            await call(i)
             times.append(time.perf_counter() - t0)
-        out[name] = times
+            if i == 0:
+                first_wall = (wall, time.time())
+        out[name] = {"times": times, "span": [first_wall[0], time.time()]}
+    if phase == "read":
+        for i in range(repeat + 1):
+            await c.delete_consumer_group("bigiggy", "t", f"g{i}")
+        await c.delete_consumer_group("bigiggy", "t", "g")
     print(json.dumps(out), flush=True)
 asyncio.run(main())
 import os; os._exit(0)
-'''
+"""
 
 
-def iggy_calls(port: int, repeat: int, timings: Timings) -> None:
+def iggy_calls(port: int, repeat: int, timings: Timings, phase: str) -> None:
     from iggy_clients import client_python
 
-    proc = subprocess.run([str(client_python("apache-iggy==0.9.0")), "-c", IGGY_SCRIPT, str(port), str(repeat)],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ""})
+    started = time.time()
+    proc = subprocess.run([str(client_python("apache-iggy==0.9.0")), "-c", IGGY_SCRIPT, str(port), str(repeat), phase],
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": ""})
+    ended = time.time()
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         raise SystemExit(f"iggy client failed: {proc.stderr[-2000:]}")
-    for name, times in json.loads(lines[-1]).items():
-        timings.add(name, times[1:], times[0])
+    rows = json.loads(lines[-1])
+    for name, r in rows.items():
+        timings.add(name, r["times"][1:], r["times"][0])
+        timings.spans.append((*r["span"], name))
+    # what the probes' waits outside the calls overlapped: the client process starting
+    # (imports, its runtime, connect, login) and ending (group deletes, exit)
+    first = min((r["span"][0] for r in rows.values()), default=ended)
+    last = max((r["span"][1] for r in rows.values()), default=started)
+    timings.spans += [(started, first, "iggy client start-up"), (last, ended, "iggy client clean-up and exit")]
 
 
-async def http_calls(port: int, repeat: int, timings: Timings) -> None:
+async def http_calls(port: int, repeat: int, timings: Timings, mutate: bool) -> None:
     import httpx
 
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=REQUEST_TIMEOUT_S) as http:
-        r = await http.post("/users/login", json={"username": "iggy", "password": "iggy"})
-        r.raise_for_status()
+        async def login(i):
+            r = await http.post("/users/login", json={"username": "iggy", "password": "iggy"})
+            r.raise_for_status()
+            return r
+        r = await _timed(timings, "http POST /users/login", login, repeat)
         http.headers["Authorization"] = "Bearer " + r.json()["access_token"]["token"]
 
         async def get(path: str, **params):
@@ -279,6 +344,15 @@ async def http_calls(port: int, repeat: int, timings: Timings) -> None:
             if resp.status_code >= 500:
                 raise RuntimeError(f"{path}: {resp.status_code} {resp.text}")
             return resp
+
+        def ok(method: str):   # a write refused is a failed probe, not a fast answer
+            async def call(path: str, **kw):
+                resp = await http.request(method, path, **kw)
+                if resp.status_code >= 400:
+                    raise RuntimeError(f"{method} {path}: {resp.status_code} {resp.text}")
+                return resp
+            return call
+        post, put, delete = ok("POST"), ok("PUT"), ok("DELETE")
         t = "/streams/bigiggy/topics/t"
         ts = int(time.time() * 1e6) - 10**9
         await _timed(timings, "http GET /streams/bigiggy", lambda i: get("/streams/bigiggy"), repeat)
@@ -287,19 +361,52 @@ async def http_calls(port: int, repeat: int, timings: Timings) -> None:
         await _timed(timings, "http GET /stats", lambda i: get("/stats"), repeat)
         await _timed(timings, "http GET consumer-offsets", lambda i: get(t + "/consumer-offsets", consumer_id=1,
                                                                         partition_id=0), repeat)
-        for kind, value in (("first", 0), ("last", 0), ("timestamp", ts)):
+        await _timed(timings, "http PUT consumer-offsets", lambda i: put(t + "/consumer-offsets", json={
+            "consumer_id": "1", "partition_id": 0, "offset": 2000 + i}), repeat)
+        for kind, value in (("first", 0), ("last", 0), ("offset", 500_000), ("timestamp", ts)):
             await _timed(timings, f"http poll {kind}", lambda i, k=kind, v=value: get(
                 t + "/messages", consumer_id=1, partition_id=0, kind=k, value=v, count=10, auto_commit="false"), repeat)
-        await _timed(timings, "http DELETE segments", lambda i: http.delete(t + "/partitions/0",
-                                                                           params={"segments_count": 1}), repeat)
+        await _timed(timings, "http poll next, auto-commit", lambda i: get(
+            t + "/messages", consumer_id=1, partition_id=0, kind="next", value=0, count=10, auto_commit="true"), repeat)
+        await _timed(timings, "http send 10 with ids (dedup on)", lambda i: post(t + "/messages", json={
+            "partitioning": {"kind": "partition_id", "value": "AAAAAA=="},
+            "messages": [{"id": (1 << 40) + i * 16 + k + 1, "payload": "eXl5"} for k in range(10)]}), repeat)
+        await _timed(timings, "http create consumer group", lambda i: post(t + "/consumer-groups",
+                                                                                json={"name": f"hg{i}"}), repeat)
+        await _timed(timings, "http GET consumer group", lambda i: get(t + "/consumer-groups/hg0"), repeat)
+        await _timed(timings, "http create partitions (1)", lambda i: post(t + "/partitions",
+                                                                                json={"partitions_count": 1}), repeat)
+        await _timed(timings, "http delete partitions (1)", lambda i: delete(t + "/partitions",
+                                                                                  params={"partitions_count": 1}), repeat)
+        await _timed(timings, "http DELETE consumer group", lambda i: delete(t + f"/consumer-groups/hg{i}"), repeat)
+        if mutate:   # the last run only: they drop the data
+            await _timed(timings, "http DELETE segments", lambda i: delete(t + "/partitions/0",
+                                                                               params={"segments_count": 1}), repeat)
+
+
+def fill_iggy(data: Path, messages: int) -> None:
+    """Only the Iggy topic ``bigiggy/t`` of ``bigstream.fill`` (for ``--skip js``)."""
+    from bigstream import IGGY_STREAM, IGGY_TOPIC, _append, _records
+
+    from core.broker import Broker
+    broker = Broker.open(data)
+    try:
+        broker.create_stream(IGGY_STREAM)
+        broker.create_topic(IGGY_STREAM, IGGY_TOPIC, 1)
+        _append(broker, IGGY_STREAM, IGGY_TOPIC, _records(messages, lambda i: None, False, 64))
+    finally:
+        broker.close()
 
 
 # -- the run -------------------------------------------------------------------------------------
-def start_server(data: Path, src: Path) -> tuple[subprocess.Popen, dict[str, int]]:
+def start_server(data: Path, src: Path, dedup_entries: int | None = None) -> tuple[subprocess.Popen, dict[str, int]]:
     log = data.parent / "stall-server.log"
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--only", "nats,iggy_tcp,http", "--data", str(data),
                              "--host", "127.0.0.1", "--nats-port", "0", "--iggy-tcp-port", "0", "--http-port", "0"],
-                            cwd=src, stdout=subprocess.PIPE, stderr=open(log, "wb"), env=ferry_env())
+                            cwd=src, stdout=subprocess.PIPE, stderr=open(log, "wb"),
+                            # Iggy deduplication on: the first send with ids rebuilds the window from the log
+                            env=ferry_env(FERRY_IGGY_MESSAGE_DEDUPLICATION="true", **(
+                                {"FERRY_IGGY_DEDUPLICATION_MAX_ENTRIES": str(dedup_entries)} if dedup_entries else {})))
     banner = wait_banner(proc, log, START_LIMIT_S, SystemExit, "server", None)
     ports = {name: int(re.search(rf"{name} +127\.0\.0\.1:(\d+)/tcp", banner).group(1))
              for name in ("nats", "iggy_tcp", "http")}
@@ -320,6 +427,8 @@ def main() -> None:
                     "`git archive HEAD` unpacked, for figures before a change); the fill always uses this tree")
     ap.add_argument("--kill", action="store_true", help="end each server lifetime with SIGKILL (kill -9) instead "
                     "of a clean stop: later runs start from the last checkpoint, not from a save at shutdown")
+    ap.add_argument("--iggy-dedup-entries", type=int, default=None, help="the gateway's Iggy deduplication "
+                    "max_entries (default 10000): the window the first send with ids rebuilds from the log")
     ap.add_argument("--probe", nargs=3, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.probe:
@@ -332,9 +441,14 @@ def main() -> None:
         shutil.rmtree(data, ignore_errors=True)
         t0 = time.perf_counter()
         kv_keys = args.messages // 10 if args.kv_keys is None else args.kv_keys
-        fill(data, args.messages, kv_keys=kv_keys)
+        if "js" in set(filter(None, args.skip.split(","))):
+            fill_iggy(data, args.messages)   # the JetStream side is not probed: the Iggy topic only
+            kv_keys = 0
+        else:
+            fill(data, args.messages, kv_keys=kv_keys)
         stamp.write_text(f"{args.messages} {kv_keys}\n")
-        print(f"filled {args.messages:,} JetStream + {args.messages:,} Iggy messages, {kv_keys:,} KV keys "
+        print(f"filled {0 if kv_keys == 0 and 'js' in args.skip else args.messages:,} JetStream + {args.messages:,} "
+              f"Iggy messages, {kv_keys:,} KV keys "
               f"in {time.perf_counter() - t0:.1f} s")
     for run in range(1, args.runs + 1):
         print(f"\n== run {run} of {args.runs}: " + ("the first start on this data (after a fill: nothing saved)"
@@ -346,7 +460,7 @@ def main() -> None:
 
 def one_run(data: Path, args, mutate: bool) -> None:
     t0 = time.perf_counter()
-    proc, ports = start_server(data, args.ferry_src.resolve())
+    proc, ports = start_server(data, args.ferry_src.resolve(), args.iggy_dedup_entries)
     print(f"ferry serve ready in {time.perf_counter() - t0:.1f} s (pid {proc.pid})", flush=True)
     probe = subprocess.Popen([sys.executable, __file__, "--probe", str(ports["nats"]), str(ports["iggy_tcp"]),
                               str(ports["http"])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -359,11 +473,11 @@ def one_run(data: Path, args, mutate: bool) -> None:
         if "js" not in skip:
             asyncio.run(jetstream_calls(ports["nats"], args.repeat, timings, mutate))
         if "iggy" not in skip:
-            wall = time.time()
-            iggy_calls(ports["iggy_tcp"], args.repeat, timings)
-            timings.spans.append((wall, time.time(), "the iggy calls"))
+            iggy_calls(ports["iggy_tcp"], args.repeat, timings, "read")
         if "http" not in skip:
-            asyncio.run(http_calls(ports["http"], args.repeat, timings))
+            asyncio.run(http_calls(ports["http"], args.repeat, timings, mutate))
+        if "iggy" not in skip and mutate:
+            iggy_calls(ports["iggy_tcp"], args.repeat, timings, "mutate")
         out, _ = probe.communicate("", timeout=60)
         timings.print()
         waits = json.loads(out.strip().splitlines()[-1])
