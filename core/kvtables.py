@@ -110,6 +110,12 @@ class KvTables:
         for callback in tuple(self._watchers):
             callback()
 
+    def catch_up(self) -> None:
+        """Take in every write made elsewhere so far before a read that must see them
+        (:meth:`MetaDb.catch_up`; a round trip to the cluster in scale-out mode,
+        nothing with the embedded log). Raises StorageError when it cannot."""
+        self._db.catch_up()
+
     # -- tables -----------------------------------------------------------------
     def create(self, name: str) -> bool:
         """Create an empty table; False if one by that name exists (nothing

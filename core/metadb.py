@@ -314,6 +314,15 @@ class MetaDb:
         with self.lock:
             self.conn.close()
 
+    def catch_up(self) -> None:
+        """Replicated: apply every metadata-log entry past the one this file holds
+        (what a write does first), for a read that must see every write made
+        elsewhere before it (Kafka's OffsetFetch after a rebalance). Raises
+        StorageError when the cluster cannot say where the log ends. Embedded: nothing."""
+        with self.lock:
+            if self.replicator is not None:
+                self.replicator.before_write(self)
+
     # -- statements --------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

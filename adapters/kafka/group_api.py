@@ -368,6 +368,25 @@ class GroupApi:
             row[1] = failed
 
     def _fetch(self, version: int, body, now_ms: int, topics):
+        try:
+            return self._fetch_committed(version, body, topics)
+        except FerryError:
+            # The commits made elsewhere could not be taken in (scale-out: the cluster did
+            # not answer): a retriable error, as Kafka's coordinator answers while it loads
+            # the offsets topic, never offsets that may be stale.
+            return self._fetch_refused(version, body, int(E.COORDINATOR_LOAD_IN_PROGRESS))
+
+    def _fetch_refused(self, version: int, body, err: int):
+        S = _S[OFFSET_FETCH.key]
+        if version >= 2 or body.topics is None:
+            return OFFSET_FETCH.response.make(topics=(), error_code=err)
+        part = S["OffsetFetchResponsePartition"]
+        out = [S["OffsetFetchResponseTopic"].make(name=t.name, partitions=tuple(
+            part.make(partition_index=p, committed_offset=NO_OFFSET[0], committed_leader_epoch=NO_OFFSET[1],
+                      metadata=NO_OFFSET[2], error_code=err) for p in t.partition_indexes)) for t in body.topics]
+        return OFFSET_FETCH.response.make(topics=tuple(out), error_code=0)
+
+    def _fetch_committed(self, version: int, body, topics):
         S = _S[OFFSET_FETCH.key]
         part = S["OffsetFetchResponsePartition"]
         group_err = 0 if valid_group_id(body.group_id) else int(E.INVALID_GROUP_ID)

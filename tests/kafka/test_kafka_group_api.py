@@ -20,6 +20,7 @@ from adapters.kafka.messages_groups import (DELETE_GROUPS, DESCRIBE_GROUPS, FIND
                                             LEAVE_GROUP, LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH,
                                             SYNC_GROUP)
 from adapters.kafka.offsets import PREFIX, CommitTooLarge, GroupOffsets, metadata_too_large
+from core.errors import StorageError
 from core.kvtables import MAX_BATCH_ENTRIES, KvTables
 from core.metadb import MetaDb
 
@@ -363,3 +364,58 @@ def test_a_deleted_topic_takes_its_offsets_along(api):
     assert fetch(api, 7, None)[1] == {("u", 0): (6, -1, "", 0)}
     assert fetch(api, 7, None, group="h")[1] == {}
     assert [g.group_id for g in call(api, LIST_GROUPS, 4)[0].groups] == ["g"]
+
+
+class _MetaLog:
+    """A replicated metadata log in memory (compare-and-set on its last sequence, like
+    the cluster's FERRY_META): what two gateways' MetaDbs share in scale-out mode."""
+
+    def __init__(self) -> None:
+        self.entries: list[list] = []
+        self.down = False
+
+    def before_write(self, db) -> None:
+        if self.down:
+            raise StorageError("JetStream did not answer (no leader, or not enabled)")
+        for seq in range(db.replica_seq + 1, len(self.entries) + 1):
+            db.apply_entry(seq, self.entries[seq - 1])
+
+    def publish(self, statements, after_seq):
+        if after_seq != len(self.entries):
+            raise StorageError("conflict")
+        self.entries.append(list(statements))
+        return len(self.entries)
+
+    def publish_anywhere(self, statements, db):
+        self.before_write(db)
+        return self.publish(statements, db.replica_seq)
+
+
+@pytest.mark.parametrize("version", [1, 5, 7])
+def test_offset_fetch_takes_in_commits_made_through_another_gateway_first(tmp_path, version):
+    """Scale-out: a member that takes partitions over after a rebalance fetches the last
+    commit made anywhere, not its gateway's copy (a fault-schedule run saw a gateway just
+    back from a freeze answer offsets ~440 behind, and the group's commits went back);
+    when the cluster cannot say, COORDINATOR_LOAD_IN_PROGRESS (retriable), never stale."""
+    log = _MetaLog()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    dba, ta = open_tables(tmp_path / "a")
+    dbb, tb = open_tables(tmp_path / "b")
+    dba.replicate(log)
+    dbb.replicate(log)
+    try:
+        a = GroupApi(Coordinator(initial_rebalance_delay_ms=0), GroupOffsets(ta), NODE)
+        b = GroupApi(Coordinator(initial_rebalance_delay_ms=0), GroupOffsets(tb), NODE)
+        assert commit(a, 2, {"t": [(0, 10, "", -1)]}) == {("t", 0): 0}
+        assert fetch(b, version, {"t": [0]})[1][("t", 0)][0] == 10
+        assert commit(a, 2, {"t": [(0, 20, "", -1)]}) == {("t", 0): 0}     # b's copy now 10 behind
+        assert fetch(b, version, {"t": [0]})[1][("t", 0)][0] == 20
+        log.down = True
+        top, rows = fetch(b, version, {"t": [0]})
+        refused = int(E.COORDINATOR_LOAD_IN_PROGRESS)
+        assert (top if version >= 2 else rows[("t", 0)][3]) == refused
+        assert all(r[0] == -1 for r in rows.values())
+    finally:
+        dba.close()
+        dbb.close()
