@@ -91,7 +91,8 @@ class RemotePartition(Partition):
         self.outbox: list[Outgoing] = []
         self.outbox_bytes = 0
         self.in_flight = 0  # messages published and not yet applied here
-        self._waiting: list[tuple[int, int, int, int, OnDurable]] = []  # (last, tie, base, count, callback)
+        # (last, tie, base, count, duplicate, callback): fired once the cache holds offset ``last``
+        self._waiting: list[tuple[int, int, int, int, bool, OnDurable]] = []
         self._tie = 0
         self._wake_remote: Callable[[], None] = lambda: None
         self._known_end: int | None = None  # the stream's end, asked by log_end, used once
@@ -208,14 +209,18 @@ class RemotePartition(Partition):
         if on_durable is None:
             return
         base, last = first_seq - 1, last_seq - 1  # offset = sequence - 1
-        if duplicate:
-            _fire(on_durable, AppendResult(self.partition_id, base, 0, self._last_ts, duplicate=True))
-            return
+        # A duplicate waits too, for the first copy: the cluster may answer a re-send
+        # duplicate before the mirror applied the original (its acknowledgement was lost,
+        # e.g. with the stream leader killed), and the Kafka listener finds where it went
+        # in what the mirror applied (Partition.producer_call_offset): fired at once, the
+        # retry was answered DUPLICATE_SEQUENCE_NUMBER with offset -1, and librdkafka
+        # numbered the records -1, 0, 1 (fault-schedule seed 3; docs/scale-out.md item 2).
         if last < self._next_offset:
-            _fire(on_durable, AppendResult(self.partition_id, base, count, self._last_ts))
+            _fire(on_durable, AppendResult(self.partition_id, base, 0 if duplicate else count, self._last_ts,
+                                           duplicate=duplicate))
             return
         self._tie += 1
-        heapq.heappush(self._waiting, (last, self._tie, base, count, on_durable))
+        heapq.heappush(self._waiting, (last, self._tie, base, count, duplicate, on_durable))
 
     def fail_in_flight(self, count: int, exc: BaseException, on_durable: OnDurable | None) -> None:
         """The cluster refused (or never answered) a call: its messages are not stored."""
@@ -296,8 +301,9 @@ class RemotePartition(Partition):
         self.durable.advance(self._next_offset, self._byte_end)
         waiting = self._waiting
         while waiting and waiting[0][0] <= offset:
-            _, _, base, count, callback = heapq.heappop(waiting)
-            _fire(callback, AppendResult(self.partition_id, base, count, ts))
+            _, _, base, count, duplicate, callback = heapq.heappop(waiting)
+            _fire(callback, AppendResult(self.partition_id, base, 0 if duplicate else count, ts,
+                                         duplicate=duplicate))
         self.durable.wake()  # readers after the writers' acks, as in the embedded log
         return result
 
