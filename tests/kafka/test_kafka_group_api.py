@@ -20,9 +20,9 @@ from adapters.kafka.messages_groups import (DELETE_GROUPS, DESCRIBE_GROUPS, FIND
                                             LEAVE_GROUP, LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH,
                                             SYNC_GROUP)
 from adapters.kafka.offsets import PREFIX, CommitTooLarge, GroupOffsets, metadata_too_large
-from core.errors import StorageError
 from core.kvtables import MAX_BATCH_ENTRIES, KvTables
 from core.metadb import MetaDb
+from metalog import MemoryMetaLog
 
 NODE = (1, "gw.example", 9092)
 SESSION = 10_000
@@ -366,38 +366,13 @@ def test_a_deleted_topic_takes_its_offsets_along(api):
     assert [g.group_id for g in call(api, LIST_GROUPS, 4)[0].groups] == ["g"]
 
 
-class _MetaLog:
-    """A replicated metadata log in memory (compare-and-set on its last sequence, like
-    the cluster's FERRY_META): what two gateways' MetaDbs share in scale-out mode."""
-
-    def __init__(self) -> None:
-        self.entries: list[list] = []
-        self.down = False
-
-    def before_write(self, db) -> None:
-        if self.down:
-            raise StorageError("JetStream did not answer (no leader, or not enabled)")
-        for seq in range(db.replica_seq + 1, len(self.entries) + 1):
-            db.apply_entry(seq, self.entries[seq - 1])
-
-    def publish(self, statements, after_seq):
-        if after_seq != len(self.entries):
-            raise StorageError("conflict")
-        self.entries.append(list(statements))
-        return len(self.entries)
-
-    def publish_anywhere(self, statements, db):
-        self.before_write(db)
-        return self.publish(statements, db.replica_seq)
-
-
 @pytest.mark.parametrize("version", [1, 5, 7])
 def test_offset_fetch_takes_in_commits_made_through_another_gateway_first(tmp_path, version):
     """Scale-out: a member that takes partitions over after a rebalance fetches the last
     commit made anywhere, not its gateway's copy (a fault-schedule run saw a gateway just
     back from a freeze answer offsets ~440 behind, and the group's commits went back);
     when the cluster cannot say, COORDINATOR_LOAD_IN_PROGRESS (retriable), never stale."""
-    log = _MetaLog()
+    log = MemoryMetaLog()
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     dba, ta = open_tables(tmp_path / "a")
