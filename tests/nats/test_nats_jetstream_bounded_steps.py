@@ -42,6 +42,15 @@ def keys_consumer(api) -> None:
     assert "error" not in answer, answer
 
 
+
+def _warmed(broker) -> JetStreams:
+    """The broker's JetStream streams, loaded and warmed to the log's end."""
+    streams = JetStreams(broker)
+    streams.load()
+    while streams.warm_step(1024):
+        pass
+    return streams
+
 def test_a_whole_bucket_keys_consumer_is_delivered_in_bounded_turns(tmp_path):
     fill(tmp_path, 10, kv_keys=KEYS, iggy=False)
     with Broker.open(tmp_path) as broker:
@@ -123,10 +132,7 @@ def test_a_start_parses_the_saved_document_a_chunk_per_step(tmp_path, monkeypatc
     monkeypatch.setattr(saved_index, "CHUNK_RUNS", 100)
     monkeypatch.setattr(saved_state, "CHECKPOINT_CHUNK", 100)
     with Broker.open(tmp_path) as broker:
-        streams = JetStreams(broker)
-        streams.load()
-        while streams.warm_step(1024):
-            pass
+        streams = _warmed(broker)
         streams.save_state()
         lines = saved_lines(broker, KV)[1:] + saved_lines(broker, BIG_STREAM)[1:]
     assert len(lines) >= 2 * KEYS // 100
@@ -249,10 +255,7 @@ def test_a_checkpoint_reads_the_msg_id_window_a_chunk_per_step(tmp_path, monkeyp
     fill(tmp_path, KEYS, iggy=False)
     monkeypatch.setattr(saved_state, "CHECKPOINT_CHUNK", 100)
     with Broker.open(tmp_path) as broker:
-        streams = JetStreams(broker)
-        streams.load()
-        while streams.warm_step(1024):
-            pass
+        streams = _warmed(broker)
         st = streams.streams[BIG_STREAM]
         window = streams.dedup_window(st).ids
         assert len(window) == KEYS
