@@ -80,6 +80,7 @@ is served, though it may still be stored (docs/kafka.md "APIs served", DeleteRec
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -96,6 +97,8 @@ from .messages import FETCH, LIST_OFFSETS, PRODUCE
 from .placement import topic_key
 from .records import RecordBatchError, decode_produce_batch, producer_key, sequence_error
 from .retry_lookup import find_stored
+
+log = logging.getLogger("ferry.kafka")
 
 # Records read from the log per partition per fetch: bounds the work of one
 # response beside the byte limits (Kafka's own fetch is bounded by bytes only).
@@ -155,6 +158,14 @@ class ProduceWait:
                 found = _retried_base(retry)
                 if found is None:
                     fields.update(error_code=int(E.DUPLICATE_SEQUENCE_NUMBER), base_offset=-1)
+                    # Rare and telling: librdkafka counts this as delivered with no offset. A
+                    # fault-schedule run had two records answered so that no node holds
+                    # (docs/scale-out.md, "On the ninth session's code"): say which batch.
+                    if retry is not None:
+                        log.warning("Produce retry answered DUPLICATE_SEQUENCE_NUMBER with no offset",
+                                    extra={"partition_key": list(retry[1][:3]), "producer": retry[1][3],
+                                           "base_sequence": retry[2], "last_sequence": retry[3],
+                                           "reported_offset": outcome.base_offset})
                 else:
                     fields.update(error_code=0, base_offset=found)
             else:  # where the records are: a partition that applies later only guessed at return
