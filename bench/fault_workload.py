@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from functools import partial
@@ -100,8 +101,12 @@ class KafkaWriter(threading.Thread):
                     self.hist.emit("note", what="kafka producer fatal", producer=name, error=str(err))
                     fatal.set()
 
+            # FS_RDKAFKA_DEBUG=eos (or eos,protocol) logs librdkafka's producer-id and epoch
+            # decisions to stderr: why each epoch bump happened (docs/scale-out.md, item 6).
+            debug = {"debug": os.environ["FS_RDKAFKA_DEBUG"], "log_level": 7} if os.environ.get(
+                "FS_RDKAFKA_DEBUG") else {}
             p = Producer({**self.conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                          "message.timeout.ms": MSG_TIMEOUT_MS, "error_cb": on_error})
+                          "message.timeout.ms": MSG_TIMEOUT_MS, "error_cb": on_error, **debug})
             seq = 0
             while not self.stop.is_set() and not fatal.is_set():
                 if len(p) >= MAX_IN_QUEUE:
