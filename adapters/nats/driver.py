@@ -516,6 +516,9 @@ async def save_streams(streams) -> None:
                     except StorageConflict:   # another gateway's write came first: write ours after it
                         if attempt + 1 == STOP_SAVE_ATTEMPTS:
                             raise
+    except StorageError as exc:  # the store refused or did not answer: the next start reads from the last checkpoint
+        log.warning("the JetStream streams' state was not saved at the stop (%s); the next start reads "
+                    "the log from the last checkpoint", exc)
     except Exception:  # noqa: BLE001 - a failed save costs a rebuild on the next start, not the shutdown
         log.exception("saving the JetStream streams' state failed")
 
