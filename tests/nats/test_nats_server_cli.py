@@ -105,6 +105,23 @@ class DropIn:
             self.err.close()
 
 
+# Starts with fresh ports when another test took a port between free_port() and the
+# server's bind (a CI run lost the websocket port that way: "Address already in use").
+PORT_RACE_ATTEMPTS = 3
+
+
+def start_on_free_ports(tmp_path: Path, count: int, args_for) -> tuple[DropIn, list[int]]:
+    """``DropIn`` with ``args_for(ports)`` on ``count`` free ports (the first is waited on)."""
+    for attempt in range(PORT_RACE_ATTEMPTS):
+        ports = [free_port() for _ in range(count)]
+        try:
+            return DropIn(tmp_path, *args_for(ports), wait_port=ports[0]), ports
+        except AssertionError as exc:
+            if "Address already in use" not in str(exc) or attempt + 1 == PORT_RACE_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
@@ -121,10 +138,10 @@ async def settle(nc) -> None:
 
 
 def test_flags_user_pass_monitor_and_log_file(tmp_path):
-    port, mport = free_port(), free_port()
     log = tmp_path / "nats.log"
-    srv = DropIn(tmp_path, "-a", "127.0.0.1", "-p", str(port), "-m", str(mport), "--user", "u", "--pass", "p",
-                 "-DV", "-l", str(log), "-P", str(tmp_path / "pid"), wait_port=port)
+    srv, (port, mport) = start_on_free_ports(tmp_path, 2, lambda p: (
+        "-a", "127.0.0.1", "-p", str(p[0]), "-m", str(p[1]), "--user", "u", "--pass", "p",
+        "-DV", "-l", str(log), "-P", str(tmp_path / "pid")))
     try:
         async def main():
             nc = await nats.connect(f"nats://u:p@127.0.0.1:{port}")
@@ -184,27 +201,30 @@ def test_config_file_with_users_tls_and_websocket(tmp_path):
     cert.cert_chain_pems[0].write_to_path(str(tmp_path / "s.pem"))
     cert.private_key_pem.write_to_path(str(tmp_path / "s.key"))
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
-    port, wsport, mport = free_port(), free_port(), free_port()
-    (tmp_path / "server.conf").write_text(f"""
-        # a nats-server config, unchanged
-        port: {port}
-        host: 127.0.0.1
-        http_port: {mport}
-        server_name: "drop-in"
-        tls {{
-          cert_file: "{tmp_path / 's.pem'}"
-          key_file: "{tmp_path / 's.key'}"
-          ca_file: "{tmp_path / 'ca.pem'}"
-          verify: true
-        }}
-        authorization {{
-          users = [
-            {{user: app, password: pw, permissions: {{publish: "app.>", subscribe: ["app.>", "_INBOX.>"]}}}}
-          ]
-        }}
-        websocket {{ port: {wsport}, no_tls: true }}
-    """)
-    srv = DropIn(tmp_path, "-c", str(tmp_path / "server.conf"), wait_port=port)
+
+    def config(ports):
+        port, wsport, mport = ports
+        (tmp_path / "server.conf").write_text(f"""
+            # a nats-server config, unchanged
+            port: {port}
+            host: 127.0.0.1
+            http_port: {mport}
+            server_name: "drop-in"
+            tls {{
+              cert_file: "{tmp_path / 's.pem'}"
+              key_file: "{tmp_path / 's.key'}"
+              ca_file: "{tmp_path / 'ca.pem'}"
+              verify: true
+            }}
+            authorization {{
+              users = [
+                {{user: app, password: pw, permissions: {{publish: "app.>", subscribe: ["app.>", "_INBOX.>"]}}}}
+              ]
+            }}
+            websocket {{ port: {wsport}, no_tls: true }}
+        """)
+        return ("-c", str(tmp_path / "server.conf"))
+    srv, (port, wsport, mport) = start_on_free_ports(tmp_path, 3, config)
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)
     ca.issue_cert("app@example.test").configure_cert(ctx)
