@@ -83,6 +83,11 @@ class WarmWatch:
             more = watch.real(streams, budget)
             if more:
                 watch.slices.append((watch.counter.records - before, time.perf_counter()))
+                # The gateway and the probe share this process: let the probe's thread take
+                # the GIL and send its PING, so the loop has something to serve between two
+                # slices (what is tested); without it a fast warm-up could finish before the
+                # probe's thread ran at all (a CI run saw one PING, just before the first).
+                time.sleep(0.001)
             else:
                 watch.done.set()
             return more
