@@ -113,15 +113,22 @@ def calls(start: int, n: int, size: int) -> list[Outgoing]:
     return out
 
 
+async def chained(nursery):
+    """``(stream, publisher, partition)`` after one call and ``SHARED_HOLD_S`` of quiet:
+    the partition's chain is on."""
+    stream = Stream(nursery)
+    pub = Publisher(stream, nursery, lambda: True)
+    part = Part()
+    pub.submit("k", part, "s", [Outgoing([(1 << 40, 0, b"", b"first")], None, -1, 0)])
+    await trio.sleep(SHARED_HOLD_S + 1)
+    return stream, pub, part
+
+
 async def run(script, *, size=5, n=8):
     """One call, then ``SHARED_HOLD_S`` of quiet (so the chain is on), then ``n`` calls of
     ``size`` messages under ``script``'s faults. Sequence 1 is the first call's."""
     async with trio.open_nursery() as nursery:
-        stream = Stream(nursery)
-        pub = Publisher(stream, nursery, lambda: True)
-        part = Part()
-        pub.submit("k", part, "s", [Outgoing([(1 << 40, 0, b"", b"first")], None, -1, 0)])
-        await trio.sleep(SHARED_HOLD_S + 1)
+        stream, pub, part = await chained(nursery)
         script(stream)
         pub.submit("k", part, "s", calls(0, n, size))
         with trio.fail_after(120):
@@ -243,11 +250,7 @@ async def test_a_lost_ack_before_later_acks_leaves_the_chain_at_the_highest(auto
     # the next call's third message expected the real last and was stored before the first
     # two (bench/fault_schedule.py seed 3 over 4 minutes: 37 records of one batch).
     async with trio.open_nursery() as nursery:
-        stream = Stream(nursery)
-        pub = Publisher(stream, nursery, lambda: True)
-        part = Part()
-        pub.submit("k", part, "s", [Outgoing([(1 << 40, 0, b"", b"first")], None, -1, 0)])
-        await trio.sleep(SHARED_HOLD_S + 1)
+        stream, pub, part = await chained(nursery)
         stream.lose_ack.add(b"000002")
         pub.submit("k", part, "s", calls(0, 1, 5))
         with trio.fail_after(60):
